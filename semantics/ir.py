@@ -1,0 +1,466 @@
+"""The serQ IR, version 13, as immutable Python values.
+
+The definition of a serQ program is its IR (seed 002, preamble). These frozen
+dataclasses mirror the reference implementation's encoding field for field
+(``../shared/ir/FORMAT.md``); ``semantics.codec`` turns them into JSON and back.
+Every collection is a tuple, so an IR value is hashable and can be shared by
+every configuration of a run.
+
+Naming: a class per IR node, named as the IR names it; a field per JSON field,
+named as the JSON names it, except where the JSON name is a Python keyword or
+positional (``Cond.then``/``Cond.otherwise``, ``Branch.then_block``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+IR_VERSION = 13
+
+# --------------------------------------------------------------------------
+# Vocabulary
+# --------------------------------------------------------------------------
+
+#: Context variables: IR name -> source spelling (FORMAT.md, Expressions).
+CONTEXT_VARIABLES: dict[str, str] = {
+    "Now": "now",
+    "Waited": "waited",
+    "Size": "size",
+    "Age": "age",
+    "Last": "last",
+    "Queued": "waiting",
+    "N": "present",
+    "Ntok": "tokens",
+    "Ndec": "decoders",
+    "Npre": "prefilled",
+    "Nres": "residents",
+    "Kvb": "kv_decode",
+    "Kvp": "kv_prefill",
+    "Attn": "attention",
+    "Decoding": "decoding",
+    "Admission": "admission",
+    "Remaining": "remaining",
+}
+
+#: Distributions of ``~name(args)``: IR name -> (source spelling, arity).
+DISTRIBUTIONS: dict[str, tuple[str, int]] = {
+    "Exp": ("exp", 1),
+    "Det": ("det", 1),
+    "Uniform": ("uniform", 2),
+    "Erlang": ("erlang", 2),
+    "H2": ("h2", 2),
+    "Bernoulli": ("bernoulli", 1),
+}
+
+#: Functions of ``Call``: IR name -> (source spelling, argument kinds).
+#: A kind is "e" (an expression), "p" (a pool reference) or "s" (a stage reference).
+FUNCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Min": ("min", ("e", "e")),
+    "Max": ("max", ("e", "e")),
+    "Abs": ("abs", ("e",)),
+    "Floor": ("floor", ("e",)),
+    "Ceil": ("ceil", ("e",)),
+    "Sqrt": ("sqrt", ("e",)),
+    "Exp": ("exp", ("e",)),
+    "Ln": ("ln", ("e",)),
+    "Pow": ("pow", ("e", "e")),
+    "Queue": ("queue", ("s",)),
+    "Busy": ("busy", ("s",)),
+    "Work": ("work", ("s",)),
+    "Used": ("used", ("p",)),
+    "Free": ("free", ("p",)),
+    "CachedIn": ("cachedin", ("p",)),
+    "Holders": ("holders", ("p",)),
+    "Queued": ("queued", ("p",)),
+    "Price": ("price", ("s", "s", "e")),
+    "BudgetLeft": ("budget_left", ("s",)),
+    "EstLambda": ("est_lambda", ("s",)),
+    "EstRho": ("est_rho", ("s",)),
+    "EstWait": ("est_wait", ("s",)),
+}
+
+UNARY_OPS = ("Neg", "Not")
+BINARY_OPS = ("Add", "Sub", "Mul", "Div", "Pow", "Lt", "Le", "Gt", "Ge", "Eq", "Ne", "And", "Or")
+#: Operators whose value is a test (0 or 1): the statistics note (seed 002, Statistics).
+TEST_OPS = ("Lt", "Le", "Gt", "Ge", "Eq", "Ne", "And", "Or")
+RUN_MODES = ("Plain", "Prefill", "Decode")
+SIDES = ("Workload", "Server")
+
+# --------------------------------------------------------------------------
+# References
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A family of ``count`` pools or stages starting at ``base``; ``index``
+    selects a member (None for a family of one)."""
+
+    base: int
+    count: int
+    index: "Expr | None"
+
+
+@dataclass(frozen=True, slots=True)
+class CostTarget:
+    """What a ``Cost`` expression is measured in: ``kind`` is "Pool" or "Stage"."""
+
+    kind: str
+    base: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class JointTarget:
+    """A quantity measured in several resources at once (``{"Joint": [targets]}``)."""
+
+    parts: tuple["CostTarget | JointTarget", ...]
+
+
+Target = Union[CostTarget, JointTarget]
+
+
+# --------------------------------------------------------------------------
+# Expressions
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ctx:
+    var: str  # a key of CONTEXT_VARIABLES
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    dist: str  # a key of DISTRIBUTIONS
+    args: tuple["Expr", ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ExprArg:
+    expr: "Expr"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolArg:
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class StageArg:
+    ref: Ref
+
+
+Arg = Union[ExprArg, PoolArg, StageArg]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    fun: str  # a key of FUNCTIONS
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    op: str
+    operand: "Expr"
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    op: str
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    test: "Expr"
+    then: "Expr"
+    otherwise: "Expr"
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Keeps ``expr``'s value and records the resource it is measured in."""
+
+    target: Target
+    expr: "Expr"
+
+
+Expr = Union[Num, Attr, Ctx, Sample, Call, Unary, Binary, Cond, Cost]
+
+# --------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Set:
+    slot: int
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Observe:
+    index: int  # into Program.observes
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class HoldPool:
+    """One pool of a hold: ``pool (units) [reserve (reserve)]``."""
+
+    ref: Ref
+    units: Expr
+    reserve: Expr | None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    ref: Ref
+    duration: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    pools: tuple[HoldPool, ...]
+    reuse: Expr | None
+    body: int  # a block id
+    cache: Expr | None
+    lease: Lease | None
+
+
+@dataclass(frozen=True, slots=True)
+class Grow:
+    ref: Ref
+    amount: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    ref: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    ref: Ref
+    amount: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    stage: Ref
+    mode: str  # one of RUN_MODES
+    work: Expr
+    growing: Ref | None
+    also: tuple[Ref, ...] | None = None  # further stages of one flow; None when absent
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    guard: Expr
+    then_block: int
+    else_block: int
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    block: int
+
+
+@dataclass(frozen=True, slots=True)
+class While:
+    """``{"While": [guard, block]}``: the block again while the guard is 1.
+    Not in the seed's syntax; version-13 files compiled elsewhere use it
+    (the oracle's multi-turn replay loops ``while more``)."""
+
+    guard: Expr
+    block: int
+
+
+@dataclass(frozen=True, slots=True)
+class Choose:
+    var: int  # the attribute slot the index is written to
+    count: int
+    key: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    pass
+
+
+Stmt = Union[Turn, Set, Observe, Hold, Grow, Drop, Release, Load, Run, Branch, Loop, While, Choose, End]
+
+# --------------------------------------------------------------------------
+# Pools and stages
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Spill:
+    to: int  # pool index
+    via: int  # stage index
+    work: Expr
+    when: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    name: str
+    index: int | None
+    cap: float  # math.inf for no cap
+    block: float | None
+    evict: tuple[Expr, ...] | None  # None: lru; a tuple: evict by (keys)
+    preempt: tuple[Expr, ...] | None  # None: preempt none; keys: victim order (lifo: -admission)
+    queue: tuple[Expr, ...] | None  # None: fifo; keys: queue by
+    spill: Spill | None
+    admit_via: int | None  # stage index
+
+
+@dataclass(frozen=True, slots=True)
+class Fifo:
+    servers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ps:
+    capacity: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    budget: Expr
+    cost: Expr
+    chunk: Expr
+    serve: tuple[Expr, ...] | None  # keys of serve by; None: exclusive prefill
+    memory: int | None  # pool index
+
+
+StageKind = Union[Fifo, Ps, Step]
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str
+    index: int | None
+    kind: StageKind
+
+
+# --------------------------------------------------------------------------
+# The workload's arrivals
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Poisson:
+    rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    gap: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSpec:
+    """An explicit session: its attributes, and optionally its turns."""
+
+    attrs: tuple[tuple[int, float], ...]
+    turns: tuple[tuple[tuple[int, float], ...], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Sessions:
+    sessions: tuple[SessionSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoArrival:
+    pass
+
+
+Arrival = Union[Poisson, Renewal, Closed, Batch, Sessions, NoArrival]
+
+# --------------------------------------------------------------------------
+# Attribute types and the program
+# --------------------------------------------------------------------------
+
+#: An attribute's type: "Size", "Value", or a target (``{"Cost": target}``).
+AttrType = Union[str, CostTarget, JointTarget]
+
+
+@dataclass(frozen=True, slots=True)
+class Gauge:
+    name: str
+    expr: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    version: int
+    attrs: tuple[str, ...]
+    attr_types: tuple[AttrType, ...]
+    sides: tuple[tuple[str, ...], ...]
+    observes: tuple[str, ...]
+    pools: tuple[Pool, ...]
+    stages: tuple[Stage, ...]
+    arrival: Arrival
+    trace: str | None
+    trace_ordered: bool
+    init: int
+    turn: int
+    session: int
+    blocks: tuple[tuple[Stmt, ...], ...]
+    horizon: float
+    warmup: float
+    seed: int
+    arrivals: int | None
+    slot_cached: int
+    slot_serial: int
+    slot_turn: int
+    slot_new: int
+    slot_out: int
+    slot_think: int
+    slot_more: int
+    slot_forced: int
+    slot_computed: int
+    hidden: tuple[int, ...]
+    share: str | None  # "MaxMin", "Bottleneck", or None when no run holds several stages
+    gauges: tuple[Gauge, ...]
+
+
+#: The built-in attributes, in slot order (FORMAT.md, Program).
+BUILTIN_ATTRS = ("cached", "serial", "turn_no", "new", "out", "think", "more", "forced", "computed")
