@@ -48,7 +48,14 @@ class ProgramError(SerqError):
 
 
 class RunError(SerqError):
-    """A program that fails while it runs; the span is the statement's."""
+    """A program that fails while it runs. ``stmt`` is the (block id,
+    statement index) of the IR statement that failed, and ``time`` the
+    simulated time; the CLI turns ``stmt`` into a span with the SourceMap."""
+
+    def __init__(self, message: str, stmt: tuple[int, int] | None = None, time: float | None = None, span: Span | None = None):
+        super().__init__(message, span)
+        self.stmt = stmt
+        self.time = time
 
 
 class UsageError(SerqError):

@@ -1,0 +1,90 @@
+"""What a run produces, before it is summarised: the contract between the
+small-step driver (``semantics.smallstep.driver``), which fills it, and the
+statistics and reports (``semantics.statistics``, ``semantics.report``), which
+summarise and print it.
+
+Stage and pool figures are time averages and counts the driver's
+accumulators already hold; observations and gauges are kept raw (samples and
+change points) because their confidence intervals need them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ObserveRecord:
+    name: str
+    #: True when the expression is a test (outermost operator a comparison,
+    #: &&, || or !): the "constant 0" note applies (seed 002, Statistics)
+    is_test: bool
+    #: (time, session serial, turn number, value), after warm-up, in the order taken
+    samples: tuple[tuple[float, int, int, float], ...]
+
+
+@dataclass(frozen=True)
+class GaugeRecord:
+    name: str
+    #: (time, value) change points over the whole run, in time order; the
+    #: first is at time 0; the value holds until the next point (or end)
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    name: str
+    index: int | None
+    kind: str  # "fifo", "ps", "step"
+    mean_number: float  # time-average jobs present over [warmup, end]
+    utilization: float
+    completed: int  # completions after warm-up
+    throughput: float  # completed / (end - warmup)
+    mean_wait: float  # NaN when no job completed
+    mean_service: float
+    #: step stages only (None elsewhere): iterations, and iteration counts by kind
+    iterations: int | None = None
+    prefill_only: int | None = None
+    decode_only: int | None = None
+    mixed: int | None = None
+    mean_decodes: float | None = None
+    itl_p50: float | None = None
+    itl_p99: float | None = None
+
+
+@dataclass(frozen=True)
+class PoolRecord:
+    name: str
+    index: int | None
+    mean_used: float
+    mean_cached: float
+    mean_queue: float
+    mean_holders: float
+    mean_wait: float  # NaN when nobody was admitted after warm-up
+    admissions: int
+    evicted_entries: int
+    evicted_units: float
+    preemptions: int
+    spills: int
+    rejected: int
+    stuck: int
+    #: lines explaining stuck or rejected sessions, e.g.
+    #: "session 3 rejected: reserve 200 above cap 160"
+    explanations: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    horizon: float
+    end: float
+    warmup: float
+    seed: int
+    events: int
+    arrivals: int
+    ended: int
+    turns: int
+    mean_live: float
+    observes: tuple[ObserveRecord, ...]
+    gauges: tuple[GaugeRecord, ...]
+    stages: tuple[StageRecord, ...]
+    pools: tuple[PoolRecord, ...]
