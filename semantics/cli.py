@@ -1,0 +1,223 @@
+"""The command line: ``serq-ref check | ir | run | trace``.
+
+Exit codes: 0 success; 1 a bad program (syntax, link, IR format, run-time
+error); 2 bad usage; 3 a bug of serq-ref itself (reported in one line, with
+a request to file it, never as a raw traceback unless SERQ_REF_DEBUG is set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Sequence
+
+from . import SERQ_VERSION, codec
+from .errors import ProgramError, RunError, SerqError, UsageError, format_diagnostic, render
+from .pipeline import Loaded, Overrides, load
+
+EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors as UsageError (exit 2, a `usage:` line)."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError("NaN is not a value here")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def _assignment(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, found {text!r}")
+    return name.strip(), _number(value.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="serq-ref", description="The reference semantics of serQ.")
+    parser.add_argument("--version", action="version", version=f"serq-ref {SERQ_VERSION}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    def program_arguments(p: argparse.ArgumentParser, run_block: bool) -> None:
+        p.add_argument("file", metavar="FILE", help="a .sq program or a .json IR file")
+        p.add_argument("--set", dest="sets", action="append", type=_assignment, default=[], metavar="NAME=VALUE",
+                       help="override a let constant (.sq only); repeatable")
+        p.add_argument("--arrivals", type=_count, metavar="N", help="exactly N arrivals, then drain")
+        if run_block:
+            p.add_argument("--seed", type=_count, metavar="N")
+            p.add_argument("--horizon", type=_number, metavar="T")
+            p.add_argument("--warmup", type=_number, metavar="T")
+
+    p = commands.add_parser("check", help="compile and link; print a one-line summary or the errors")
+    program_arguments(p, run_block=False)
+    p = commands.add_parser("ir", help="print the IR (version 13) of a program")
+    program_arguments(p, run_block=False)
+    p = commands.add_parser("run", help="simulate a program and report")
+    program_arguments(p, run_block=True)
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--dump", metavar="DIR", help="write every observation and gauge as CSV under DIR")
+    p = commands.add_parser("trace", help="print the step trace: one JSON line per rule applied")
+    program_arguments(p, run_block=True)
+    p.add_argument("--steps", type=_count, metavar="N", help="at most N rules")
+    p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
+                   help="only rules at time T or later")
+    return parser
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    return Overrides(
+        seed=getattr(args, "seed", None),
+        horizon=getattr(args, "horizon", None),
+        warmup=getattr(args, "warmup", None),
+        arrivals=args.arrivals,
+        sets=tuple(args.sets),
+    )
+
+
+def _print_warnings(loaded: Loaded) -> None:
+    for w in loaded.warnings:
+        source = _source_of(w.span.file) if w.span else None
+        print(format_diagnostic("warning", w.message, w.span, w.file, source), file=sys.stderr)
+
+
+def command_check(args: argparse.Namespace) -> int:
+    loaded = load(args.file, _overrides(args))
+    _print_warnings(loaded)
+    p = loaded.program
+    print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} block(s)")
+    return EXIT_OK
+
+
+def command_ir(args: argparse.Namespace) -> int:
+    loaded = load(args.file, _overrides(args))
+    _print_warnings(loaded)
+    sys.stdout.write(codec.dumps(loaded.program))
+    return EXIT_OK
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from .report import build_report, dumps_json, format_text, write_dump
+    from .smallstep.driver import run
+
+    loaded = load(args.file, _overrides(args))
+    _print_warnings(loaded)
+    bar = None
+    if sys.stderr.isatty():
+        from .progress import ProgressBar
+
+        bar = ProgressBar(sys.stderr)
+    try:
+        result = _with_statement_span(loaded, lambda: run(loaded.program, base_dir=loaded.base_dir, progress=bar))
+    finally:
+        if bar is not None:
+            bar.close()
+    report = build_report(result)
+    sys.stdout.write(dumps_json(report) if args.json else format_text(report))
+    if args.dump:
+        try:
+            write_dump(result, args.dump)
+        except OSError as e:
+            raise UsageError(f"cannot write the dump to {args.dump}: {e.strerror}") from None
+    return EXIT_OK
+
+
+def command_trace(args: argparse.Namespace) -> int:
+    from .smallstep.driver import trace
+
+    loaded = load(args.file, _overrides(args))
+    _print_warnings(loaded)
+
+    def emit() -> None:
+        for step in trace(loaded.program, base_dir=loaded.base_dir, steps=args.steps, from_time=args.from_time):
+            sys.stdout.write(json.dumps(step, separators=(",", ":")) + "\n")
+
+    _with_statement_span(loaded, emit)
+    return EXIT_OK
+
+
+def _with_statement_span(loaded: Loaded, action):
+    """Run ``action``; a RunError gets its statement's source span."""
+    try:
+        return action()
+    except RunError as e:
+        if e.span is None and e.stmt is not None:
+            e.span = loaded.smap.stmt(*e.stmt)
+        if e.span is None:
+            e.file = loaded.smap.file
+            if e.stmt is not None:
+                e.message = f"{e.message} (statement blocks[{e.stmt[0]}][{e.stmt[1]}])"
+        if e.time is not None:
+            e.message = f"{e.message} (at time {e.time:g})"
+        raise
+
+
+COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace}
+
+
+def _source_of(path: str | None) -> str | None:
+    if path is None or not path.endswith(".sq"):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        print(f"serq-ref: {e.message}" if e.message.startswith("usage:") or "\nusage:" in e.message
+              else f"serq-ref: {e.message}\nusage: serq-ref {{check,ir,run,trace}} FILE [options]", file=sys.stderr)
+        return EXIT_USAGE
+    except SerqError as e:
+        print(render(e, _source_of(e.span.file if e.span else None)), file=sys.stderr)
+        return e.exit_code
+    except BrokenPipeError:
+        # the reader went away (`serq-ref trace ... | head`): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("serq-ref: interrupted", file=sys.stderr)
+        return 130
+    except RecursionError:
+        print("serq-ref: error: the program nests too deeply to process", file=sys.stderr)
+        return EXIT_PROGRAM
+    except Exception as e:  # a bug of ours: one line, never a traceback
+        if os.environ.get("SERQ_REF_DEBUG"):
+            raise
+        print(f"serq-ref: internal error (a bug of serq-ref, please report it): {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return EXIT_BUG
+
+
+if __name__ == "__main__":
+    sys.exit(main())
