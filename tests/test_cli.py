@@ -1,0 +1,109 @@
+"""The command line: exit codes, usage errors, and the IR commands on IR files.
+
+Brief: "Every bad input gets a clear error: FILE:LINE:COL: error: message, the
+source line and a caret; exit 1 for a bad program, 2 for bad usage; never a
+Python traceback."
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from semantics.cli import main
+
+ORACLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "oracle")
+ORACLE_IR = sorted(glob.glob(os.path.join(ORACLE, "**", "*.ir.json"), recursive=True))
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_oracle_files_are_present():
+    # the differential data this suite replays must be where the brief says
+    assert len(ORACLE_IR) == 12
+
+
+@pytest.mark.parametrize("argv", [[], ["run"], ["frobnicate", "x.sq"], ["run", "x.sq", "--seed", "minus"],
+                                  ["run", "x.sq", "--set", "novalue"], ["run", "x.sq", "--horizon", "nan"],
+                                  ["run", "x.sq", "--arrivals", "-3"]])
+def test_bad_usage_exits_2_with_a_usage_line(capsys, argv):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert "usage:" in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_missing_file_is_usage(capsys):
+    code, _, err = run_cli(capsys, "check", "does/not/exist.sq")
+    assert code == 2 and "no such file: does/not/exist.sq" in err
+
+
+def test_unknown_extension_is_usage(capsys, tmp_path):
+    f = tmp_path / "prog.txt"
+    f.write_text("x")
+    code, _, err = run_cli(capsys, "check", str(f))
+    assert code == 2 and "expected a .sq program or a .json IR file" in err
+
+
+def test_set_on_an_ir_file_is_usage(capsys):
+    code, _, err = run_cli(capsys, "ir", ORACLE_IR[0], "--set", "x=1")
+    assert code == 2 and "--set applies to .sq programs" in err
+
+
+def test_bad_json_is_a_program_error_naming_the_file(capsys, tmp_path):
+    f = tmp_path / "broken.json"
+    f.write_text('{"version": 13,')
+    code, _, err = run_cli(capsys, "check", str(f))
+    assert code == 1
+    assert err.startswith(f"{f}: error: not JSON")
+
+
+def test_other_ir_version_names_both_versions(capsys, tmp_path):
+    d = json.load(open(ORACLE_IR[0]))
+    d["version"] = 14
+    f = tmp_path / "v14.json"
+    f.write_text(json.dumps(d))
+    code, _, err = run_cli(capsys, "check", str(f))
+    assert code == 1 and "IR version 14 is not IR version 13" in err
+
+
+def test_later_node_is_rejected_clearly(capsys, tmp_path):
+    # FORMAT.md: later versions' nodes are rejected "with a clear message rather than a crash"
+    d = json.load(open(ORACLE_IR[0]))
+    d["blocks"][0].append({"Fork": [1, 2]})
+    f = tmp_path / "fork.json"
+    f.write_text(json.dumps(d))
+    code, _, err = run_cli(capsys, "check", str(f))
+    assert code == 1 and "error" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", ORACLE_IR, ids=lambda p: os.path.relpath(p, ORACLE))
+def test_ir_reprints_oracle_files_exactly(capsys, path):
+    # Issue 2: "loading an IR file and writing it gives the same JSON"
+    code, out, err = run_cli(capsys, "ir", path)
+    assert code == 0, err
+    assert out == open(path).read()
+
+
+@pytest.mark.parametrize("path", ORACLE_IR, ids=lambda p: os.path.relpath(p, ORACLE))
+def test_check_summarises_oracle_files(capsys, path):
+    d = json.load(open(path))
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0, err
+    assert out == (f"OK: {len(d['pools'])} pool(s), {len(d['stages'])} stage(s), "
+                   f"{len(d['attrs'])} attribute(s), {len(d['blocks'])} block(s)\n")
+
+
+def test_console_entry_point_module_form():
+    # `python -m semantics` is the console script (issue 2, Skeleton)
+    proc = subprocess.run([sys.executable, "-m", "semantics", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("serq-ref ")
