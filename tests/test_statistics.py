@@ -1,0 +1,201 @@
+"""The statistics of a report, checked on examples computed by hand
+(semantics/statistics.py; seed 002, section 3, "Statistics" and "Gauges")."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from semantics.results import GaugeRecord, ObserveRecord
+from semantics.statistics import (
+    batch_means_ci,
+    calculate_cv2,
+    calculate_quantile,
+    calculate_student_t_quantile,
+    summarize_gauge,
+    summarize_observe,
+)
+
+#: Student's t 97.5 % quantiles from published tables (6 decimals and more).
+T_975 = {1: 12.706205, 2: 4.302653, 5: 2.570582, 10: 2.228139, 19: 2.093024, 30: 2.042272, 120: 1.979930}
+
+
+def make_observe(values, is_test=False, name="x"):
+    return ObserveRecord(name, is_test, tuple((float(k), k, 1, float(v)) for k, v in enumerate(values)))
+
+
+# --- Student's t -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("freedom", sorted(T_975))
+def test_student_t_quantile_matches_the_table(freedom):
+    assert calculate_student_t_quantile(0.975, freedom) == pytest.approx(T_975[freedom], abs=1e-6)
+
+
+def test_student_t_quantile_tends_to_the_normal():
+    assert calculate_student_t_quantile(0.975, 10**6) == pytest.approx(1.959964, abs=1e-5)
+
+
+# --- mean, cv2, p99 ----------------------------------------------------------
+
+
+def test_p99_of_1_to_100_is_99_by_nearest_rank():
+    """Nearest rank: the ceil(0.99 * 100) = 99th smallest value."""
+    values = [float(k) for k in range(1, 101)]
+    assert calculate_quantile(values, 0.99) == 99.0
+    shuffled = values[:]
+    random.Random(3).shuffle(shuffled)
+    assert calculate_quantile(shuffled, 0.99) == 99.0
+
+
+def test_p99_of_few_samples_is_the_largest():
+    assert calculate_quantile([5.0, 1.0, 3.0], 0.99) == 5.0
+    assert calculate_quantile([2.0], 0.99) == 2.0
+    assert math.isnan(calculate_quantile([], 0.99))
+
+
+def test_p99_ranks_nan_last():
+    assert calculate_quantile([math.nan] + [float(k) for k in range(1, 100)], 0.99) == 99.0
+
+
+def test_cv2_is_the_sample_variance_over_the_squared_mean():
+    """1, 2, 3, 4: mean 2.5, sample variance 5/3, cv2 = (5/3) / 6.25."""
+    assert calculate_cv2([1.0, 2.0, 3.0, 4.0]) == pytest.approx((5 / 3) / 6.25, rel=1e-15)
+    assert calculate_cv2([2.0, 2.0, 2.0]) == 0.0
+
+
+def test_cv2_is_nan_at_mean_zero_or_below_two_samples():
+    """seed 002, Statistics: a test that never held has cv2 NaN (its mean is 0)."""
+    assert math.isnan(calculate_cv2([-1.0, 1.0]))
+    assert math.isnan(calculate_cv2([0.0] * 50))
+    assert math.isnan(calculate_cv2([3.0]))
+    assert math.isnan(calculate_cv2([]))
+
+
+def test_mean_does_not_depend_on_the_order_of_samples():
+    values = [0.1] * 10 + [1e16, -1e16]
+    forward = summarize_observe(make_observe(values)).mean
+    backward = summarize_observe(make_observe(values[::-1])).mean
+    assert forward == backward == pytest.approx(1.0 / 12, rel=1e-15)
+
+
+# --- batch means -------------------------------------------------------------
+
+
+def test_batch_means_is_infinite_below_40_samples():
+    assert batch_means_ci([1.0, 2.0] * 19 + [1.0]) == math.inf
+    assert batch_means_ci([]) == math.inf
+
+
+def test_batch_means_of_a_known_sequence():
+    """0..39 in 20 batches of 2: batch means 0.5, 2.5, ..., 38.5, whose sample
+    variance is 2**2 * 20 * 21 / 12 = 140; half-width t(19) * sqrt(140 / 20)."""
+    values = [float(k) for k in range(40)]
+    assert batch_means_ci(values) == pytest.approx(2.093024054 * math.sqrt(7.0), rel=1e-9)
+
+
+def test_batch_means_leaves_the_remainder_out_of_the_batches():
+    """45 values in 20 batches of 2: the last 5 are in no batch."""
+    values = [float(k) for k in range(40)]
+    assert batch_means_ci(values + [1e9] * 5) == batch_means_ci(values)
+
+
+def test_batch_means_of_a_constant_is_zero():
+    assert batch_means_ci([4.0] * 100) == 0.0
+
+
+def test_batch_means_with_other_batch_counts():
+    """0..39 in 10 batches of 4: means 1.5, 5.5, ..., 37.5, variance
+    4**2 * 10 * 11 / 12; half-width t(9) * sqrt(variance / 10)."""
+    values = [float(k) for k in range(40)]
+    t9 = 2.262157163
+    assert batch_means_ci(values, 10) == pytest.approx(t9 * math.sqrt(16 * 11 / 12), rel=1e-9)
+    assert batch_means_ci(values, 1) == math.inf
+
+
+# --- observations ------------------------------------------------------------
+
+
+def test_summarize_observe_gathers_the_figures():
+    summary = summarize_observe(make_observe(range(1, 101), name="lat"))
+    assert (summary.name, summary.count, summary.mean, summary.p99) == ("lat", 100, 50.5, 99.0)
+    assert summary.cv2 == pytest.approx((100 * 101 / 12) / 50.5**2, rel=1e-12)
+    assert math.isfinite(summary.ci) and summary.ci > 0
+
+
+def test_summarize_observe_without_samples():
+    summary = summarize_observe(make_observe([]))
+    assert summary.count == 0 and math.isnan(summary.mean) and summary.ci == math.inf
+    assert math.isnan(summary.cv2) and math.isnan(summary.p99) and not summary.constant_zero
+
+
+def test_constant_zero_needs_a_test_and_40_zeros():
+    """seed 002, Statistics: "An observe whose expression is a test ... and that
+    was 0 over 40 or more samples gets a line under the table"; "A test that
+    always held is not noted"."""
+    assert summarize_observe(make_observe([0.0] * 40, is_test=True)).constant_zero
+    assert not summarize_observe(make_observe([0.0] * 39, is_test=True)).constant_zero
+    assert not summarize_observe(make_observe([0.0] * 40, is_test=False)).constant_zero
+    assert not summarize_observe(make_observe([0.0] * 39 + [1.0], is_test=True)).constant_zero
+    assert not summarize_observe(make_observe([1.0] * 40, is_test=True)).constant_zero
+
+
+# --- gauges ------------------------------------------------------------------
+
+
+def test_gauge_time_average_of_a_step_function():
+    """0 on [0, 1), 2 on [1, 3), 5 from 3, measured on [1, 4]: (2*2 + 5*1) / 3 = 3;
+    the least and greatest values held in the span are 2 and 5."""
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, 0.0), (1.0, 2.0), (3.0, 5.0))), 1.0, 4.0)
+    assert summary.mean == pytest.approx(3.0, rel=1e-15)
+    assert (summary.min, summary.max) == (2.0, 5.0)
+
+
+def test_gauge_value_before_warmup_holds_into_the_span():
+    """4 from 0, 6 from 10, measured on [5, 15]: (4*5 + 6*5) / 10 = 5."""
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, 4.0), (10.0, 6.0))), 5.0, 15.0)
+    assert summary.mean == 5.0 and (summary.min, summary.max) == (4.0, 6.0)
+
+
+def test_gauge_extremes_ignore_a_value_held_for_no_time():
+    """seed 002, Gauges: "the least and greatest value held for a positive time"."""
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, 1.0), (2.0, 9.0), (2.0, 1.0))), 0.0, 4.0)
+    assert (summary.min, summary.max, summary.mean) == (1.0, 1.0, 1.0)
+
+
+def test_gauge_extremes_ignore_values_outside_the_span():
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, -7.0), (1.0, 3.0), (5.0, 8.0))), 2.0, 5.0)
+    assert (summary.min, summary.max, summary.mean) == (3.0, 3.0, 3.0)
+
+
+def test_gauge_ci_is_batch_means_over_20_windows():
+    """seed 002, Gauges: "a batch-means 95% CI over 20 windows". Value k on
+    [k, k+1) for k = 0..19, measured on [0, 20]: window means 0..19, sample
+    variance 20 * 21 / 12 = 35, half-width t(19) * sqrt(35 / 20); mean 9.5."""
+    points = tuple((float(k), float(k)) for k in range(20))
+    summary = summarize_gauge(GaugeRecord("g", points), 0.0, 20.0)
+    assert summary.mean == 9.5
+    assert summary.ci == pytest.approx(2.093024054 * math.sqrt(35 / 20), rel=1e-9)
+    assert (summary.min, summary.max) == (0.0, 19.0)
+
+
+def test_gauge_ci_splits_a_segment_across_windows():
+    """1 on [0, 10), 3 on [10, 20], measured on [0, 20]: windows 0-9 average 1,
+    10-19 average 3; the window means' sample variance is 20/19, so the
+    half-width is t(19) * sqrt(1/19); mean 2."""
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, 1.0), (10.0, 3.0))), 0.0, 20.0)
+    assert summary.mean == 2.0
+    assert summary.ci == pytest.approx(2.093024054 * math.sqrt(1 / 19), rel=1e-9)
+
+
+def test_gauge_constant_over_a_span_the_windows_do_not_divide_has_ci_zero():
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, 3.0),)), 0.0, 7.0)
+    assert summary.mean == 3.0 and summary.ci == pytest.approx(0.0, abs=1e-12)
+
+
+def test_gauge_over_an_empty_span_has_no_figures():
+    summary = summarize_gauge(GaugeRecord("g", ((0.0, 3.0),)), 5.0, 5.0)
+    assert math.isnan(summary.mean) and summary.ci == math.inf
+    assert math.isnan(summary.min) and math.isnan(summary.max)
