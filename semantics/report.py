@@ -1,0 +1,384 @@
+"""The report of a run: its summaries (``build_report``), printed as text
+(``format_text``) or JSON (``to_json``, ``dumps_json``), and the raw samples
+and change points written as CSV files (``write_dump``).
+
+The formats follow the reference implementation's (SERQ-FACTS.md, "CLI and
+reports"); docs/reports.md describes every column and the decimals each one
+is printed with. The report keeps the order of the RunResult it is built
+from (observations, gauges, stages and pools in the order the driver lists
+them), and the same RunResult always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from semantics import SERQ_VERSION
+from semantics.errors import UsageError
+from semantics.results import PoolRecord, RunResult, StageRecord
+from semantics.statistics import GaugeSummary, ObserveSummary, summarize_gauge, summarize_observe
+
+#: Floats that are whole numbers below this magnitude print without ``.0``
+#: in the first line (beyond it, not every integer is a float).
+EXACT_INTEGERS = 2.0**53
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``serq-ref run`` reports: the run's counts, the observations and
+    gauges summarised, and the driver's stage and pool figures as they are."""
+
+    #: The configured deadline.
+    horizon: float
+    #: When the run ended; time averages and rates use ``end - warmup``.
+    end: float
+    warmup: float
+    seed: int
+    #: Events the run processed.
+    events: int
+    #: Sessions that arrived.
+    arrivals: int
+    #: Sessions that ended.
+    ended: int
+    #: ``turn`` statements executed after warm-up.
+    turns: int
+    #: Time-average live sessions.
+    mean_live: float
+    observes: tuple[ObserveSummary, ...]
+    gauges: tuple[GaugeSummary, ...]
+    stages: tuple[StageRecord, ...]
+    pools: tuple[PoolRecord, ...]
+
+
+def build_report(result: RunResult) -> Report:
+    """Summarise a run: each observation's samples and each gauge's change
+    points over ``[warmup, end]``; stages and pools are already averaged."""
+    return Report(
+        horizon=result.horizon,
+        end=result.end,
+        warmup=result.warmup,
+        seed=result.seed,
+        events=result.events,
+        arrivals=result.arrivals,
+        ended=result.ended,
+        turns=result.turns,
+        mean_live=result.mean_live,
+        observes=tuple(summarize_observe(record) for record in result.observes),
+        gauges=tuple(summarize_gauge(record, result.warmup, result.end) for record in result.gauges),
+        stages=result.stages,
+        pools=result.pools,
+    )
+
+
+# --------------------------------------------------------------------------
+# Text
+
+
+def format_text(report: Report) -> str:
+    """The text report: the run line, then a table per kind of figure that
+    has any rows, each after a blank line; ends with a newline."""
+    lines = [
+        f"run: horizon {format_compact(report.horizon)} end {format_compact(report.end)}"
+        f" warmup {format_compact(report.warmup)} seed {report.seed} events {report.events}"
+        f" arrivals {report.arrivals} ended {report.ended} turns {report.turns}"
+        f" mean live {format_fixed(report.mean_live, 3)}"
+    ]
+    if report.observes:
+        lines += format_observe_table(report.observes)
+    if report.gauges:
+        lines += format_gauge_table(report.gauges)
+    if report.stages:
+        lines += format_stage_table(report.stages)
+    step_stages = [stage for stage in report.stages if stage.kind == "step"]
+    if step_stages:
+        lines += format_step_table(step_stages)
+    if report.pools:
+        lines += format_pool_table(report.pools)
+    return "\n".join(lines) + "\n"
+
+
+def format_observe_table(observes: Sequence[ObserveSummary]) -> list[str]:
+    """Count, mean, CI, cv2, p99 per observation, then a note for each test
+    that was 0 in all of 40 or more samples (seed 002, Statistics)."""
+    rows = [
+        [
+            observe.name,
+            str(observe.count),
+            format_fixed(observe.mean, 4),
+            "±" + format_fixed(observe.ci, 4),
+            format_fixed(observe.cv2, 3),
+            format_fixed(observe.p99, 4),
+        ]
+        for observe in observes
+    ]
+    lines = format_table(["observe", "count", "mean", "95% CI", "cv2", "p99"], rows)
+    lines += [
+        f"note: observe {observe.name} is constant 0 over {observe.count} samples"
+        for observe in observes
+        if observe.constant_zero
+    ]
+    return lines
+
+
+def format_gauge_table(gauges: Sequence[GaugeSummary]) -> list[str]:
+    """Time average, CI, least and greatest value held, per gauge."""
+    rows = [
+        [
+            gauge.name,
+            format_fixed(gauge.mean, 4),
+            "±" + format_fixed(gauge.ci, 4),
+            format_fixed(gauge.min, 4),
+            format_fixed(gauge.max, 4),
+        ]
+        for gauge in gauges
+    ]
+    return format_table(["gauge", "mean", "95% CI", "min", "max"], rows)
+
+
+def format_stage_table(stages: Sequence[StageRecord]) -> list[str]:
+    """Number present, utilisation, completions, throughput, wait and
+    service per stage; ``iters`` too when any stage is a step stage."""
+    with_iterations = any(stage.kind == "step" for stage in stages)
+    header = ["stage", "number", "util", "done", "thru", "wait", "service"] + (["iters"] if with_iterations else [])
+    rows = []
+    for stage in stages:
+        row = [
+            format_label(stage.name, stage.index),
+            format_fixed(stage.mean_number, 3),
+            format_fixed(stage.utilization, 3),
+            str(stage.completed),
+            format_fixed(stage.throughput, 4),
+            format_fixed(stage.mean_wait, 4),
+            format_fixed(stage.mean_service, 4),
+        ]
+        if with_iterations:
+            row.append(format_count(stage.iterations))
+        rows.append(row)
+    return format_table(header, rows)
+
+
+def format_step_table(stages: Sequence[StageRecord]) -> list[str]:
+    """Per step stage: iterations by kind (prefill only, decode only, mixed),
+    mean decodes per iteration, inter-token latency p50 and p99."""
+    rows = [
+        [
+            format_label(stage.name, stage.index),
+            format_count(stage.prefill_only),
+            format_count(stage.decode_only),
+            format_count(stage.mixed),
+            format_optional(stage.mean_decodes, 3),
+            format_optional(stage.itl_p50, 6),
+            format_optional(stage.itl_p99, 6),
+        ]
+        for stage in stages
+    ]
+    return format_table(["step", "prefill only", "decode only", "mixed", "decodes", "itl p50", "itl p99"], rows)
+
+
+def format_pool_table(pools: Sequence[PoolRecord]) -> list[str]:
+    """Time averages, wait and counters per pool, then the lines explaining
+    stuck or rejected sessions, pool by pool."""
+    rows = [
+        [
+            format_label(pool.name, pool.index),
+            format_fixed(pool.mean_used, 1),
+            format_fixed(pool.mean_cached, 1),
+            format_fixed(pool.mean_queue, 3),
+            format_fixed(pool.mean_holders, 3),
+            format_fixed(pool.mean_wait, 4),
+            str(pool.admissions),
+            str(pool.evicted_entries),
+            format_fixed(pool.evicted_units, 0),
+            str(pool.preemptions),
+            str(pool.spills),
+            str(pool.rejected),
+            str(pool.stuck),
+        ]
+        for pool in pools
+    ]
+    header = ["pool", "used", "cached", "queue", "holders", "wait", "admits"]
+    header += ["evict(n)", "evict(u)", "preempt", "spill", "rej", "stuck"]
+    lines = format_table(header, rows)
+    lines += [line for pool in pools for line in pool.explanations]
+    return lines
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A blank line, the header, a rule of ``-`` as wide as each column, the
+    rows: the first column left-aligned, the others right-aligned, two
+    spaces between columns, no trailing spaces. A column is as wide as its
+    widest cell, in characters (``±`` is one)."""
+    widths = [max(len(cell) for cell in [title] + [row[column] for row in rows]) for column, title in enumerate(header)]
+
+    def format_row(cells: Sequence[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = "".join("  " + cell.rjust(width) for cell, width in zip(cells[1:], widths[1:]))
+        return (first + rest).rstrip()
+
+    return ["", format_row(header), format_row(["-" * width for width in widths])] + [format_row(row) for row in rows]
+
+
+def format_label(name: str, index: int | None) -> str:
+    """A row's name: ``kv[0]`` for a member of a family, ``kv`` otherwise."""
+    return name if index is None else f"{name}[{index}]"
+
+
+def format_fixed(value: float, decimals: int) -> str:
+    """``value`` with ``decimals`` decimals; ``nan``, ``inf``, ``-inf``."""
+    return f"{value:.{decimals}f}"
+
+
+def format_optional(value: float | None, decimals: int) -> str:
+    """``format_fixed``, or ``-`` where the figure does not apply."""
+    return "-" if value is None else format_fixed(value, decimals)
+
+
+def format_count(value: int | None) -> str:
+    """A count, or ``-`` where it does not apply (a stage that is not a step stage)."""
+    return "-" if value is None else str(value)
+
+
+def format_compact(value: float) -> str:
+    """A time in the run line: a whole number without ``.0`` (``1000``),
+    anything else as the shortest repr of the float (``12.5``, ``inf``)."""
+    if math.isfinite(value) and float(value).is_integer() and abs(value) < EXACT_INTEGERS:
+        return str(int(value))
+    return repr(float(value))
+
+
+# --------------------------------------------------------------------------
+# JSON
+
+
+def to_json(report: Report) -> dict:
+    """The JSON report as a dict, fields in the documented order; a number
+    that is not finite (NaN, inf) or a figure that does not apply is None."""
+    return {
+        "serq_version": SERQ_VERSION,
+        "horizon": number(report.horizon),
+        "end": number(report.end),
+        "warmup": number(report.warmup),
+        "seed": report.seed,
+        "events": report.events,
+        "arrivals": report.arrivals,
+        "ended": report.ended,
+        "turns": report.turns,
+        "mean_live": number(report.mean_live),
+        "observes": {
+            observe.name: {
+                "count": observe.count,
+                "mean": number(observe.mean),
+                "ci": number(observe.ci),
+                "cv2": number(observe.cv2),
+                "p99": number(observe.p99),
+            }
+            for observe in report.observes
+        },
+        "gauges": {
+            gauge.name: {
+                "mean": number(gauge.mean),
+                "ci": number(gauge.ci),
+                "min": number(gauge.min),
+                "max": number(gauge.max),
+            }
+            for gauge in report.gauges
+        },
+        "stages": [convert_stage(stage) for stage in report.stages],
+        "pools": [convert_pool(pool) for pool in report.pools],
+    }
+
+
+def convert_stage(stage: StageRecord) -> dict:
+    """A stage's JSON object; the step figures are None on other stages."""
+    return {
+        "name": stage.name,
+        "index": stage.index,
+        "mean_number": number(stage.mean_number),
+        "utilization": number(stage.utilization),
+        "completed": stage.completed,
+        "throughput": number(stage.throughput),
+        "mean_wait": number(stage.mean_wait),
+        "mean_service": number(stage.mean_service),
+        "iterations": stage.iterations,
+        "prefill_only": stage.prefill_only,
+        "decode_only": stage.decode_only,
+        "mixed": stage.mixed,
+        "mean_decodes": number(stage.mean_decodes),
+        "itl_p50": number(stage.itl_p50),
+        "itl_p99": number(stage.itl_p99),
+    }
+
+
+def convert_pool(pool: PoolRecord) -> dict:
+    """A pool's JSON object (the explanation lines are text-only)."""
+    return {
+        "name": pool.name,
+        "index": pool.index,
+        "mean_used": number(pool.mean_used),
+        "mean_cached": number(pool.mean_cached),
+        "mean_queue": number(pool.mean_queue),
+        "mean_holders": number(pool.mean_holders),
+        "mean_wait": number(pool.mean_wait),
+        "admissions": pool.admissions,
+        "evicted_entries": pool.evicted_entries,
+        "evicted_units": number(pool.evicted_units),
+        "preemptions": pool.preemptions,
+        "spills": pool.spills,
+        "rejected": pool.rejected,
+        "stuck": pool.stuck,
+    }
+
+
+def number(value: float | None) -> float | None:
+    """A float for JSON: None when it is None, NaN or infinite."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def dumps_json(report: Report) -> str:
+    """The JSON report as text: two-space indentation, a final newline."""
+    return json.dumps(to_json(report), indent=2, allow_nan=False) + "\n"
+
+
+# --------------------------------------------------------------------------
+# Dump
+
+
+def write_dump(result: RunResult, directory: str) -> None:
+    """Write ``DIRECTORY/NAME.csv`` per observation (``time,session,turn,value``,
+    one row per sample after warm-up, in the order taken) and
+    ``DIRECTORY/gauge/NAME.csv`` per gauge (``time,value``, its change points
+    from time 0), creating the directories. Floats are written with repr(),
+    so they read back exactly."""
+    files = [
+        (
+            os.path.join(directory, f"{observe.name}.csv"),
+            ["time,session,turn,value"]
+            + [
+                f"{repr(float(time))},{int(session)},{int(turn)},{repr(float(value))}"
+                for time, session, turn, value in observe.samples
+            ],
+        )
+        for observe in result.observes
+    ]
+    files += [
+        (
+            os.path.join(directory, "gauge", f"{gauge.name}.csv"),
+            ["time,value"] + [f"{repr(float(time))},{repr(float(value))}" for time, value in gauge.points],
+        )
+        for gauge in result.gauges
+    ]
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if result.gauges:
+            os.makedirs(os.path.join(directory, "gauge"), exist_ok=True)
+        for path, lines in files:
+            with open(path, "w", encoding="utf-8", newline="\n") as stream:
+                stream.write("\n".join(lines) + "\n")
+    except OSError as error:
+        raise UsageError(f"--dump {directory}: cannot write {error.filename or directory}: {error.strerror or error}") from None
