@@ -381,4 +381,5 @@ def write_dump(result: RunResult, directory: str) -> None:
             with open(path, "w", encoding="utf-8", newline="\n") as stream:
                 stream.write("\n".join(lines) + "\n")
     except OSError as error:
-        raise UsageError(f"--dump {directory}: cannot write {error.filename or directory}: {error.strerror or error}") from None
+        where = error.filename or directory
+        raise UsageError(f"--dump {directory}: cannot write {where}: {error.strerror or error}") from None

@@ -43,7 +43,10 @@ def make_result(**changes) -> RunResult:
     return RunResult(**fields)
 
 
-STEP_STAGE = StageRecord("gpu", 1, "step", 3.5, 0.9, 80, 0.0889, math.nan, 10.0, 1200, 100, 900, 200, 7.25, 0.025, 0.0625)
+STEP_STAGE = StageRecord(
+    "gpu", 1, "step", 3.5, 0.9, 80, 0.0889, math.nan, 10.0,
+    iterations=1200, prefill_only=100, decode_only=900, mixed=200, mean_decodes=7.25, itl_p50=0.025, itl_p99=0.0625,
+)  # fmt: skip
 
 # --- text --------------------------------------------------------------------
 
@@ -131,8 +134,10 @@ def test_without_step_stages_there_is_no_step_table():
 
 def test_pool_explanations_follow_the_pool_table():
     """seed 002, Statistics: the report "names the livelock"."""
-    stuck = PoolRecord("kv", 0, 10.0, 0.0, 1.0, 1.0, math.nan, 0, 0, 0.0, 4, 0, 1, 1, ("session 3 rejected: reserve 200 above cap 160", "session 5 stuck"))
-    other = PoolRecord("kv", 1, 10.0, 0.0, 1.0, 1.0, 0.5, 1, 0, 0.0, 0, 0, 0, 0, ("session 9 rejected: reserve 300 above cap 160",))
+    first = ("session 3 rejected: reserve 200 above cap 160", "session 5 stuck")
+    stuck = PoolRecord("kv", 0, 10.0, 0.0, 1.0, 1.0, math.nan, 0, 0, 0.0, 4, 0, 1, 1, first)
+    second = ("session 9 rejected: reserve 300 above cap 160",)
+    other = PoolRecord("kv", 1, 10.0, 0.0, 1.0, 1.0, 0.5, 1, 0, 0.0, 0, 0, 0, 0, second)
     lines = format_text(build_report(make_result(pools=(stuck, other)))).rstrip("\n").split("\n")
     assert lines[-3:] == [
         "session 3 rejected: reserve 200 above cap 160",
@@ -200,7 +205,9 @@ def test_dump_writes_samples_and_change_points(tmp_path):
     )
     directory = tmp_path / "deep" / "dump"
     write_dump(result, str(directory))
-    assert (directory / "ttft.csv").read_text() == "time,session,turn,value\n0.30000000000000004,0,1,0.3333333333333333\n2.0,4,2,5.0\n"
+    assert (directory / "ttft.csv").read_text() == (
+        "time,session,turn,value\n0.30000000000000004,0,1,0.3333333333333333\n2.0,4,2,5.0\n"
+    )
     assert (directory / "gauge" / "used.csv").read_text() == "time,value\n0.0,0.0\n1.5,16.0\n"
     with open(directory / "ttft.csv", newline="") as stream:
         rows = list(csv.DictReader(stream))
@@ -242,7 +249,9 @@ def test_progress_bar_draws_on_a_terminal_once_per_percent():
     bar(0.421)
     bar(0.425)
     bar(2.0)
-    assert stream.getvalue() == "\r[################........................]  42%\r[########################################] 100%"
+    assert stream.getvalue() == (
+        "\r[################........................]  42%" + "\r[########################################] 100%"
+    )
     bar.close()
     assert stream.getvalue().endswith("\r" + " " * 47 + "\r")
     bar(0.5)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -199,3 +200,91 @@ def test_gauge_over_an_empty_span_has_no_figures():
     summary = summarize_gauge(GaugeRecord("g", ((0.0, 3.0),)), 5.0, 5.0)
     assert math.isnan(summary.mean) and summary.ci == math.inf
     assert math.isnan(summary.min) and math.isnan(summary.max)
+
+
+# --- against the reference implementation ------------------------------------
+
+#: The reference rounds t(19) to 2.093; ours is computed to the last bit, so its
+#: half-widths are larger by exactly this ratio.
+T19_RATIO = 2.0930240544083074 / 2.093
+
+
+def make_queue_ir(seed: float, horizon: float) -> dict:
+    """An M/M/1 queue at load 0.8 in IR v14 (pyserq's): a response-time
+    observation, a test that never holds, a gauge of the jobs present."""
+    stage = {"base": 0, "count": 1, "index": None}
+    response = {"Binary": ["Sub", {"Ctx": "Now"}, {"Attr": 9}]}
+    return {
+        "version": 14,
+        "attrs": ["cached", "serial", "turn_no", "new", "out", "think", "more", "forced", "computed", "t0"],
+        "attr_types": ["Value", "Size", "Size", "Size", "Size", "Size", "Size", "Size", "Value", "Size"],
+        "sides": [[], [], ["Workload"] * 5],
+        "observes": ["resp", "slow"],
+        "pools": [],
+        "stages": [{"name": "svc", "kind": {"Fifo": 1}}],
+        "arrival": {"Poisson": 0.8},
+        "trace": None,
+        "trace_ordered": False,
+        "init": 0,
+        "turn": 1,
+        "session": 2,
+        "blocks": [
+            [],
+            [],
+            [
+                {"Set": [9, {"Ctx": "Now"}]},
+                {
+                    "Run": {
+                        "stage": stage,
+                        "mode": "Plain",
+                        "work": {"Cost": [{"Stage": {"base": 0, "count": 1}}, {"Sample": ["Exp", [{"Num": 1.0}]]}]},
+                        "growing": None,
+                    }
+                },
+                {"Observe": [0, response]},
+                {"Observe": [1, {"Binary": ["Gt", response, {"Num": 1e9}]}]},
+                "End",
+            ],
+        ],
+        "horizon": horizon,
+        "warmup": 100.0,
+        "seed": seed,
+        "slot_cached": 0,
+        "slot_serial": 1,
+        "slot_turn": 2,
+        "slot_new": 3,
+        "slot_out": 4,
+        "slot_think": 5,
+        "slot_more": 6,
+        "slot_forced": 7,
+        "slot_computed": 8,
+        "hidden": [],
+        "gauges": [{"name": "busy", "expr": {"Call": ["Queue", [{"Stage": stage}]]}}],
+    }
+
+
+@pytest.mark.parametrize(("seed", "horizon"), [(1, 2000.0), (2, 333.3), (5, 5000.0)])
+def test_summaries_agree_with_the_reference_implementation(seed, horizon):
+    """The reference's samples and change points, summarised here, give its
+    figures: count, mean, cv2 and p99 to rounding, the CI up to the t quantile."""
+    pyserq = pytest.importorskip("pyserq")
+    run = pyserq.run(pyserq.Program.from_json(json.dumps(make_queue_ir(seed, horizon))))
+    for name, is_test in (("resp", False), ("slow", True)):
+        theirs = run.observe(name)
+        record = ObserveRecord(name, is_test, tuple(zip(theirs.times, theirs.sessions, theirs.turns, theirs.samples)))
+        ours = summarize_observe(record)
+        assert ours.count == theirs.count > 40
+        assert ours.mean == pytest.approx(theirs.mean, rel=1e-12)
+        assert ours.p99 == theirs.p99
+        assert ours.ci == pytest.approx(theirs.ci * T19_RATIO, rel=1e-12, abs=1e-15)
+        if is_test:
+            assert math.isnan(ours.cv2)
+            assert theirs.cv2 is None or math.isnan(theirs.cv2)
+            assert ours.constant_zero
+        else:
+            assert ours.cv2 == pytest.approx(theirs.cv2, rel=1e-12)
+    theirs = run.gauge("busy")
+    ours = summarize_gauge(GaugeRecord("busy", tuple(zip(theirs.times, theirs.values))), run.warmup, run.end)
+    assert ours.mean == pytest.approx(theirs.mean, rel=1e-12)
+    assert ours.ci == pytest.approx(theirs.ci * T19_RATIO, rel=1e-12)
+    assert (ours.min, ours.max) == (theirs.min, theirs.max)
