@@ -130,9 +130,9 @@ def calculate_cv2(values: Sequence[float]) -> float:
 
 
 def order_floats(value: float) -> tuple[int, float, float]:
-    """The total order samples are ranked in: numbers ascending (-0.0 before
-    0.0), then NaN last, so a NaN sample cannot make the rank depend on the
-    samples' order."""
+    """The total order values are ranked in: numbers ascending (-0.0 before
+    0.0), then NaN last, so a NaN cannot make a rank depend on the order the
+    values came in."""
     if math.isnan(value):
         return (1, 0.0, 0.0)
     return (0, value, math.copysign(1.0, value))
@@ -140,12 +140,20 @@ def order_floats(value: float) -> tuple[int, float, float]:
 
 def calculate_quantile(values: Sequence[float], level: float) -> float:
     """Nearest rank: the ``ceil(level * n)``-th smallest value (at least the
-    first); NaN when there are no values."""
+    first) in the order of ``order_floats``; NaN when there are no values.
+    (The numbers are sorted natively, which is the same order but for the
+    sign of zero, settled after.)"""
     if not values:
         return math.nan
-    ranked = sorted(values, key=order_floats)
-    rank = min(max(math.ceil(level * len(ranked)), 1), len(ranked))
-    return ranked[rank - 1]
+    rank = min(max(math.ceil(level * len(values)), 1), len(values))
+    numbers = sorted(value for value in values if not math.isnan(value))
+    if rank > len(numbers):
+        return math.nan
+    value = numbers[rank - 1]
+    if value == 0.0:
+        below = sum(1 for number in numbers if order_floats(number) < (0, 0.0, 1.0))
+        return -0.0 if rank <= below else 0.0
+    return value
 
 
 def batch_means_ci(values: Sequence[float], batches: int = BATCHES) -> float:

@@ -288,3 +288,10 @@ def test_summaries_agree_with_the_reference_implementation(seed, horizon):
     assert ours.mean == pytest.approx(theirs.mean, rel=1e-12)
     assert ours.ci == pytest.approx(theirs.ci * T19_RATIO, rel=1e-12)
     assert (ours.min, ours.max) == (theirs.min, theirs.max)
+
+
+def test_p99_ranks_negative_zero_before_zero():
+    assert math.copysign(1.0, calculate_quantile([0.0, -0.0], 0.5)) == -1.0
+    assert math.copysign(1.0, calculate_quantile([0.0, -0.0], 0.99)) == 1.0
+    assert math.copysign(1.0, calculate_quantile([-0.0, 0.0, -1.0], 0.5)) == -1.0
+    assert math.isnan(calculate_quantile([1.0, math.nan], 0.99))
