@@ -1,0 +1,182 @@
+"""The speed benchmark: one M/M/1 queue at rho 0.8 simulated by serq-ref's
+small-step semantics, by SimPy, and (for context) by pyserq, the Rust serQ
+reference implementation, in one process.
+
+Every engine runs the same queue for the same horizon: Poisson arrivals at
+rate 0.8, exponential service of mean 1, one FIFO server, each customer's
+sojourn recorded. Each run is timed whole (``time.perf_counter`` around
+building the model, running it and collecting its result) and repeated; the
+figure is arrivals simulated per wall-clock second, the best and the median
+over the repetitions. The ratio serq-ref / SimPy is the issue's target: at
+least 0.5.
+
+    python benchmarks/bench_mm1.py [--horizon T] [--repetitions N] [--profile]
+
+``--profile`` also runs serq-ref once under cProfile and prints the top of
+the profile by cumulative and by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import random
+import statistics
+import sys
+import time
+from typing import Callable, NamedTuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import closedforms  # noqa: E402  (tests/closedforms.py: the IR builders)
+
+#: The queue: arrival rate, mean service (so rho = 0.8), the seed.
+ARRIVAL_RATE = 0.8
+MEAN_SERVICE = 1.0
+SEED = 1
+
+
+class Timing(NamedTuple):
+    """One engine's repetitions: arrivals each run simulated, its wall times."""
+
+    engine: str
+    arrivals: int
+    seconds: tuple[float, ...]
+
+    def best_rate(self) -> float:
+        return self.arrivals / min(self.seconds)
+
+    def median_rate(self) -> float:
+        return self.arrivals / statistics.median(self.seconds)
+
+
+# --------------------------------------------------------------------------
+# The three engines: each function builds, runs and summarises one run and
+# returns the number of arrivals it simulated.
+
+
+def run_serq_ref(horizon: float) -> int:
+    """serq-ref: build the M/M/1 IR and run the small-step driver on it."""
+    from semantics.smallstep import driver
+
+    program = build_program(horizon)
+    result = driver.run(program)
+    return result.arrivals
+
+
+def run_pyserq(horizon: float) -> int:
+    """pyserq: the same IR as JSON, with its version set to 14 (pyserq's)."""
+    import pyserq
+
+    from semantics import codec
+
+    encoded = codec.encode_program(build_program(horizon))
+    encoded["version"] = 14
+    report = json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(encoded))).json())
+    return report["arrivals"]
+
+
+def run_simpy(horizon: float) -> int:
+    """SimPy: the same queue written as SimPy processes. As in serQ's
+    ``poisson(rate)``, the first arrival is at time 0; every customer draws
+    its service, waits for the server, holds it, and records its sojourn."""
+    import simpy
+
+    environment = simpy.Environment()
+    server = simpy.Resource(environment, capacity=1)
+    arrivals_stream = random.Random(SEED)
+    service_stream = random.Random(SEED + 1)
+    sojourns: list[float] = []
+    arrivals = 0
+
+    def serve_customer():
+        service = service_stream.expovariate(1.0 / MEAN_SERVICE)
+        start = environment.now
+        with server.request() as request:
+            yield request
+            yield environment.timeout(service)
+        sojourns.append(environment.now - start)
+
+    def generate_arrivals():
+        nonlocal arrivals
+        while True:
+            arrivals += 1
+            environment.process(serve_customer())
+            yield environment.timeout(arrivals_stream.expovariate(ARRIVAL_RATE))
+
+    environment.process(generate_arrivals())
+    environment.run(until=horizon)
+    return arrivals
+
+
+def build_program(horizon: float):
+    service = closedforms.make_sample("Exp", MEAN_SERVICE)
+    return closedforms.build_fifo_program(ARRIVAL_RATE, service, horizon=horizon, warmup=0.0, seed=SEED)
+
+
+ENGINES: dict[str, Callable[[float], int]] = {
+    "serq-ref": run_serq_ref,
+    "simpy": run_simpy,
+    "pyserq": run_pyserq,
+}
+
+
+# --------------------------------------------------------------------------
+
+
+def time_engine(engine: str, horizon: float, repetitions: int) -> Timing:
+    """Run ``engine`` ``repetitions`` times, timing each whole run."""
+    seconds = []
+    arrivals = 0
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        arrivals = ENGINES[engine](horizon)
+        seconds.append(time.perf_counter() - start)
+    return Timing(engine, arrivals, tuple(seconds))
+
+
+def profile_serq_ref(horizon: float, lines: int = 25) -> str:
+    """The top of serq-ref's profile, by cumulative and by own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_serq_ref(horizon)
+    profiler.disable()
+    text = io.StringIO()
+    for order in ("cumulative", "tottime"):
+        pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(lines)
+    return text.getvalue()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--horizon", type=float, default=25000.0, help="simulated time per run (default 25000)")
+    parser.add_argument("--repetitions", type=int, default=3, help="timed runs per engine (default 3)")
+    parser.add_argument("--profile", action="store_true", help="also print serq-ref's cProfile")
+    options = parser.parse_args(argv)
+
+    print(
+        f"M/M/1, rho {ARRIVAL_RATE * MEAN_SERVICE:g}, horizon {options.horizon:g}, "
+        f"{options.repetitions} repetitions, Python {sys.version.split()[0]}"
+    )
+    timings = {engine: time_engine(engine, options.horizon, options.repetitions) for engine in ENGINES}
+    print(f"{'engine':<10}{'arrivals':>10}{'best s':>10}{'median s':>10}{'arrivals/s (best)':>20}{'(median)':>12}")
+    for timing in timings.values():
+        print(
+            f"{timing.engine:<10}{timing.arrivals:>10}{min(timing.seconds):>10.3f}"
+            f"{statistics.median(timing.seconds):>10.3f}{timing.best_rate():>20,.0f}{timing.median_rate():>12,.0f}"
+        )
+    serq_ref, simpy = timings["serq-ref"], timings["simpy"]
+    print(
+        f"ratio serq-ref / SimPy (arrivals per second): best {serq_ref.best_rate() / simpy.best_rate():.2f}, "
+        f"median {serq_ref.median_rate() / simpy.median_rate():.2f} (target: at least 0.5)"
+    )
+    if options.profile:
+        print(profile_serq_ref(options.horizon))
+
+
+if __name__ == "__main__":
+    main()
