@@ -12,6 +12,8 @@ import math
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from semantics import SERQ_VERSION
 from semantics.errors import UsageError
@@ -256,3 +258,32 @@ def test_progress_bar_draws_on_a_terminal_once_per_percent():
     assert stream.getvalue().endswith("\r" + " " * 47 + "\r")
     bar(0.5)
     assert stream.getvalue().endswith(" " * 47 + "\r")
+
+
+# --- properties --------------------------------------------------------------
+
+names = st.from_regex(r"[a-z_][a-z0-9_]{0,14}", fullmatch=True)
+figures = st.one_of(st.floats(min_value=-1e9, max_value=1e9), st.just(math.nan), st.just(math.inf))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(names, st.lists(figures, max_size=45)), min_size=1, max_size=4, unique_by=lambda pair: pair[0]),
+    st.lists(st.tuples(names, figures, figures), max_size=3),
+)
+def test_every_table_line_is_as_wide_as_its_rule(observations, stages):
+    """Right-aligned last columns: every header and row of a table ends where its rule does."""
+    observes = tuple(
+        ObserveRecord(name, True, tuple((float(k), k, 1, value) for k, value in enumerate(values)))
+        for name, values in observations
+    )
+    records = tuple(StageRecord(name, None, "fifo", number, number, 1, wait, wait, wait) for name, number, wait in stages)
+    text = format_text(build_report(make_result(observes=observes, stages=records)))
+    blocks = text.rstrip("\n").split("\n\n")[1:]
+    for block in blocks:
+        lines = [line for line in block.split("\n") if not line.startswith("note: ")]
+        rule = lines[1]
+        assert set(rule) <= {"-", " "}
+        assert all(len(line) == len(rule) for line in lines), block
+    data = json.loads(dumps_json(build_report(make_result(observes=observes))))  # allow_nan=False: no NaN leaks
+    assert list(data["observes"]) == [name for name, _ in observations]
