@@ -1,0 +1,46 @@
+"""The linker's checks on the IR: what seed 002 says does not link.
+
+``link`` takes a program (compiled from source, or loaded from an IR file that
+may come from anywhere) and either raises ``ProgramError`` on the first error
+or returns the warnings. The checks run in this order, each on a program the
+ones before it have found well formed:
+
+1. structure: every pool, stage, observation, attribute and block index in
+   range, the blocks a tree, admit via a step stage (``structure``);
+2. runs: a mode on a step stage and none elsewhere, ``growing`` on a step
+   stage, a run over several stages on constant ps stages under a declared
+   share (``structure``);
+3. moments: each context variable only where it exists, hidden attributes
+   only where the scheduler does not read, no draw in a key, gauges that read
+   only the state (``moments``);
+4. caching: ``cached`` and ``reuse`` only under a cache clause (``caching``);
+5. lints: a set of live state reaching a hold's header, a constant guard
+   (``lints``);
+6. verdicts: index, guard, amount and cap properties over the attribute
+   ranges, decided with Z3; an error when every admissible value trips it, a
+   warning with a witness when some does (``ranges``, ``verdicts``).
+
+docs/linking.md lists every message.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..errors import Warning_
+from ..sourcemap import SourceMap
+from .caching import check_caching
+from .lints import check_lints
+from .moments import check_moments
+from .structure import check_runs, check_structure
+from .verdicts import check_verdicts
+
+
+def link(program: ir.Program, smap: SourceMap | None = None) -> list[Warning_]:
+    """Raise ProgramError on the first error; return the warnings."""
+    smap = smap if smap is not None else SourceMap()
+    check_structure(program, smap)
+    check_runs(program, smap)
+    check_moments(program, smap)
+    check_caching(program, smap)
+    check_lints(program, smap)
+    return check_verdicts(program, smap)

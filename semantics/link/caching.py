@@ -1,0 +1,55 @@
+"""A hold without a cache clause takes no part in the prefix cache.
+
+Seed 002 §3, Pools: "Without it the hold is memory alone: it leaves the
+session's cached blocks where they are, evictable as before, and cached is 0
+in its body (the linker rejects a body that reads it there, and a reuse
+there; cache (0) is the hold that consumes the prefix and keeps nothing)."
+
+The body of a hold is its block and the blocks nested in it, down to a nested
+hold, whose own clause decides for its body; a nested hold's header is read
+in the outer body (before its own admission), so it counts there.
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from ..sourcemap import SourceMap
+from .names import locate_statement, make_error
+from .moments import describe_hold
+from .walk import HEADER, list_parts, list_subexpressions, visit_session
+
+
+def reads_slot(e: ir.Expr, slot: int) -> bool:
+    return any(isinstance(sub, ir.Attr) and sub.slot == slot for sub in list_subexpressions(e))
+
+
+def list_body_reads(stmt: ir.Stmt) -> list[ir.Expr]:
+    """The expressions of ``stmt`` that are read in the body it stands in:
+    all of them, except a hold's own cache clause (read at its release, with
+    its own admission's ``cached``) and its lease (read at its scope's end)."""
+    if isinstance(stmt, ir.Hold):
+        return [part.expr for part in list_parts(stmt) if part.moment == HEADER or part.role == "a pool or stage index"]
+    return [part.expr for part in list_parts(stmt)]
+
+
+def check_caching(program: ir.Program, smap: SourceMap) -> None:
+    """`cached` and `reuse` only where a cache clause gives them a meaning (check 4)."""
+    for visit in visit_session(program):
+        stmt = visit.stmt
+        site = locate_statement(program, smap, visit.block, visit.index)
+        if isinstance(stmt, ir.Hold) and stmt.reuse is not None and stmt.cache is None:
+            raise make_error(
+                smap,
+                site,
+                f"`reuse` on {describe_hold(program, stmt)} without a `cache` clause: such a hold takes no part "
+                "in the prefix cache and consumes nothing (add `cache (…)`; `cache (0)` consumes the prefix and keeps nothing)",
+            )
+        if not visit.holds or visit.holds[-1].cache is not None:
+            continue
+        if any(reads_slot(e, program.slot_cached) for e in list_body_reads(stmt)):
+            raise make_error(
+                smap,
+                site,
+                f"`cached` is read in the body of {describe_hold(program, visit.holds[-1])}, which has no `cache` "
+                "clause, so `cached` is always 0 there (add `cache (…)` to the hold, or read `cached` after one that has it)",
+            )

@@ -1,0 +1,291 @@
+"""The range of every session attribute: an interval its assignments allow.
+
+An attribute's range is the union over everything that assigns it (brief B,
+check 8): its ``set`` statements (the expression's range, computed from the
+ranges of the attributes it reads), its ``choose`` statements ([0, count-1],
+whole numbers), the explicit sessions' values, and for the built-ins what the
+machine gives them (serial, turn_no >= 0, whole; cached, computed >= 0; the
+trace columns new, out, think >= 0 and more, forced in {0, 1}).
+
+A range is an interval with a flag for "whole numbers only". Ranges are the
+least fixed point of the assignments, computed by Kleene iteration from
+"no value yet", with widening (an endpoint still moving after a few rounds
+goes to infinity) so that ``set k = k + 1`` ends; an attribute no assignment
+gives a value ends unbounded. Every step over-approximates, so a fact proved
+for every value in the range holds for every value the run can produce
+(NaN aside: the ranges do not model it).
+
+A draw's range is its support: exp, erlang and h2 [0, inf), det {x},
+uniform [lo, hi], bernoulli {0, 1}.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import ir
+from .walk import visit_session
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """The values from ``low`` to ``high`` (either may be infinite); whole
+    numbers only when ``whole``."""
+
+    low: float
+    high: float
+    whole: bool
+
+
+EVERYTHING = Interval(-math.inf, math.inf, False)
+NON_NEGATIVE = Interval(0.0, math.inf, False)
+NON_NEGATIVE_WHOLE = Interval(0.0, math.inf, True)
+TEST = Interval(0.0, 1.0, True)
+
+
+def make_point(x: float) -> Interval:
+    if math.isnan(x):
+        return EVERYTHING
+    return Interval(x, x, math.isfinite(x) and x == int(x))
+
+
+def join(a: Interval | None, b: Interval | None) -> Interval | None:
+    """The smallest interval holding both (None is "no value")."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return Interval(min(a.low, b.low), max(a.high, b.high), a.whole and b.whole)
+
+
+def multiply_bounds(x: float, y: float) -> float:
+    """A product of two bounds, with 0 * inf = 0 (a bound, not a value)."""
+    if x == 0 or y == 0:
+        return 0.0
+    return x * y
+
+
+def span(values: list[float], whole: bool) -> Interval:
+    if any(math.isnan(v) for v in values):
+        return EVERYTHING
+    return Interval(min(values), max(values), whole)
+
+
+def add(a: Interval, b: Interval) -> Interval:
+    return span([a.low + b.low, a.high + b.high], a.whole and b.whole)
+
+
+def negate(a: Interval) -> Interval:
+    return Interval(-a.high, -a.low, a.whole)
+
+
+def multiply(a: Interval, b: Interval) -> Interval:
+    corners = [multiply_bounds(x, y) for x in (a.low, a.high) for y in (b.low, b.high)]
+    return span(corners, a.whole and b.whole)
+
+
+def divide_bounds(x: float, y: float) -> float:
+    """A quotient of two bounds (``y`` is not 0); inf / inf has no bound."""
+    if math.isinf(x) and math.isinf(y):
+        return math.nan
+    if math.isinf(y):
+        return 0.0
+    return x / y
+
+
+def divide(a: Interval, b: Interval) -> Interval:
+    if b.low <= 0 <= b.high:
+        return EVERYTHING
+    return span([divide_bounds(x, y) for x in (a.low, a.high) for y in (b.low, b.high)], False)
+
+
+def apply_monotone(a: Interval, f, whole: bool) -> Interval:
+    return Interval(f(a.low), f(a.high), whole)
+
+
+def floor_bound(x: float) -> float:
+    return x if math.isinf(x) else float(math.floor(x))
+
+
+def ceil_bound(x: float) -> float:
+    return x if math.isinf(x) else float(math.ceil(x))
+
+
+def sqrt_bound(x: float) -> float:
+    return math.sqrt(max(x, 0.0))
+
+
+def exp_bound(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
+class RangeEvaluator:
+    """Ranges of expressions, given the ranges of the attributes."""
+
+    def __init__(self, program: ir.Program, attributes: list[Interval | None]):
+        self.program = program
+        self.attributes = attributes
+
+    def pool_cap(self, ref: ir.Ref) -> float:
+        return max(pool.cap for pool in self.program.pools[ref.base : ref.base + ref.count])
+
+    def evaluate(self, e: ir.Expr) -> Interval | None:
+        """The range of ``e``; None when it reads an attribute with no value yet."""
+        if isinstance(e, ir.Num):
+            return make_point(e.value)
+        if isinstance(e, ir.Attr):
+            return self.attributes[e.slot]
+        if isinstance(e, ir.Ctx):
+            return TEST if e.var == "Decoding" else NON_NEGATIVE
+        if isinstance(e, ir.Cost):
+            return self.evaluate(e.expr)
+        if isinstance(e, ir.Sample):
+            return self.evaluate_sample(e)
+        if isinstance(e, ir.Call):
+            return self.evaluate_call(e)
+        if isinstance(e, ir.Unary):
+            a = self.evaluate(e.operand)
+            if a is None:
+                return None
+            return negate(a) if e.op == "Neg" else TEST
+        if isinstance(e, ir.Binary):
+            a, b = self.evaluate(e.left), self.evaluate(e.right)
+            if a is None or b is None:
+                return None
+            return self.evaluate_binary(e.op, a, b)
+        assert isinstance(e, ir.Cond)
+        test, then, otherwise = self.evaluate(e.test), self.evaluate(e.then), self.evaluate(e.otherwise)
+        if test is None or then is None or otherwise is None:
+            return None
+        if test.low == test.high:
+            return then if test.low != 0 else otherwise
+        return join(then, otherwise)
+
+    def evaluate_binary(self, op: str, a: Interval, b: Interval) -> Interval:
+        if op == "Add":
+            return add(a, b)
+        if op == "Sub":
+            return add(a, negate(b))
+        if op == "Mul":
+            return multiply(a, b)
+        if op == "Div":
+            return divide(a, b)
+        if op == "Pow":
+            return EVERYTHING
+        return TEST
+
+    def evaluate_sample(self, e: ir.Sample) -> Interval | None:
+        args = [self.evaluate(a) for a in e.args]
+        if any(a is None for a in args):
+            return None
+        if e.dist == "Det":
+            return args[0]
+        if e.dist == "Uniform":
+            low, high = args
+            return Interval(min(low.low, high.low), max(low.high, high.high), False)
+        if e.dist == "Bernoulli":
+            return TEST
+        return NON_NEGATIVE
+
+    def evaluate_call(self, e: ir.Call) -> Interval | None:
+        args = [self.evaluate(a.expr) if isinstance(a, ir.ExprArg) else NON_NEGATIVE for a in e.args]
+        if any(a is None for a in args):
+            return None
+        if e.fun == "Min":
+            a, b = args
+            return Interval(min(a.low, b.low), min(a.high, b.high), a.whole and b.whole)
+        if e.fun == "Max":
+            a, b = args
+            return Interval(max(a.low, b.low), max(a.high, b.high), a.whole and b.whole)
+        if e.fun == "Abs":
+            a = args[0]
+            if a.low >= 0:
+                return a
+            if a.high <= 0:
+                return negate(a)
+            return Interval(0.0, max(-a.low, a.high), a.whole)
+        if e.fun == "Floor":
+            return apply_monotone(args[0], floor_bound, True)
+        if e.fun == "Ceil":
+            return apply_monotone(args[0], ceil_bound, True)
+        if e.fun == "Sqrt":
+            return apply_monotone(args[0], sqrt_bound, False)
+        if e.fun == "Exp":
+            return apply_monotone(args[0], exp_bound, False)
+        if e.fun in ("Ln", "Pow"):
+            return EVERYTHING
+        if e.fun in ("Used", "Free", "CachedIn"):
+            ref = e.args[0].ref
+            return Interval(0.0, self.pool_cap(ref), False)
+        if e.fun in ("Holders", "Queued", "Queue"):
+            return NON_NEGATIVE_WHOLE
+        return NON_NEGATIVE
+
+
+#: Rounds of plain iteration before an endpoint that still moves is widened.
+ROUNDS_BEFORE_WIDENING = 3
+
+
+def widen(old: Interval | None, new: Interval | None) -> Interval | None:
+    if old is None or new is None:
+        return new
+    low = old.low if new.low >= old.low else -math.inf
+    high = old.high if new.high <= old.high else math.inf
+    return Interval(low, high, old.whole and new.whole)
+
+
+def list_builtin_ranges(program: ir.Program) -> dict[int, Interval]:
+    """What the machine gives the built-in attributes, whatever the program sets.
+
+    ``cached`` (units consumed from a pool's cache) and ``computed`` (a
+    position within a hold's allocation) are at most the largest cap, by the
+    memory invariant allocated + cached <= cap (seed 002 §3, Pools)."""
+    largest_cap = max((pool.cap for pool in program.pools), default=math.inf)
+    within_a_pool = Interval(0.0, largest_cap, False)
+    return {
+        program.slot_cached: within_a_pool,
+        program.slot_computed: within_a_pool,
+        program.slot_serial: NON_NEGATIVE_WHOLE,
+        program.slot_turn: NON_NEGATIVE_WHOLE,
+        program.slot_new: NON_NEGATIVE,
+        program.slot_out: NON_NEGATIVE,
+        program.slot_think: NON_NEGATIVE,
+        program.slot_more: TEST,
+        program.slot_forced: TEST,
+    }
+
+
+def compute_attribute_ranges(program: ir.Program) -> tuple[Interval, ...]:
+    """Every attribute's range, by slot."""
+    n = len(program.attrs)
+    fixed: list[Interval | None] = [None] * n
+    for slot, interval in list_builtin_ranges(program).items():
+        fixed[slot] = join(fixed[slot], interval)
+    if isinstance(program.arrival, ir.Sessions):
+        for spec in program.arrival.sessions:
+            for slot, value in spec.attrs + tuple(pair for turn in spec.turns or () for pair in turn):
+                fixed[slot] = join(fixed[slot], make_point(value))
+    assignments: list[list[ir.Expr]] = [[] for _ in range(n)]
+    for visit in visit_session(program):
+        if isinstance(visit.stmt, ir.Set):
+            assignments[visit.stmt.slot].append(visit.stmt.expr)
+        if isinstance(visit.stmt, ir.Choose):
+            chosen = Interval(0.0, float(visit.stmt.count - 1), True)
+            fixed[visit.stmt.var] = join(fixed[visit.stmt.var], chosen)
+
+    ranges: list[Interval | None] = list(fixed)
+    rounds = 0
+    while True:
+        evaluator = RangeEvaluator(program, ranges)
+        new = list(fixed)
+        for slot in range(n):
+            for e in assignments[slot]:
+                new[slot] = join(new[slot], evaluator.evaluate(e))
+        if rounds >= ROUNDS_BEFORE_WIDENING:
+            new = [widen(old, fresh) for old, fresh in zip(ranges, new)]
+        if new == ranges:
+            break
+        ranges = new
+        rounds += 1
+    return tuple(EVERYTHING if r is None else r for r in ranges)

@@ -1,0 +1,317 @@
+"""The IR's shape: every index in range, the blocks a tree, runs in their modes.
+
+An IR file can come from another tool and be malformed in ways its JSON
+Schema cannot see: a pool index past the last pool, a block that contains
+itself. Each is a ProgramError here, so that no later check (and no run)
+meets an IndexError. Then the rules of seed 002 about stages:
+
+- a run on a step stage names its mode (prefill or decode), a run elsewhere
+  is plain, and ``growing`` needs a step stage (§2, Which stage: "the mode is
+  required on a step stage and forbidden elsewhere");
+- a run over several stages holds ps stages of constant capacity above 0,
+  names each stage array once, and the program declares its share (§3, Stages);
+- ``admit via`` names a step stage, and a step stage's memory is a pool (§3, Pools).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .. import ir
+from ..sourcemap import SourceMap
+from .constants import evaluate_constant
+from .names import (
+    Site,
+    describe_stage_kind,
+    locate_gauge,
+    locate_pool,
+    locate_program,
+    locate_stage,
+    locate_statement,
+    make_error,
+    name_stage,
+    show_stage_ref,
+)
+from .walk import list_child_blocks, list_parts, list_roots, list_statement_refs, list_subexpressions, visit_session
+
+KIND_WORDS = {"p": ("pool", "pools"), "s": ("stage", "stages")}
+
+
+def describe_range_problem(program: ir.Program, kind: str, base: int, count: int) -> str | None:
+    """Why a reference to ``count`` pools or stages from ``base`` is out of range, or None."""
+    declared = len(program.pools) if kind == "p" else len(program.stages)
+    one, many = KIND_WORDS[kind]
+    if count < 1:
+        return f"names a family of {count} {many}"
+    if base + count > declared:
+        named = f"{one} #{base}" if count == 1 else f"{many} #{base}..#{base + count - 1}"
+        return f"names {named}, but the program declares {declared} {many if declared != 1 else one}"
+    return None
+
+
+def describe_target_problem(program: ir.Program, target: ir.Target) -> str | None:
+    if isinstance(target, ir.JointTarget):
+        for part in target.parts:
+            problem = describe_target_problem(program, part)
+            if problem is not None:
+                return problem
+        return None
+    return describe_range_problem(program, "p" if target.kind == "Pool" else "s", target.base, target.count)
+
+
+def describe_expression_problem(program: ir.Program, e: ir.Expr) -> str | None:
+    """The first malformed part of ``e`` (an attribute slot, a call's
+    arguments, a reference out of range), or None."""
+    for sub in list_subexpressions(e):
+        if isinstance(sub, ir.Attr) and not 0 <= sub.slot < len(program.attrs):
+            return f"reads attribute #{sub.slot}, but the program has {len(program.attrs)} attributes"
+        if isinstance(sub, ir.Sample) and len(sub.args) != ir.DISTRIBUTIONS[sub.dist][1]:
+            spelling, arity = ir.DISTRIBUTIONS[sub.dist]
+            return f"~{spelling} takes {arity} argument(s), not {len(sub.args)}"
+        if isinstance(sub, ir.Call):
+            spelling, kinds = ir.FUNCTIONS[sub.fun]
+            given = tuple(
+                "e" if isinstance(a, ir.ExprArg) else "p" if isinstance(a, ir.PoolArg) else "s" for a in sub.args
+            )
+            if given != kinds:
+                wanted = ", ".join({"e": "an expression", "p": "a pool", "s": "a stage"}[k] for k in kinds)
+                return f"{spelling}(…) takes ({wanted})"
+            for arg in sub.args:
+                if isinstance(arg, (ir.PoolArg, ir.StageArg)):
+                    kind = "p" if isinstance(arg, ir.PoolArg) else "s"
+                    problem = describe_range_problem(program, kind, arg.ref.base, arg.ref.count)
+                    if problem is not None:
+                        return f"{spelling}(…) {problem}"
+        if isinstance(sub, ir.Cost):
+            problem = describe_target_problem(program, sub.target)
+            if problem is not None:
+                return f"a cost annotation {problem}"
+    return None
+
+
+def raise_if_malformed(program: ir.Program, smap: SourceMap, site: Site, expressions: list[ir.Expr]) -> None:
+    for e in expressions:
+        problem = describe_expression_problem(program, e)
+        if problem is not None:
+            raise make_error(smap, site, f"malformed IR: {problem}")
+
+
+# --------------------------------------------------------------------------
+# The program's fields, the blocks
+# --------------------------------------------------------------------------
+
+BUILTIN_SLOT_FIELDS = (
+    "slot_cached",
+    "slot_serial",
+    "slot_turn",
+    "slot_new",
+    "slot_out",
+    "slot_think",
+    "slot_more",
+    "slot_forced",
+    "slot_computed",
+)
+
+
+def check_program_fields(program: ir.Program, smap: SourceMap) -> None:
+    n_attrs = len(program.attrs)
+    for name in BUILTIN_SLOT_FIELDS:
+        slot = getattr(program, name)
+        if not 0 <= slot < n_attrs:
+            raise make_error(smap, locate_program(name), f"malformed IR: attribute #{slot} of {n_attrs}")
+    for slot in program.hidden:
+        if not 0 <= slot < n_attrs:
+            raise make_error(smap, locate_program("hidden"), f"malformed IR: attribute #{slot} of {n_attrs}")
+    for name in ("init", "turn", "session"):
+        block = getattr(program, name)
+        if not 0 <= block < len(program.blocks):
+            raise make_error(
+                smap, locate_program(name), f"malformed IR: block {block}, but the program has {len(program.blocks)} blocks"
+            )
+    if isinstance(program.arrival, ir.Sessions):
+        for i, spec in enumerate(program.arrival.sessions):
+            for slot, _ in spec.attrs + tuple(pair for turn in spec.turns or () for pair in turn):
+                if not 0 <= slot < n_attrs:
+                    site = locate_program(f"arrival.Sessions[{i}]", smap.arrival)
+                    raise make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}")
+    if isinstance(program.arrival, ir.Renewal):
+        raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+
+
+def describe_statement_problem(program: ir.Program, stmt: ir.Stmt) -> str | None:
+    if isinstance(stmt, (ir.Set, ir.Choose)):
+        slot = stmt.slot if isinstance(stmt, ir.Set) else stmt.var
+        if not 0 <= slot < len(program.attrs):
+            return f"assigns attribute #{slot}, but the program has {len(program.attrs)} attributes"
+    if isinstance(stmt, ir.Choose) and stmt.count < 1:
+        return f"chooses among {stmt.count} members"
+    if isinstance(stmt, ir.Observe) and not 0 <= stmt.index < len(program.observes):
+        return f"records observation #{stmt.index}, but the program has {len(program.observes)}"
+    for kind, ref in list_statement_refs(stmt):
+        problem = describe_range_problem(program, kind, ref.base, ref.count)
+        if problem is not None:
+            return problem
+    for child in list_child_blocks(stmt):
+        if not 0 <= child < len(program.blocks):
+            return f"nests block {child}, but the program has {len(program.blocks)} blocks"
+    for part in list_parts(stmt):
+        problem = describe_expression_problem(program, part.expr)
+        if problem is not None:
+            return problem
+    return None
+
+
+def check_blocks(program: ir.Program, smap: SourceMap) -> None:
+    """The blocks reachable from init, turn and session: indices in range, no
+    block inside itself (they form a tree)."""
+
+    def check(block: int, path: tuple[int, ...]) -> None:
+        for index, stmt in enumerate(program.blocks[block]):
+            site = locate_statement(program, smap, block, index)
+            problem = describe_statement_problem(program, stmt)
+            if problem is not None:
+                raise make_error(smap, site, f"malformed IR: {problem}")
+            for child in list_child_blocks(stmt):
+                if child in path + (block,):
+                    raise make_error(smap, site, f"malformed IR: block {child} contains itself")
+                check(child, path + (block,))
+
+    for root in list_roots(program):
+        check(root, ())
+
+
+# --------------------------------------------------------------------------
+# Pools, stages, gauges
+# --------------------------------------------------------------------------
+
+
+def list_pool_expressions(pool: ir.Pool) -> list[ir.Expr]:
+    keys = list(pool.queue or ()) + list(pool.evict or ()) + list(pool.preempt or ())
+    return keys + ([pool.spill.work, pool.spill.when] if pool.spill is not None else [])
+
+
+def list_stage_expressions(stage: ir.Stage) -> list[ir.Expr]:
+    kind = stage.kind
+    if isinstance(kind, ir.Ps):
+        return [kind.capacity]
+    if isinstance(kind, ir.Step):
+        return [kind.budget, kind.cost, kind.chunk] + list(kind.serve or ())
+    return []
+
+
+def check_pools(program: ir.Program, smap: SourceMap) -> None:
+    for i, pool in enumerate(program.pools):
+        site = locate_pool(program, smap, i)
+        raise_if_malformed(program, smap, site, list_pool_expressions(pool))
+        if pool.spill is not None:
+            for kind, index in (("p", pool.spill.to), ("s", pool.spill.via)):
+                problem = describe_range_problem(program, kind, index, 1)
+                if problem is not None:
+                    raise make_error(smap, site, f"malformed IR: its spill {problem}")
+        if pool.admit_via is not None:
+            problem = describe_range_problem(program, "s", pool.admit_via, 1)
+            if problem is not None:
+                raise make_error(smap, site, f"malformed IR: admit via {problem}")
+            stage = program.stages[pool.admit_via]
+            if not isinstance(stage.kind, ir.Step):
+                raise make_error(
+                    smap,
+                    site,
+                    f"`admit via {name_stage(program, pool.admit_via)}` names {describe_stage_kind(stage)}; "
+                    "a pool's queue can be handed only to a step stage's scheduler",
+                )
+
+
+def check_stages(program: ir.Program, smap: SourceMap) -> None:
+    for i, stage in enumerate(program.stages):
+        site = locate_stage(program, smap, i)
+        raise_if_malformed(program, smap, site, list_stage_expressions(stage))
+        if isinstance(stage.kind, ir.Fifo) and stage.kind.servers < 1:
+            raise make_error(smap, site, f"a fifo stage needs at least one server, not {stage.kind.servers}")
+        if isinstance(stage.kind, ir.Step) and stage.kind.memory is not None:
+            problem = describe_range_problem(program, "p", stage.kind.memory, 1)
+            if problem is not None:
+                raise make_error(smap, site, f"malformed IR: its memory {problem}")
+
+
+def check_gauges(program: ir.Program, smap: SourceMap) -> None:
+    for i, gauge in enumerate(program.gauges):
+        raise_if_malformed(program, smap, locate_gauge(program, smap, i), [gauge.expr])
+
+
+def check_structure(program: ir.Program, smap: SourceMap) -> None:
+    """Every index in range and the session's blocks a tree (check 6)."""
+    check_program_fields(program, smap)
+    check_blocks(program, smap)
+    check_pools(program, smap)
+    check_stages(program, smap)
+    check_gauges(program, smap)
+
+
+# --------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------
+
+
+def list_family(program: ir.Program, ref: ir.Ref) -> Iterator[ir.Stage]:
+    return iter(program.stages[ref.base : ref.base + ref.count])
+
+
+def check_run(program: ir.Program, smap: SourceMap, site: Site, run: ir.Run) -> None:
+    stage = program.stages[run.stage.base]
+    written = show_stage_ref(program, run.stage)
+    on_step = any(isinstance(s.kind, ir.Step) for s in list_family(program, run.stage))
+    if on_step and run.mode == "Plain":
+        raise make_error(
+            smap,
+            site,
+            f"`run {written}` on a step stage needs a mode: `run {written} prefill (…)` or `run {written} decode (…)` "
+            "(the serving forms `prefill` and `decode` give it)",
+        )
+    if not on_step and run.mode != "Plain":
+        raise make_error(
+            smap,
+            site,
+            f"`run {written} {run.mode.lower()}` names a mode, but `{written}` is {describe_stage_kind(stage)}; "
+            "prefill and decode are modes of a step stage only",
+        )
+    if run.growing is not None and not on_step:
+        raise make_error(
+            smap, site, f"`growing` needs a step stage, and `{written}` is {describe_stage_kind(stage)}"
+        )
+    if not run.also:
+        return
+    refs = (run.stage,) + run.also
+    if program.share is None:
+        raise make_error(smap, site, "a run over several stages needs `share maxmin;` or `share bottleneck;`")
+    bases: list[int] = []
+    for ref in refs:
+        name = show_stage_ref(program, ref)
+        if ref.base in bases:
+            raise make_error(
+                smap, site, f"a run over several stages names each stage array once, and `{name}` is named twice"
+            )
+        bases.append(ref.base)
+        for member in list_family(program, ref):
+            if not isinstance(member.kind, ir.Ps):
+                raise make_error(
+                    smap,
+                    site,
+                    f"a run over several stages holds ps stages only, and `{name}` is {describe_stage_kind(member)}",
+                )
+            capacity = evaluate_constant(member.kind.capacity)
+            if capacity is None or not capacity > 0:
+                what = "does not have a constant capacity" if capacity is None else "has a capacity that is not above 0"
+                raise make_error(
+                    smap,
+                    site,
+                    f"a run over several stages needs every stage ps with a constant capacity above 0, and `{name}` {what} "
+                    "(a flow is not described by the jobs present)",
+                )
+
+
+def check_runs(program: ir.Program, smap: SourceMap) -> None:
+    """Run modes, ``growing``, runs over several stages (check 5)."""
+    for visit in visit_session(program):
+        if isinstance(visit.stmt, ir.Run):
+            check_run(program, smap, locate_statement(program, smap, visit.block, visit.index), visit.stmt)
