@@ -277,7 +277,9 @@ def test_every_table_line_is_as_wide_as_its_rule(observations, stages):
         ObserveRecord(name, True, tuple((float(k), k, 1, value) for k, value in enumerate(values)))
         for name, values in observations
     )
-    records = tuple(StageRecord(name, None, "fifo", number, number, 1, wait, wait, wait) for name, number, wait in stages)
+    records = tuple(
+        StageRecord(name, None, "fifo", number, number, 1, wait, wait, wait) for name, number, wait in stages
+    )
     text = format_text(build_report(make_result(observes=observes, stages=records)))
     blocks = text.rstrip("\n").split("\n\n")[1:]
     for block in blocks:
