@@ -104,7 +104,7 @@ def summarize_observe(rec: ObserveRecord) -> ObserveSummary:
 
 
 def calculate_mean(values: Sequence[float]) -> float:
-    """The correctly rounded mean; NaN when there are no values."""
+    """The correctly rounded sum over the count; NaN when there are no values."""
     if not values:
         return math.nan
     return math.fsum(values) / len(values)
