@@ -137,10 +137,7 @@ def command_run(args: argparse.Namespace) -> int:
     report = build_report(result)
     sys.stdout.write(dumps_json(report) if args.json else format_text(report))
     if args.dump:
-        try:
-            write_dump(result, args.dump)
-        except OSError as e:
-            raise UsageError(f"cannot write the dump to {args.dump}: {e.strerror}") from None
+        write_dump(result, args.dump)  # an unwritable DIR is a UsageError of its own
     return EXIT_OK
 
 
