@@ -1,0 +1,274 @@
+"""The configuration: one immutable value per point of a run (seed 002 §3,
+Configuration).
+
+"Time; the live sessions with their attributes, continuation (a stack of
+block frames), status (ready, queued at a pool, at a stage, waiting to grow,
+ended) and active holds; for each pool its capacity, the allocations of its
+holders (in admission order), its cache (entries of units, release time and
+release order, per session or dead), its admission queue and its growers;
+for each stage its jobs."
+
+Every record is a NamedTuple (cheap to build, immutable); the live sessions
+are an ``immutables.Map`` from serial to session; other collections are
+tuples kept in a declared order. Pending events are a tuple sorted by
+(time, sequence number): a value, whose insertion copies the tuple (cheap in
+C for the tens to hundreds of events a program has pending; the trade-off is
+documented in docs/semantics.md). Growing records (observation samples, gauge
+change points) are persistent cons lists ``(item, rest)``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import NamedTuple
+
+import immutables
+
+# Session statuses (seed 002 §3: ready, queued at a pool, at a stage, waiting to grow, ended).
+READY = "ready"
+QUEUED = "queued"
+AT_STAGE = "stage"
+GROWING = "growing"
+ENDED = "ended"
+
+# Frame kinds: a plain block (the session's, a branch's), a loop's body, a
+# while's body (its guard re-read at the end), a hold's body.
+PLAIN = "plain"
+LOOP = "loop"
+WHILE = "while"
+HOLD = "hold"
+
+
+class Frame(NamedTuple):
+    """One block of a continuation: ``index`` is the next statement;
+    ``origin`` the (block, index) of the statement that opened it."""
+
+    block: int
+    index: int
+    kind: str
+    origin: tuple[int, int] | None
+
+
+class Allocation(NamedTuple):
+    """A hold's allocation on one pool: ``position`` is what has been
+    computed (it starts at the consumed cached prefix); ``advanced`` says a
+    load moved it, so that it, not the allocation, is what is computed."""
+
+    pool: int
+    units: float
+    position: float
+    advanced: bool
+
+
+class ActiveHold(NamedTuple):
+    hold_id: int  # the sequence number of its admission
+    stmt: tuple[int, int]  # the Hold statement (block, index)
+    allocations: tuple[Allocation, ...]
+
+
+class LeaseState(NamedTuple):
+    """An allocation that outlived its hold's scope (``lease P (t)``)."""
+
+    lease_id: int
+    pool: int
+    units: float
+    computed: float
+    stmt: tuple[int, int]  # the Hold statement, whose cache clause applies at the end
+    due: tuple[float, int] | None  # the expiry event's key, None for inf
+
+
+class PendingHold(NamedTuple):
+    """A hold waiting in its first pool's queue."""
+
+    stmt: tuple[int, int]
+    pools: tuple[int, ...]  # the pool indices, resolved when the session joined
+    joined: float  # the time it entered the queue (``waited`` counts from here)
+
+
+class Session(NamedTuple):
+    serial: int
+    attrs: tuple[float, ...]
+    frames: tuple[Frame, ...]
+    status: str
+    holds: tuple[ActiveHold, ...]  # innermost last
+    leases: tuple[LeaseState, ...]
+    pending: PendingHold | None
+    job: tuple[int, int] | None  # (stage, job id) while at a stage
+    growth: tuple[int, float] | None  # (pool, units asked) while waiting to grow
+    admission: int  # sequence number of its latest admission (-1: none yet)
+    preempted_at: tuple[tuple[int, float], ...]  # per pool: position at its last preemption
+    stuck: bool
+    draws: int  # position of the session's stream
+    script: int  # explicit session index or trace session index, -1 for none
+    script_turn: int  # the next turn of the script to load
+    readies: tuple[float, int]  # (instant, times it became ready at that instant)
+
+
+class CacheEntry(NamedTuple):
+    """A cached prefix: ``owner`` the session it belongs to (None: dead),
+    ``source`` the session that released it (whose attributes eviction keys
+    read)."""
+
+    owner: int | None
+    source: int
+    units: float
+    released: float  # release time
+    order: int  # release order
+
+
+class Holding(NamedTuple):
+    """An allocation as its pool sees it, in admission order."""
+
+    admission: int
+    serial: int
+    hold_id: int  # the hold's id, or the lease's id when ``leased``
+    units: float
+    leased: bool
+
+
+class Waiting(NamedTuple):
+    serial: int
+    join: int  # the sequence number of joining the queue
+    preempted: bool  # re-entered at the head after a preemption
+
+
+class PoolState(NamedTuple):
+    allocated: float
+    cached: float
+    holders: tuple[Holding, ...]  # admission order
+    entries: tuple[CacheEntry, ...]  # release order
+    queue: tuple[Waiting, ...]  # preempted holds first (latest first), then join order
+    growers: tuple[int, ...]  # serials in the order they stalled
+
+
+class Job(NamedTuple):
+    """A job at a stage. ``work``: the service time (fifo), the virtual
+    finish tag (ps), the remaining work at the flow state's last update
+    (flows). ``owner`` is a session serial, or None for a spill write."""
+
+    job_id: int  # its sequence number: start order
+    owner: int | None
+    work: float
+    arrived: float
+    started: float  # NaN while waiting at a fifo stage
+    due: tuple[float, int] | None  # a fifo job's completion event
+    spill: tuple[int, int, float] | None  # (tier pool, source serial, units) of a spill write
+    stages: tuple[int, ...]  # the stages a flow holds (a single stage otherwise)
+    rate: float  # a flow's current rate
+
+
+class StageState(NamedTuple):
+    jobs: tuple[Job, ...]  # fifo: arrival order; ps: (finish tag, start order)
+    virtual: float  # ps virtual time at ``updated``
+    updated: float
+    rate: float  # ps: each job's rate since ``updated``
+    due: tuple[float, int] | None  # ps: the next completion event
+
+
+class FlowState(NamedTuple):
+    """The jobs of every stage shared as flows (seed 002 §3 Stages)."""
+
+    flows: tuple[Job, ...]  # start order
+    updated: float
+    due: tuple[float, int] | None
+
+
+class Event(NamedTuple):
+    kind: str  # "arrive", "job" (a, b = stage, job), "ps" (a = stage), "flow", "lease" (a, b = serial, lease)
+    a: int
+    b: int
+
+
+class PoolStats(NamedTuple):
+    used_area: float
+    cached_area: float
+    queue_area: float
+    holders_area: float
+    wait_sum: float
+    wait_count: int
+    admissions: int
+    evicted_entries: int
+    evicted_units: float
+    preemptions: int
+    spills: int
+    rejected: int
+    stuck: int
+    explanations: tuple[str, ...]
+
+
+class StageStats(NamedTuple):
+    number_area: float
+    busy_area: float
+    completed: int
+    wait_sum: float
+    service_sum: float
+
+
+class Statistics(NamedTuple):
+    pools: tuple[PoolStats, ...]
+    stages: tuple[StageStats, ...]
+    live_area: float
+    arrivals: int
+    ended: int
+    turns: int
+    events: int
+    observes: tuple  # per observe: a cons list of (time, serial, turn, value), newest first
+    gauges: tuple  # per gauge: a cons list of (time, value) change points, newest first
+
+
+class Workload(NamedTuple):
+    next_serial: int
+    generated: int  # open-workload arrivals so far
+    arrivals_draws: int  # position of the arrivals stream
+    workload_draws: int  # position of the workload stream (trace choice)
+    machine_draws: int  # position of the machine's stream (eviction, spill, capacities)
+
+
+class Configuration(NamedTuple):
+    time: float
+    sessions: immutables.Map  # serial -> Session (live sessions only)
+    ready: tuple[int, ...]  # serials in the order they became ready
+    pools: tuple[PoolState, ...]
+    stages: tuple[StageState, ...]
+    flows: FlowState
+    events: tuple[tuple[float, int, Event], ...]  # sorted by (time, sequence number)
+    sequence: int  # the next sequence number (events, joins, releases, admissions, jobs)
+    workload: Workload
+    statistics: Statistics
+    dirty: frozenset  # pools whose state changed since they were last tried
+    ended_attrs: immutables.Map  # serial -> attributes at its last release, for ended sessions
+    quiet: int  # statements run at this instant since something last blocked
+
+
+EMPTY_POOL = PoolState(0.0, 0.0, (), (), (), ())
+EMPTY_STAGE = StageState((), 0.0, 0.0, 0.0, None)
+EMPTY_POOL_STATS = PoolStats(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
+EMPTY_STAGE_STATS = StageStats(0.0, 0.0, 0, 0.0, 0.0)
+
+
+def replace_at(items: tuple, index: int, item) -> tuple:
+    """``items`` with position ``index`` replaced by ``item``."""
+    return items[:index] + (item,) + items[index + 1 :]
+
+
+def insert_event(events: tuple, key: tuple[float, int], event: Event) -> tuple:
+    """``events`` with ``event`` at ``key`` = (time, sequence number)."""
+    i = bisect.bisect_right(events, key)
+    return events[:i] + ((key[0], key[1], event),) + events[i:]
+
+
+def remove_event(events: tuple, key: tuple[float, int]) -> tuple:
+    """``events`` without the event at ``key`` (which must be pending)."""
+    i = bisect.bisect_left(events, key)
+    assert i < len(events) and events[i][0] == key[0] and events[i][1] == key[1], "no such pending event"
+    return events[:i] + events[i + 1 :]
+
+
+def iterate_cons(items) -> list:
+    """The items of a cons list, oldest first."""
+    out = []
+    while items is not None:
+        out.append(items[0])
+        items = items[1]
+    out.reverse()
+    return out

@@ -1,0 +1,251 @@
+"""The machine: what a run knows of its program that never changes (block
+sizes, capacities, compiled expressions, which pools a release can unblock,
+the streams' keys), the optional step-trace observer, and the small helpers
+every family of rules shares (a session's evaluation environment, making a
+session ready, counting a statistic).
+
+Nothing here is state: the state of a run is the Configuration.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import ir
+from ..errors import RunError
+from .configuration import READY, Configuration, PoolStats, Session, StageStats, replace_at
+from .rng import derive_stream
+from .values import Env, ExpressionCompiler, raise_run_error
+
+#: A session made ready more often than this at one instant is a RunError
+#: (SERQ-FACTS.md, run-time backstops).
+MAX_READIES_PER_INSTANT = 1000
+#: Statements at one instant without anything blocking.
+MAX_QUIET_STATEMENTS = 1_000_000
+#: Tolerance of the capacity comparisons (units are floats).
+EPSILON = 1e-9
+
+_LIVE_STATE_CALLS = ("Queue", "Busy", "Work", "Used", "Free", "Holders", "Queued", "Price", "BudgetLeft",
+                     "EstLambda", "EstRho", "EstWait")
+
+
+class CompiledHold:
+    """A Hold statement with its expressions compiled."""
+
+    __slots__ = ("stmt", "refs", "indices", "units", "reserves", "reuse", "cache", "lease_ref", "lease_index",
+                 "lease_duration", "body")
+
+    def __init__(self, compiler: ExpressionCompiler, hold: ir.Hold):
+        self.stmt = hold
+        self.refs = tuple(p.ref for p in hold.pools)
+        self.indices = tuple(compiler.compile_ref_index(p.ref) for p in hold.pools)
+        self.units = tuple(compiler.compile(p.units) for p in hold.pools)
+        self.reserves = tuple(None if p.reserve is None else compiler.compile(p.reserve) for p in hold.pools)
+        self.reuse = None if hold.reuse is None else compiler.compile(hold.reuse)
+        self.cache = None if hold.cache is None else compiler.compile(hold.cache)
+        self.lease_ref = None if hold.lease is None else hold.lease.ref
+        self.lease_index = None if hold.lease is None else compiler.compile_ref_index(hold.lease.ref)
+        self.lease_duration = None if hold.lease is None else compiler.compile(hold.lease.duration)
+        self.body = hold.body
+
+
+class Machine:
+    """The fixed part of a run of ``program``."""
+
+    def __init__(self, program: ir.Program, observer=None, trace_sessions=()):
+        from . import stages as stage_rules  # the observables read stage state
+
+        self.program = program
+        self.observer = observer
+        self.trace_sessions = trace_sessions
+        self.seed = program.seed
+        self.caps = tuple(p.cap for p in program.pools)
+        self.block_sizes = tuple(p.block for p in program.pools)
+        self.compiler = ExpressionCompiler(program, stage_rules.make_observables(self))
+        compile_ = self.compiler.compile
+        self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
+        self.queue_keys = tuple(None if p.queue is None else tuple(compile_(k) for k in p.queue) for p in program.pools)
+        self.spill = tuple(None if p.spill is None else (p.spill.to, p.spill.via, compile_(p.spill.work), compile_(p.spill.when))
+                           for p in program.pools)
+        self.lifo = tuple(p.preempt is not None for p in program.pools)
+        self.engine_memory = tuple(any(isinstance(s.kind, ir.Step) and s.kind.memory == i for s in program.stages)
+                                   for i in range(len(program.pools)))
+        self.kinds = tuple("fifo" if isinstance(s.kind, ir.Fifo) else "ps" if isinstance(s.kind, ir.Ps) else "step"
+                           for s in program.stages)
+        self.servers = tuple(s.kind.servers if isinstance(s.kind, ir.Fifo) else 0 for s in program.stages)
+        self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
+        self.stream_arrivals = derive_stream(self.seed, ("arrivals",))
+        self.stream_workload = derive_stream(self.seed, ("workload",))
+        self.stream_machine = derive_stream(self.seed, ("machine",))
+        self.session_streams: dict[int, bytes] = {}
+        self.holds: dict[tuple[int, int], CompiledHold] = {}
+        self.statements: dict[tuple[int, int], tuple] = {}
+        self._scan_program()
+
+    # -- the static facts ---------------------------------------------------
+
+    def _scan_program(self) -> None:
+        program = self.program
+        flow_stages: set[int] = set()
+        waits_at: dict[int, set[int]] = {}  # pool -> pools whose queue may hold a hold needing it
+        volatile: set[int] = set()
+        for b, block in enumerate(program.blocks):
+            for i, stmt in enumerate(block):
+                if isinstance(stmt, ir.Run) and stmt.also:
+                    for ref in (stmt.stage,) + tuple(stmt.also):
+                        flow_stages.update(range(ref.base, ref.base + ref.count))
+                if isinstance(stmt, ir.Hold):
+                    self.holds[(b, i)] = CompiledHold(self.compiler, stmt)
+                    first = stmt.pools[0].ref
+                    members = [range(p.ref.base, p.ref.base + p.ref.count) for p in stmt.pools]
+                    for q in (q for r in members for q in r):
+                        waits_at.setdefault(q, set()).update(range(first.base, first.base + first.count))
+                    header = [p.units for p in stmt.pools] + [p.reserve for p in stmt.pools if p.reserve] + (
+                        [stmt.reuse] if stmt.reuse else [])
+                    own = {q for r in members for q in r}
+                    if any(_reads_changing_state(e, own) for e in header):
+                        volatile.update(range(first.base, first.base + first.count))
+        for p, pool in enumerate(program.pools):
+            if pool.queue is not None:
+                volatile.add(p)
+        self.flow_stages = frozenset(flow_stages)
+        self.dependents = tuple(tuple(sorted({q} | waits_at.get(q, set()))) for q in range(len(program.pools)))
+        self.volatile = frozenset(volatile)
+        self.flow_capacity = {}
+        for s in sorted(flow_stages):
+            kind = program.stages[s].kind
+            if not isinstance(kind, ir.Ps):
+                raise RunError(f"stage {self.stage_name(s)} is held by a run over several stages, so it must be ps(φ) with a constant φ")
+            env = Env(None)
+            env.present = 1.0
+            try:
+                phi = self.capacities[s](env)
+            except (AttributeError, RunError):
+                phi = math.nan
+            if not (phi > 0 and math.isfinite(phi)):
+                raise RunError(f"stage {self.stage_name(s)} is held by a run over several stages: its capacity must be a constant above 0")
+            self.flow_capacity[s] = phi
+        self.keeps_ended_attrs = any(p.evict is not None or p.spill is not None for p in program.pools)
+
+    # -- names for messages -------------------------------------------------
+
+    def pool_name(self, p: int) -> str:
+        pool = self.program.pools[p]
+        return pool.name if pool.index is None else f"{pool.name}[{pool.index}]"
+
+    def stage_name(self, s: int) -> str:
+        stage = self.program.stages[s]
+        return stage.name if stage.index is None else f"{stage.name}[{stage.index}]"
+
+    # -- shared helpers -----------------------------------------------------
+
+    def session_stream(self, serial: int) -> bytes:
+        stream = self.session_streams.get(serial)
+        if stream is None:
+            stream = self.session_streams[serial] = derive_stream(self.seed, ("session", serial))
+        return stream
+
+    def round_up(self, p: int, units: float) -> float:
+        b = self.block_sizes[p]
+        return units if not b or not math.isfinite(units) else math.ceil(units / b - EPSILON) * b
+
+    def round_down(self, p: int, units: float) -> float:
+        b = self.block_sizes[p]
+        return units if not b or not math.isfinite(units) else math.floor(units / b + EPSILON) * b
+
+    def notify(self, rule: str, c: Configuration, fields: dict) -> None:
+        """Report an applied rule to the step-trace observer."""
+        self.observer(rule, c, fields)
+
+
+def session_env(m: Machine, c: Configuration, s: Session, stmt=None) -> Env:
+    return Env(c, s.attrs, s.serial, m.session_stream(s.serial), s.draws, stmt)
+
+
+def with_draws(s: Session, env: Env) -> Session:
+    """The session with its stream advanced to where ``env`` left it."""
+    return s if env.draws == s.draws else s._replace(draws=env.draws)
+
+
+def make_ready(m: Machine, c: Configuration, s: Session) -> Configuration:
+    """``s`` becomes ready: it joins the end of the ready sequence."""
+    instant, count = s.readies
+    count = count + 1 if instant == c.time else 1
+    if count > MAX_READIES_PER_INSTANT:
+        raise RunError(f"session {s.serial} became ready {MAX_READIES_PER_INSTANT} times at one instant "
+                       f"(time {c.time:g}): the program makes no progress", time=c.time)
+    s = s._replace(status=READY, readies=(c.time, count), job=None, growth=None, pending=None)
+    return c._replace(sessions=c.sessions.set(s.serial, s), ready=c.ready + (s.serial,))
+
+
+def is_warm(m: Machine, c: Configuration) -> bool:
+    return c.time >= m.program.warmup
+
+
+def count_pool(c: Configuration, p: int, **increments) -> Configuration:
+    """Add ``increments`` to pool ``p``'s statistics."""
+    stats = c.statistics
+    old = stats.pools[p]
+    new = old._replace(**{k: getattr(old, k) + v for k, v in increments.items()})
+    return c._replace(statistics=stats._replace(pools=replace_at(stats.pools, p, new)))
+
+
+def explain_pool(c: Configuration, p: int, line: str, limit: int = 5) -> Configuration:
+    stats = c.statistics
+    old: PoolStats = stats.pools[p]
+    if len(old.explanations) >= limit:
+        return c
+    new = old._replace(explanations=old.explanations + (line,))
+    return c._replace(statistics=stats._replace(pools=replace_at(stats.pools, p, new)))
+
+
+def count_stage(c: Configuration, s: int, **increments) -> Configuration:
+    stats = c.statistics
+    old: StageStats = stats.stages[s]
+    new = old._replace(**{k: getattr(old, k) + v for k, v in increments.items()})
+    return c._replace(statistics=stats._replace(stages=replace_at(stats.stages, s, new)))
+
+
+def mark_dirty(m: Machine, c: Configuration, p: int) -> Configuration:
+    """Pool ``p`` changed: it and the pools whose waiting holds need it are retried at the next settle."""
+    deps = m.dependents[p]
+    if c.dirty.issuperset(deps):
+        return c
+    return c._replace(dirty=c.dirty.union(deps))
+
+
+def fail(message: str, c: Configuration, stmt=None):
+    raise RunError(message, stmt=stmt, time=c.time)
+
+
+def _reads_changing_state(e, own_pools: set[int]) -> bool:
+    """Whether an admission header can change value without its own pools
+    changing: it reads the time, draws, or reads another pool's or a stage's
+    live state. Such a queue is retried at every settle."""
+    if isinstance(e, ir.Ctx):
+        return e.var != "Waited"
+    if isinstance(e, ir.Sample):
+        return True
+    if isinstance(e, ir.Call):
+        if e.fun in _LIVE_STATE_CALLS:
+            return True
+        if e.fun == "CachedIn":
+            ref = e.args[0].ref
+            if not set(range(ref.base, ref.base + ref.count)) <= own_pools:
+                return True
+        return any(_reads_changing_state(a.expr, own_pools) for a in e.args if isinstance(a, ir.ExprArg))
+    if isinstance(e, (ir.Num, ir.Attr)):
+        return False
+    if isinstance(e, ir.Cost):
+        return _reads_changing_state(e.expr, own_pools)
+    if isinstance(e, ir.Unary):
+        return _reads_changing_state(e.operand, own_pools)
+    if isinstance(e, ir.Binary):
+        return _reads_changing_state(e.left, own_pools) or _reads_changing_state(e.right, own_pools)
+    if isinstance(e, ir.Cond):
+        return any(_reads_changing_state(x, own_pools) for x in (e.test, e.then, e.otherwise))
+    return True
+
+
+__all__ = ["Machine", "session_env", "with_draws", "make_ready", "is_warm", "count_pool", "count_stage",
+           "mark_dirty", "fail", "raise_run_error", "explain_pool"]

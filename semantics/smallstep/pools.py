@@ -1,0 +1,617 @@
+"""Pool rules (seed 002 §3, Pools; seed 000).
+
+- ``session/hold-enter``: a hold joins the queue of its first pool; its units
+  and reserve are evaluated then only to judge ``pool/reject`` (a hold that
+  can never fit: its units, or its reserve when larger, above a cap).
+- ``pool/admit``: the head of a queue (a preempted hold first; then the
+  ``queue by`` keys re-evaluated now, then join order; fifo: join order) is
+  admitted when every pool of its hold has room for max(units, reserve) next
+  to the allocated units: used + r <= cap. Cached prefixes never block. The
+  first that does not fit blocks the rest.
+- ``pool/consume``: with a cache clause, the session takes at most ``reuse``
+  units of its own cached prefix (``cached`` := what it took); the rest of
+  that entry stays as a dead entry with the same age.
+- ``pool/evict-entry`` / ``pool/evict-block``: entries are evicted in the
+  pool's order (lru: release time then release order; by: keys then release
+  order) until allocations and cache fit; with a block size, one block from
+  the tail of the entry at a time.
+- ``pool/spill``: an evicted piece for which the spill predicate holds
+  becomes a write job on the link stage; ``pool/spill-land``: when the write
+  completes it becomes (part of) its session's entry in the tier.
+- ``pool/release``: an allocation is given back; min(cache, computed) units
+  stay cached, rounded down to blocks (the hold's cache clause; none without).
+- ``pool/lease``, ``pool/lease-end``: a leased allocation outlives its scope
+  until a release, its time, or the session's end.
+- ``pool/grow``, ``pool/grow-wait``, ``pool/grow-resume``: grow, or wait (in
+  stall order, the head blocking the rest).
+- ``pool/preempt``: under preempt lifo, the most recently admitted holder in
+  a scope (never a lease) loses its hold and re-enters the head of the queue.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
+                            Frame, Holding, LeaseState, PendingHold, Waiting, Event, insert_event, remove_event,
+                            replace_at)
+from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
+                      session_env, with_draws)
+from .values import Env, resolve_index
+
+
+# -- reading pools ---------------------------------------------------------------
+
+
+def own_entry_index(entries, serial: int) -> int:
+    for k, e in enumerate(entries):
+        if e.owner == serial:
+            return k
+    return -1
+
+
+def _set_pool(c: Configuration, p: int, pool) -> Configuration:
+    return c._replace(pools=replace_at(c.pools, p, pool))
+
+
+def innermost_hold(s, p: int) -> tuple[int, int]:
+    """(hold index, allocation index) of the innermost hold of ``s`` on ``p``, or (-1, -1)."""
+    for h in range(len(s.holds) - 1, -1, -1):
+        for k, a in enumerate(s.holds[h].allocations):
+            if a.pool == p:
+                return h, k
+    return -1, -1
+
+
+# -- joining a queue -------------------------------------------------------------
+
+
+def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int], preempted: bool) -> Configuration:
+    """session/hold-enter: the hold waits in its first pool's queue (at the
+    head after a preemption), unless it can never fit (pool/reject)."""
+    s = c.sessions[serial]
+    hold = m.holds[stmt]
+    env = session_env(m, c, s, stmt)
+    pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
+    for p in pools:
+        via = m.program.pools[p].admit_via
+        if via is not None:
+            fail(f"pool {m.pool_name(p)} is admitted via step stage {m.stage_name(via)}: step stages are not implemented yet",
+                 c, stmt)
+    for k, p in enumerate(pools):
+        units = max(0.0, hold.units[k](env))
+        reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
+        need = m.round_up(p, max(units, reserve))
+        if need > m.caps[p] + EPSILON:
+            c = c._replace(sessions=c.sessions.set(serial, with_draws(s, env)))
+            return reject(m, c, serial, p, units, reserve)
+    s = with_draws(s, env)._replace(status=QUEUED, pending=PendingHold(stmt, pools, c.time))
+    first = pools[0]
+    pool = c.pools[first]
+    waiting = Waiting(serial, c.sequence, preempted)
+    queue = (waiting,) + pool.queue if preempted else pool.queue + (waiting,)
+    c = c._replace(sessions=c.sessions.set(serial, s), sequence=c.sequence + 1, quiet=0)
+    c = mark_dirty(m, _set_pool(c, first, pool._replace(queue=queue)), first)
+    if m.observer:
+        m.notify("session/hold-enter", c, {"session": serial, "pool": m.pool_name(first), "head": preempted,
+                                           "queued": len(queue)})
+    return c
+
+
+def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, reserve: float) -> Configuration:
+    """pool/reject: a hold that can never fit ends its session."""
+    from .sessions import end_session
+
+    what = f"reserve {reserve:g}" if reserve > units else f"units {units:g}"
+    c = count_pool(c, p, rejected=1)
+    c = explain_pool(c, p, f"session {serial} rejected: {what} above cap {m.caps[p]:g}")
+    if m.observer:
+        m.notify("pool/reject", c, {"session": serial, "pool": m.pool_name(p), "units": units, "reserve": reserve})
+    return end_session(m, c, serial)
+
+
+# -- admission -------------------------------------------------------------------
+
+
+def select_head(m: Machine, c: Configuration, p: int) -> Waiting:
+    """The hold the pool tries: a preempted one first, else by the queue's
+    keys (re-evaluated now, ``waited`` since it joined), then join order."""
+    queue = c.pools[p].queue
+    keys = m.queue_keys[p]
+    if keys is None or queue[0].preempted:
+        return queue[0]
+    best, best_key = None, None
+    for w in queue:
+        s = c.sessions[w.serial]
+        env = session_env(m, c, s)
+        env.waited = c.time - s.pending.joined
+        key = tuple(k(env) for k in keys) + (w.join,)
+        if best is None or key < best_key:
+            best, best_key = w, key
+    return best
+
+
+def try_admit(m: Machine, c: Configuration, p: int) -> Configuration:
+    """Admit heads of pool ``p``'s queue while they fit."""
+    while c.pools[p].queue:
+        waiting = select_head(m, c, p)
+        s = c.sessions[waiting.serial]
+        stmt = s.pending.stmt
+        hold = m.holds[stmt]
+        env = session_env(m, c, s, stmt)
+        pools = s.pending.pools
+        units = [max(0.0, f(env)) for f in hold.units]
+        needs = [max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)]
+        reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
+        s = with_draws(s, env)
+        if s is not c.sessions[waiting.serial]:
+            c = c._replace(sessions=c.sessions.set(s.serial, s))
+        for q, need in zip(pools, needs):
+            if c.pools[q].allocated + m.round_up(q, need) > m.caps[q] + EPSILON:
+                return c
+        c = admit(m, c, p, waiting, units, reuse)
+    return c
+
+
+def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[float], reuse: float) -> Configuration:
+    """pool/admit: the hold takes its units on every pool; its body runs."""
+    serial = waiting.serial
+    s = c.sessions[serial]
+    pending = s.pending
+    hold = m.holds[pending.stmt]
+    pool = c.pools[p]
+    c = _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w is not waiting)))
+    admission = c.sequence
+    c = c._replace(sequence=admission + 1)
+    allocations = []
+    cached = 0.0
+    for q, u in zip(pending.pools, units):
+        consumed = 0.0
+        if hold.cache is not None:
+            c, consumed = consume_prefix(m, c, q, serial, reuse)
+            cached = max(cached, consumed)
+        need = m.round_up(q, u)
+        c = make_room(m, c, q, need)
+        pool = c.pools[q]
+        c = _set_pool(c, q, pool._replace(allocated=pool.allocated + need,
+                                          holders=pool.holders + (Holding(admission, serial, admission, need, False),)))
+        c = mark_dirty(m, count_pool(c, q, admissions=1), q) if is_warm(m, c) else mark_dirty(m, c, q)
+        allocations.append(Allocation(q, need, consumed, False))
+    if is_warm(m, c):
+        c = count_pool(c, p, wait_sum=c.time - pending.joined, wait_count=1)
+    s = c.sessions[serial]
+    attrs = list(s.attrs)
+    attrs[m.program.slot_cached] = cached
+    s = s._replace(attrs=tuple(attrs), holds=s.holds + (ActiveHold(admission, pending.stmt, tuple(allocations)),),
+                   frames=s.frames + (Frame(hold.body, 0, HOLD, pending.stmt),), admission=admission)
+    c = make_ready(m, c, s)
+    if m.observer:
+        m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": [a.units for a in allocations],
+                                   "cached": cached, "waited": c.time - pending.joined})
+    return c
+
+
+def consume_prefix(m: Machine, c: Configuration, q: int, serial: int, reuse: float) -> tuple[Configuration, float]:
+    """pool/consume: the session takes at most ``reuse`` of its own cached
+    prefix on ``q``; the rest stays as a dead entry of the same age."""
+    pool = c.pools[q]
+    k = own_entry_index(pool.entries, serial)
+    if k < 0:
+        return c, 0.0
+    entry = pool.entries[k]
+    consumed = min(entry.units, m.round_down(q, reuse))
+    rest = entry.units - consumed
+    if rest > EPSILON:
+        entries = replace_at(pool.entries, k, entry._replace(owner=None, units=rest))
+    else:
+        entries = pool.entries[:k] + pool.entries[k + 1:]
+    c = _set_pool(c, q, pool._replace(entries=entries, cached=pool.cached - consumed))
+    if m.observer:
+        m.notify("pool/consume", c, {"session": serial, "pool": m.pool_name(q), "consumed": consumed, "dead": rest})
+    return c, consumed
+
+
+# -- eviction and spill ----------------------------------------------------------------
+
+
+def make_room(m: Machine, c: Configuration, q: int, need: float) -> Configuration:
+    """Evict until allocated + cached + need <= cap."""
+    cap = m.caps[q]
+    while True:
+        pool = c.pools[q]
+        if pool.allocated + pool.cached + need <= cap + EPSILON or not pool.entries:
+            return c
+        c = evict_one(m, c, q)
+
+
+def _entry_env(m: Machine, c: Configuration, entry: CacheEntry, size: float) -> Env:
+    live = c.sessions.get(entry.source)
+    attrs = live.attrs if live is not None else c.ended_attrs.get(entry.source)
+    env = Env(c, attrs, entry.source, m.stream_machine, c.workload.machine_draws)
+    env.size = size
+    env.age = c.time - entry.released
+    env.last = entry.released
+    env.queued = 1.0 if live is not None and live.status == QUEUED else 0.0
+    return env
+
+
+def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
+    """pool/evict-block or pool/evict-entry: the first entry in the pool's order loses its tail."""
+    pool = c.pools[q]
+    keys = m.evict_keys[q]
+    if keys is None:
+        k = 0  # entries are kept in release order: (release time, release order) ascending
+        draws = c.workload.machine_draws
+    else:
+        best = None
+        draws = c.workload.machine_draws
+        for i, entry in enumerate(pool.entries):
+            env = _entry_env(m, c, entry, entry.units)
+            env.draws = draws
+            key = tuple(f(env) for f in keys) + (entry.order,)
+            draws = env.draws
+            if best is None or key < best[0]:
+                best = (key, i)
+        k = best[1]
+    entry = pool.entries[k]
+    block = m.block_sizes[q]
+    removed = min(block, entry.units) if block else entry.units
+    rest = entry.units - removed
+    gone = rest <= EPSILON
+    entries = pool.entries[:k] + pool.entries[k + 1:] if gone else replace_at(pool.entries, k, entry._replace(units=rest))
+    c = _set_pool(c, q, pool._replace(entries=entries, cached=pool.cached - removed))
+    if draws != c.workload.machine_draws:
+        c = c._replace(workload=c.workload._replace(machine_draws=draws))
+    if is_warm(m, c):
+        c = count_pool(c, q, evicted_entries=1 if gone else 0, evicted_units=removed)
+    if m.observer:
+        m.notify("pool/evict-entry" if gone else "pool/evict-block", c,
+                 {"pool": m.pool_name(q), "source": entry.source, "dead": entry.owner is None, "units": removed,
+                  "left": 0.0 if gone else rest})
+    if m.spill[q] is not None:
+        c = spill(m, c, q, entry, removed)
+    return c
+
+
+def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float) -> Configuration:
+    """pool/spill: an evicted piece whose predicate holds is written to the tier through the link stage."""
+    from .stages import enter_stage
+
+    to, via, work_of, when = m.spill[q]
+    env = _entry_env(m, c, entry, units)
+    take = when(env) != 0.0
+    work = max(0.0, work_of(env)) if take else 0.0
+    if env.draws != c.workload.machine_draws:
+        c = c._replace(workload=c.workload._replace(machine_draws=env.draws))
+    if not take:
+        return c
+    if is_warm(m, c):
+        c = count_pool(c, q, spills=1)
+    if m.observer:
+        m.notify("pool/spill", c, {"pool": m.pool_name(q), "tier": m.pool_name(to), "via": m.stage_name(via),
+                                   "source": entry.source, "units": units, "work": work})
+    if work <= 0:
+        return land_spill(m, c, to, entry.source, units)
+    return enter_stage(m, c, (via,), None, work, spill=(to, entry.source, units))
+
+
+def land_spill(m: Machine, c: Configuration, to: int, source: int, units: float) -> Configuration:
+    """pool/spill-land: the written piece joins its session's entry in the
+    tier (dead if the session has ended), released now; what cannot fit next
+    to the tier's allocations is not kept."""
+    pool = c.pools[to]
+    owner = source if source in c.sessions else None
+    k = own_entry_index(pool.entries, source) if owner is not None else -1
+    previous = pool.entries[k].units if k >= 0 else 0.0
+    room = m.caps[to] - pool.allocated - previous
+    keep = m.round_down(to, min(units, max(0.0, room)))
+    if keep <= 0:
+        return c
+    if k >= 0:
+        pool = pool._replace(entries=pool.entries[:k] + pool.entries[k + 1:], cached=pool.cached - previous)
+        c = _set_pool(c, to, pool)
+    c = make_room(m, c, to, previous + keep)
+    pool = c.pools[to]
+    entry = CacheEntry(owner, source, previous + keep, c.time, c.sequence)
+    c = _set_pool(c._replace(sequence=c.sequence + 1), to,
+                  pool._replace(entries=pool.entries + (entry,), cached=pool.cached + entry.units))
+    c = mark_dirty(m, c, to)
+    if m.observer:
+        m.notify("pool/spill-land", c, {"pool": m.pool_name(to), "source": source, "units": keep})
+    return c
+
+
+# -- release ---------------------------------------------------------------------
+
+
+def release_units(m: Machine, c: Configuration, serial: int, q: int, units: float, computed: float,
+                  stmt: tuple[int, int], holder_id: int, rule: str = "pool/release") -> Configuration:
+    """pool/release: ``units`` of ``q`` go back; with the hold's cache clause
+    min(cache, computed) units stay cached for the session, rounded down to
+    blocks (the session's previous entry there is replaced)."""
+    pool = c.pools[q]
+    pool = pool._replace(allocated=pool.allocated - units,
+                         holders=tuple(h for h in pool.holders if not (h.serial == serial and h.hold_id == holder_id)))
+    kept = 0.0
+    hold = m.holds[stmt]
+    s = c.sessions[serial]
+    if hold.cache is not None:
+        env = session_env(m, c, s, stmt)
+        want = max(0.0, hold.cache(env))
+        s = with_draws(s, env)
+        kept = m.round_down(q, min(want, computed))
+        if kept > 0:
+            k = own_entry_index(pool.entries, serial)
+            entries, cached = pool.entries, pool.cached
+            if k >= 0:
+                cached -= entries[k].units
+                entries = entries[:k] + entries[k + 1:]
+            entries = entries + (CacheEntry(serial, serial, kept, c.time, c.sequence),)
+            pool = pool._replace(entries=entries, cached=cached + kept)
+            c = c._replace(sequence=c.sequence + 1)
+    c = _set_pool(c, q, pool)
+    if m.keeps_ended_attrs:
+        c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
+    c = mark_dirty(m, c._replace(sessions=c.sessions.set(serial, s)), q)
+    if m.observer:
+        m.notify(rule, c, {"session": serial, "pool": m.pool_name(q), "units": units, "cached": kept})
+    return c
+
+
+def _computed(a: Allocation) -> float:
+    return a.position if a.advanced else a.units
+
+
+def release_hold(m: Machine, c: Configuration, serial: int, hold: ActiveHold, lease_pool: int | None = None) -> Configuration:
+    """Every allocation of ``hold`` goes back, except a leased one (pool/lease)."""
+    for a in hold.allocations:
+        if a.pool == lease_pool:
+            c = start_lease(m, c, serial, hold, a)
+        else:
+            c = release_units(m, c, serial, a.pool, a.units, _computed(a), hold.stmt, hold.hold_id)
+    return c
+
+
+def start_lease(m: Machine, c: Configuration, serial: int, hold: ActiveHold, a: Allocation) -> Configuration:
+    """pool/lease: the allocation stays the session's past the scope, neither
+    evictable nor a victim, until release, its time, or the session's end."""
+    compiled = m.holds[hold.stmt]
+    s = c.sessions[serial]
+    env = session_env(m, c, s, hold.stmt)
+    duration = max(0.0, compiled.lease_duration(env))
+    s = with_draws(s, env)
+    lease_id = c.sequence
+    seq = lease_id + 1
+    due, events = None, c.events
+    if math.isfinite(duration):
+        due = (c.time + duration, seq)
+        seq += 1
+        events = insert_event(events, due, Event("lease", serial, lease_id))
+    lease = LeaseState(lease_id, a.pool, a.units, _computed(a), hold.stmt, due)
+    pool = c.pools[a.pool]
+    holders = tuple(h._replace(hold_id=lease_id, leased=True) if h.serial == serial and h.hold_id == hold.hold_id else h
+                    for h in pool.holders)
+    c = _set_pool(c, a.pool, pool._replace(holders=holders))
+    s = s._replace(leases=s.leases + (lease,))
+    c = c._replace(sessions=c.sessions.set(serial, s), events=events, sequence=seq)
+    if m.observer:
+        m.notify("pool/lease", c, {"session": serial, "pool": m.pool_name(a.pool), "units": a.units, "seconds": duration})
+    return c
+
+
+def end_lease(m: Machine, c: Configuration, serial: int, lease_id: int, expired: bool) -> Configuration:
+    """pool/lease-end: the leased units go back, caching per the hold's clause."""
+    s = c.sessions[serial]
+    lease = next(x for x in s.leases if x.lease_id == lease_id)
+    events = c.events
+    if lease.due is not None and not expired:
+        events = remove_event(events, lease.due)
+    s = s._replace(leases=tuple(x for x in s.leases if x.lease_id != lease_id))
+    c = c._replace(sessions=c.sessions.set(serial, s), events=events)
+    return release_units(m, c, serial, lease.pool, lease.units, lease.computed, lease.stmt, lease_id,
+                         rule="pool/lease-end")
+
+
+# -- grow and preempt --------------------------------------------------------------------
+
+
+def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: float) -> Configuration:
+    c = make_room(m, c, p, need)
+    s = c.sessions[serial]
+    h, k = innermost_hold(s, p)
+    hold = s.holds[h]
+    a = hold.allocations[k]
+    hold = hold._replace(allocations=replace_at(hold.allocations, k, a._replace(units=a.units + need)))
+    s = s._replace(holds=replace_at(s.holds, h, hold))
+    pool = c.pools[p]
+    holders = tuple(x._replace(units=x.units + need) if x.serial == serial and x.hold_id == hold.hold_id else x
+                    for x in pool.holders)
+    c = _set_pool(c, p, pool._replace(allocated=pool.allocated + need, holders=holders))
+    return c._replace(sessions=c.sessions.set(serial, s))
+
+
+def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> tuple[Configuration, bool]:
+    """session/grow: the innermost hold on ``p`` grows by ``amount`` (to
+    blocks). Returns whether the session goes on (False: it waits or was preempted)."""
+    s = c.sessions[serial]
+    h, k = innermost_hold(s, p)
+    if h < 0:
+        fail(f"grow {m.pool_name(p)} outside a hold of {m.pool_name(p)}", c, stmt)
+    current = s.holds[h].allocations[k].units
+    need = m.round_up(p, current + amount) - current
+    if need <= EPSILON:
+        return c, True
+    while True:
+        if c.pools[p].allocated + need <= m.caps[p] + EPSILON:
+            c = _allocate_more(m, c, serial, p, need)
+            if m.observer:
+                m.notify("pool/grow", c, {"session": serial, "pool": m.pool_name(p), "units": need})
+            return c, True
+        victim = choose_victim(m, c, p) if m.lifo[p] else None
+        if victim is None:
+            s = c.sessions[serial]._replace(status=GROWING, growth=(p, amount))
+            pool = c.pools[p]
+            c = _set_pool(c, p, pool._replace(growers=pool.growers + (serial,)))
+            c = c._replace(sessions=c.sessions.set(serial, s), quiet=0)
+            if m.observer:
+                m.notify("pool/grow-wait", c, {"session": serial, "pool": m.pool_name(p), "units": need})
+            return c, False
+        c = preempt(m, c, victim, p)
+        if victim == serial:
+            return c, False
+
+
+def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
+    """The most recently admitted holder of ``p`` in a scope (a lease is no
+    victim). For a step stage's memory only its residents could be victims,
+    and step stages are not implemented yet: none."""
+    if m.engine_memory[p]:
+        return None
+    for holding in reversed(c.pools[p].holders):
+        if not holding.leased:
+            return holding.serial
+    return None
+
+
+def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
+    """pool/grow-resume: the growers of ``p`` in stall order, while the head fits."""
+    while c.pools[p].growers:
+        serial = c.pools[p].growers[0]
+        s = c.sessions[serial]
+        _, amount = s.growth
+        h, k = innermost_hold(s, p)
+        current = s.holds[h].allocations[k].units
+        need = m.round_up(p, current + amount) - current
+        if c.pools[p].allocated + need > m.caps[p] + EPSILON:
+            return c
+        pool = c.pools[p]
+        c = _set_pool(c, p, pool._replace(growers=pool.growers[1:]))
+        c = _allocate_more(m, c, serial, p, need)
+        c = make_ready(m, c, c.sessions[serial])
+        if m.observer:
+            m.notify("pool/grow-resume", c, {"session": serial, "pool": m.pool_name(p), "units": need})
+    return c
+
+
+def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
+    """Take the session out of whatever it waits for or runs at."""
+    from .stages import leave_stage
+
+    s = c.sessions[serial]
+    if s.job is not None:
+        c = leave_stage(m, c, s.job[0], s.job[1])
+    if s.growth is not None:
+        p = s.growth[0]
+        pool = c.pools[p]
+        c = _set_pool(c, p, pool._replace(growers=tuple(x for x in pool.growers if x != serial)))
+    if s.pending is not None:
+        p = s.pending.pools[0]
+        pool = c.pools[p]
+        c = _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w.serial != serial)))
+    s = c.sessions[serial]._replace(job=None, growth=None, pending=None)
+    return c._replace(sessions=c.sessions.set(serial, s), ready=tuple(x for x in c.ready if x != serial))
+
+
+def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
+    """pool/preempt: the victim's job leaves its stage, its hold on ``p``
+    (and every hold inside it) is released with the computed prefix cached,
+    ``computed`` is set, and it re-enters the head of the queue to execute
+    the hold again. A second preemption without progress past the first's
+    position counts the session stuck."""
+    s = c.sessions[victim]
+    h, k = innermost_hold(s, p)
+    computed = s.holds[h].allocations[k].position
+    previous = dict(s.preempted_at).get(p)
+    if previous is not None and computed <= previous + EPSILON and not s.stuck:
+        s = s._replace(stuck=True)
+        c = count_pool(c, p, stuck=1)
+        c = explain_pool(c, p, f"session {victim} stuck: preempted again at position {computed:g} "
+                               f"without passing {previous:g}")
+    attrs = list(s.attrs)
+    attrs[m.program.slot_computed] = computed
+    s = s._replace(attrs=tuple(attrs), preempted_at=tuple((q, x) for q, x in s.preempted_at if q != p) + ((p, computed),))
+    c = detach(m, c._replace(sessions=c.sessions.set(victim, s)), victim)
+    target = s.holds[h]
+    while True:
+        s = c.sessions[victim]
+        inner = s.holds[-1]
+        frames = s.frames
+        while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):
+            frames = frames[:-1]
+        s = s._replace(holds=s.holds[:-1], frames=frames[:-1])
+        c = c._replace(sessions=c.sessions.set(victim, s))
+        c = release_hold(m, c, victim, inner)
+        if inner.hold_id == target.hold_id:
+            break
+    s = c.sessions[victim]
+    top = s.frames[-1]
+    s = s._replace(frames=s.frames[:-1] + (top._replace(index=target.stmt[1]),))
+    c = c._replace(sessions=c.sessions.set(victim, s))
+    c = count_pool(c, p, preemptions=1)
+    if m.observer:
+        m.notify("pool/preempt", c, {"session": victim, "pool": m.pool_name(p), "computed": computed})
+    return enter_hold(m, c, victim, target.stmt, preempted=True)
+
+
+# -- statements on pools -----------------------------------------------------------
+
+
+def release_statement(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
+    """session/release: the innermost hold on ``p`` gives its allocation back
+    now (caching per its clause); without one, the session's lease of ``p``
+    ends; with neither, nothing happens."""
+    s = c.sessions[serial]
+    h, k = innermost_hold(s, p)
+    if h < 0:
+        for lease in s.leases:
+            if lease.pool == p:
+                return end_lease(m, c, serial, lease.lease_id, expired=False)
+        return c
+    hold = s.holds[h]
+    a = hold.allocations[k]
+    hold2 = hold._replace(allocations=hold.allocations[:k] + hold.allocations[k + 1:])
+    s = s._replace(holds=replace_at(s.holds, h, hold2),
+                   preempted_at=tuple((q, x) for q, x in s.preempted_at if q != p))
+    c = c._replace(sessions=c.sessions.set(serial, s))
+    return release_units(m, c, serial, p, a.units, _computed(a), hold.stmt, hold.hold_id)
+
+
+def drop_statement(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
+    """session/drop: the session's own cached prefix on ``p`` is discarded."""
+    pool = c.pools[p]
+    k = own_entry_index(pool.entries, serial)
+    if k < 0:
+        return c
+    units = pool.entries[k].units
+    c = _set_pool(c, p, pool._replace(entries=pool.entries[:k] + pool.entries[k + 1:], cached=pool.cached - units))
+    c = mark_dirty(m, c, p)
+    if m.observer:
+        m.notify("session/drop", c, {"session": serial, "pool": m.pool_name(p), "units": units})
+    return c
+
+
+def load_statement(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> Configuration:
+    """session/load: the innermost hold's computed position on ``p`` advances by ``amount``, within its allocation."""
+    s = c.sessions[serial]
+    h, k = innermost_hold(s, p)
+    if h < 0:
+        fail(f"load {m.pool_name(p)} outside a hold of {m.pool_name(p)}", c, stmt)
+    hold = s.holds[h]
+    a = hold.allocations[k]
+    if a.position + amount > a.units + EPSILON:
+        fail(f"load {m.pool_name(p)} ({amount:g}): the hold has {a.units:g} allocated and {a.position:g} computed; "
+             f"a load must fit the allocation (grow first)", c, stmt)
+    a = a._replace(position=a.position + amount, advanced=True)
+    s = s._replace(holds=replace_at(s.holds, h, hold._replace(allocations=replace_at(hold.allocations, k, a))))
+    c = c._replace(sessions=c.sessions.set(serial, s))
+    if m.observer:
+        m.notify("session/load", c, {"session": serial, "pool": m.pool_name(p), "position": a.position})
+    return c
+
+
+def expire_lease(m: Machine, c: Configuration, serial: int, lease_id: int) -> Configuration:
+    """The event of a lease's time: it ends if it still exists."""
+    s = c.sessions.get(serial)
+    if s is None or s.status == ENDED or not any(x.lease_id == lease_id for x in s.leases):
+        return c
+    return end_lease(m, c, serial, lease_id, expired=True)

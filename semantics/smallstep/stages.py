@@ -1,0 +1,358 @@
+"""Stage rules: fifo(c), ps(φ) (delay is ps with capacity ``present``) and
+flows (seed 002 §3, Stages).
+
+- ``stage/fifo-enter``, ``stage/fifo-start``, ``stage/fifo-complete``: c
+  servers, jobs in arrival order at rate 1.
+- ``stage/ps-enter``, ``stage/ps-complete``: every job at once, each at
+  φ(present)/present. Kept as virtual time: V grows at the per-job rate, a
+  job's finish tag is V at its arrival plus its work; the smallest tag
+  finishes first, equal tags in start order ("jobs of a ps stage with equal
+  finish tags finish in the order they started").
+- ``stage/flow-enter``, ``stage/flow-complete``: a job holding several stages
+  (``run a, b (w)``), and every job on a stage some such run holds, is a
+  flow; its rate is set by the program's share: maxmin (progressive filling)
+  or bottleneck (min over its stages of φ_s / n_s).
+- ``stage/leave``: a preempted or ended session's job leaves its stage.
+
+A job's owner is a session (made ready at completion) or a spill write
+(which becomes a cache entry of the tier at completion: pools.land_spill).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from .configuration import (AT_STAGE, Configuration, FlowState, Job, StageState, insert_event, remove_event,
+                            replace_at, Event)
+from .machine import Machine, count_stage, is_warm, make_ready
+from .values import Env
+
+FLOW = -1  # the stage field of a session's job while it is a flow
+
+_NAN = math.nan
+
+
+# -- observables (queue, busy, work of a stage) --------------------------------
+
+
+def make_observables(m: Machine) -> dict:
+    """The pool and stage queries expressions read: name -> f(env, index)."""
+
+    def used(env: Env, p: int) -> float:
+        return env.config.pools[p].allocated
+
+    def free(env: Env, p: int) -> float:
+        return m.caps[p] - env.config.pools[p].allocated
+
+    def cachedin(env: Env, p: int) -> float:
+        for entry in env.config.pools[p].entries:
+            if entry.owner == env.serial:
+                return entry.units
+        return 0.0
+
+    def holders(env: Env, p: int) -> float:
+        return float(len(env.config.pools[p].holders))
+
+    def queued(env: Env, p: int) -> float:
+        return float(len(env.config.pools[p].queue))
+
+    def queue(env: Env, s: int) -> float:
+        return float(count_present(m, env.config, s))
+
+    def busy(env: Env, s: int) -> float:
+        c = env.config
+        if s in m.flow_stages:
+            return float(count_present(m, c, s))
+        if m.kinds[s] == "fifo":
+            return float(sum(1 for j in c.stages[s].jobs if j.started == j.started))
+        return float(len(c.stages[s].jobs))
+
+    def work(env: Env, s: int) -> float:
+        return remaining_work(m, env.config, s)
+
+    return {"Used": used, "Free": free, "CachedIn": cachedin, "Holders": holders, "Queued": queued,
+            "Queue": queue, "Busy": busy, "Work": work}
+
+
+def count_present(m: Machine, c: Configuration, s: int) -> int:
+    if s in m.flow_stages:
+        return sum(1 for f in c.flows.flows if s in f.stages)
+    return len(c.stages[s].jobs)
+
+
+def busy_level(m: Machine, c: Configuration, s: int) -> float:
+    """Utilisation now: busy servers / c (fifo); 1 if any job (ps); Σ rate/φ (flow stages)."""
+    if s in m.flow_stages:
+        phi = m.flow_capacity[s]
+        return sum(f.rate for f in c.flows.flows if s in f.stages) / phi
+    jobs = c.stages[s].jobs
+    if m.kinds[s] == "fifo":
+        return sum(1 for j in jobs if j.started == j.started) / m.servers[s]
+    return 1.0 if jobs else 0.0
+
+
+def remaining_work(m: Machine, c: Configuration, s: int) -> float:
+    now = c.time
+    if s in m.flow_stages:
+        dt = now - c.flows.updated
+        return sum(max(0.0, f.work - f.rate * dt) for f in c.flows.flows if s in f.stages)
+    st = c.stages[s]
+    if m.kinds[s] == "fifo":
+        return sum(j.work - (now - j.started) if j.started == j.started else j.work for j in st.jobs)
+    v = st.virtual + st.rate * (now - st.updated)
+    return sum(max(0.0, j.work - v) for j in st.jobs)
+
+
+# -- entering a stage ----------------------------------------------------------
+
+
+def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner: int | None, work: float,
+                spill=None) -> Configuration:
+    """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages)."""
+    job_id = c.sequence
+    c = c._replace(sequence=job_id + 1)
+    if len(stages) > 1 or stages[0] in m.flow_stages:
+        return enter_flow(m, c, stages, owner, work, spill, job_id)
+    s = stages[0]
+    if m.kinds[s] == "fifo":
+        return enter_fifo(m, c, s, owner, work, spill, job_id)
+    return enter_ps(m, c, s, owner, work, spill, job_id)
+
+
+def _set_owner_at(c: Configuration, owner: int | None, stage: int, job_id: int) -> Configuration:
+    if owner is None:
+        return c
+    s = c.sessions[owner]
+    return c._replace(sessions=c.sessions.set(owner, s._replace(status=AT_STAGE, job=(stage, job_id))))
+
+
+def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
+    """stage/fifo-enter: the job joins the end of the stage's line."""
+    st = c.stages[s]
+    job = Job(job_id, owner, work, c.time, _NAN, None, spill, (s,), 0.0)
+    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))))
+    c = _set_owner_at(c, owner, s, job_id)
+    if m.observer:
+        m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
+    return start_fifo(m, c, s)
+
+
+def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
+    """stage/fifo-start: while a server is free, the first waiting job starts."""
+    st = c.stages[s]
+    busy = sum(1 for j in st.jobs if j.started == j.started)
+    if busy >= m.servers[s]:
+        return c
+    jobs = list(st.jobs)
+    events = c.events
+    seq = c.sequence
+    started = []
+    for k, j in enumerate(jobs):
+        if busy >= m.servers[s]:
+            break
+        if j.started != j.started:
+            key = (c.time + j.work, seq)
+            seq += 1
+            events = insert_event(events, key, Event("job", s, j.job_id))
+            jobs[k] = j._replace(started=c.time, due=key)
+            busy += 1
+            started.append(j.job_id)
+    if not started:
+        return c
+    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=tuple(jobs))), events=events, sequence=seq)
+    if m.observer:
+        m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
+    return c
+
+
+def enter_ps(m, c, s, owner, work, spill, job_id) -> Configuration:
+    """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
+    st = _advance_virtual(c, c.stages[s])
+    tag = st.virtual + work
+    job = Job(job_id, owner, tag, c.time, c.time, None, spill, (s,), 0.0)
+    i = bisect.bisect_right(st.jobs, (tag, job_id), key=_tag_order)
+    st = st._replace(jobs=st.jobs[:i] + (job,) + st.jobs[i:])
+    c = c._replace(stages=replace_at(c.stages, s, st))
+    c = _set_owner_at(c, owner, s, job_id)
+    c = reschedule_ps(m, c, s)
+    if m.observer:
+        m.notify("stage/ps-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work,
+                                       "present": len(c.stages[s].jobs)})
+    return c
+
+
+def _tag_order(j: Job):
+    return (j.work, j.job_id)
+
+
+def _advance_virtual(c: Configuration, st: StageState) -> StageState:
+    if st.updated == c.time:
+        return st
+    return st._replace(virtual=st.virtual + st.rate * (c.time - st.updated), updated=c.time)
+
+
+def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
+    """The ps stage's rate for the jobs present now, and its next completion."""
+    st = c.stages[s]
+    events = c.events
+    if st.due is not None:
+        events = remove_event(events, st.due)
+    n = len(st.jobs)
+    rate, due, seq = 0.0, None, c.sequence
+    if n:
+        env = Env(c)
+        env.present = float(n)
+        rate = m.capacities[s](env) / n
+        if rate > 0 and math.isfinite(rate):
+            due = (c.time + max(0.0, (st.jobs[0].work - st.virtual) / rate), seq)
+            seq += 1
+            events = insert_event(events, due, Event("ps", s, 0))
+        elif not rate >= 0:
+            rate = 0.0
+    st = st._replace(rate=rate, due=due)
+    return c._replace(stages=replace_at(c.stages, s, st), events=events, sequence=seq)
+
+
+# -- flows ---------------------------------------------------------------------
+
+
+def enter_flow(m, c, stages, owner, work, spill, job_id) -> Configuration:
+    """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
+    fl = _advance_flows(c)
+    job = Job(job_id, owner, work, c.time, c.time, None, spill, tuple(stages), 0.0)
+    c = c._replace(flows=fl._replace(flows=fl.flows + (job,)))
+    c = _set_owner_at(c, owner, FLOW, job_id)
+    c = reschedule_flows(m, c)
+    if m.observer:
+        m.notify("stage/flow-enter", c, {"stages": [m.stage_name(s) for s in stages], "job": job_id,
+                                         "session": owner, "work": work})
+    return c
+
+
+def _advance_flows(c: Configuration) -> FlowState:
+    fl = c.flows
+    dt = c.time - fl.updated
+    if dt == 0:
+        return fl
+    return fl._replace(flows=tuple(f._replace(work=max(0.0, f.work - f.rate * dt)) for f in fl.flows), updated=c.time)
+
+
+def compute_rates(m: Machine, flows: tuple[Job, ...]) -> list[float]:
+    """Each flow's rate under the program's share."""
+    counts: dict[int, int] = {}
+    for f in flows:
+        for s in f.stages:
+            counts[s] = counts.get(s, 0) + 1
+    if m.program.share == "Bottleneck":
+        return [min(m.flow_capacity[s] / counts[s] for s in f.stages) for f in flows]
+    # max-min fairness by progressive filling: every unfrozen flow's rate
+    # rises together until a stage fills; the flows through it stop there
+    rates = [0.0] * len(flows)
+    left = {s: m.flow_capacity[s] for s in sorted(counts)}
+    active = set(range(len(flows)))
+    while active:
+        through = {s: 0 for s in left}
+        for k in active:
+            for s in flows[k].stages:
+                through[s] += 1
+        rise = min(left[s] / n for s, n in sorted(through.items()) if n)
+        for k in active:
+            rates[k] += rise
+        full = set()
+        for s in sorted(through):
+            left[s] -= rise * through[s]
+            if through[s] and left[s] <= 1e-12 * m.flow_capacity[s]:
+                full.add(s)
+        active = {k for k in active if not full.intersection(flows[k].stages)}
+    return rates
+
+
+def reschedule_flows(m: Machine, c: Configuration) -> Configuration:
+    fl = c.flows
+    events = c.events
+    if fl.due is not None:
+        events = remove_event(events, fl.due)
+    rates = compute_rates(m, fl.flows)
+    flows = tuple(f._replace(rate=r) for f, r in zip(fl.flows, rates))
+    due, seq = None, c.sequence
+    if flows:
+        first = min((f.work / f.rate if f.rate > 0 else math.inf, f.job_id) for f in flows)
+        if math.isfinite(first[0]):
+            due = (c.time + first[0], seq)
+            seq += 1
+            events = insert_event(events, due, Event("flow", 0, 0))
+    return c._replace(flows=FlowState(flows, c.time, due), events=events, sequence=seq)
+
+
+# -- completions ---------------------------------------------------------------
+
+
+def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
+    """stage/fifo-complete: the job's service ends; the next waiting job starts."""
+    st = c.stages[s]
+    k = next(k for k, j in enumerate(st.jobs) if j.job_id == job_id)
+    job = st.jobs[k]
+    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:])))
+    c = _finish_job(m, c, s, job, "stage/fifo-complete")
+    return start_fifo(m, c, s)
+
+
+def complete_ps(m: Machine, c: Configuration, s: int) -> Configuration:
+    """stage/ps-complete: the job with the smallest finish tag (then start order) finishes."""
+    st = _advance_virtual(c, c.stages[s])
+    job = st.jobs[0]
+    st = st._replace(jobs=st.jobs[1:], virtual=max(st.virtual, job.work), due=None)
+    c = c._replace(stages=replace_at(c.stages, s, st))
+    c = reschedule_ps(m, c, s)
+    return _finish_job(m, c, s, job, "stage/ps-complete")
+
+
+def complete_flow(m: Machine, c: Configuration) -> Configuration:
+    """stage/flow-complete: the flow with the least time left (then start order) finishes."""
+    fl = _advance_flows(c)
+    k = min(range(len(fl.flows)), key=lambda i: (fl.flows[i].work / fl.flows[i].rate if fl.flows[i].rate > 0
+                                                  else math.inf, fl.flows[i].job_id))
+    job = fl.flows[k]
+    c = c._replace(flows=fl._replace(flows=fl.flows[:k] + fl.flows[k + 1:], due=None))
+    c = reschedule_flows(m, c)
+    return _finish_job(m, c, job.stages[0], job, "stage/flow-complete", every=job.stages)
+
+
+def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every=None) -> Configuration:
+    if is_warm(m, c):
+        for t in every or (s,):
+            c = count_stage(c, t, completed=1, wait_sum=job.started - job.arrived, service_sum=c.time - job.started)
+    if m.observer:
+        m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
+    if job.owner is not None:
+        return make_ready(m, c, c.sessions[job.owner])
+    if job.spill is not None:
+        from .pools import land_spill
+
+        return land_spill(m, c, *job.spill)
+    return c
+
+
+# -- leaving early -------------------------------------------------------------
+
+
+def leave_stage(m: Machine, c: Configuration, stage: int, job_id: int) -> Configuration:
+    """stage/leave: the job is taken off its stage (its session was preempted or ended)."""
+    if stage == FLOW:
+        fl = _advance_flows(c)
+        c = c._replace(flows=fl._replace(flows=tuple(f for f in fl.flows if f.job_id != job_id)))
+        c = reschedule_flows(m, c)
+    elif m.kinds[stage] == "fifo":
+        st = c.stages[stage]
+        job = next(j for j in st.jobs if j.job_id == job_id)
+        events = remove_event(c.events, job.due) if job.due is not None else c.events
+        st = st._replace(jobs=tuple(j for j in st.jobs if j.job_id != job_id))
+        c = start_fifo(m, c._replace(stages=replace_at(c.stages, stage, st), events=events), stage)
+    else:
+        st = _advance_virtual(c, c.stages[stage])
+        st = st._replace(jobs=tuple(j for j in st.jobs if j.job_id != job_id))
+        c = reschedule_ps(m, c._replace(stages=replace_at(c.stages, stage, st)), stage)
+    if m.observer:
+        m.notify("stage/leave", c, {"stage": "flow" if stage == FLOW else m.stage_name(stage), "job": job_id})
+    return c

@@ -1,0 +1,243 @@
+"""Expression evaluation (seed 002 §2, Expressions).
+
+An IR expression is compiled once, per program, into a Python closure
+``f(env) -> float``; ``Env`` carries what a reading needs: the configuration,
+the session's attributes, the context variables of the moment (FORMAT.md,
+Moments) and the stream a draw advances. An Env is scratch space local to one
+rule: the rule writes the stream's final position into the configuration it
+returns, so evaluation is a function of the configuration.
+
+Values: comparisons, ``&&``, ``||`` and ``!`` give 0 or 1 (a non-zero operand
+is true; ``&&`` and ``||`` short-circuit); ``c ? a : b`` evaluates one arm.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Callable
+
+from .. import ir
+from ..errors import RunError
+from .rng import sample_distribution
+
+
+class Env:
+    """What one evaluation reads; ``draws`` advances with every draw."""
+
+    __slots__ = ("config", "attrs", "serial", "stream", "draws", "waited", "size", "age", "last", "queued", "present", "stmt")
+
+    def __init__(self, config, attrs=None, serial=-1, stream=b"", draws=0, stmt=None):
+        self.config = config
+        self.attrs = attrs
+        self.serial = serial
+        self.stream = stream
+        self.draws = draws
+        self.stmt = stmt
+        self.waited = 0.0
+        self.size = 0.0
+        self.age = 0.0
+        self.last = 0.0
+        self.queued = 0.0
+        self.present = 0.0
+
+
+Compiled = Callable[[Env], float]
+
+
+def _truth(x: float) -> float:
+    return 1.0 if x != 0.0 else 0.0
+
+
+def _divide(x: float, y: float) -> float:
+    if y == 0.0:
+        if x == 0.0 or math.isnan(x):
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    return x / y
+
+
+def _power(x: float, y: float) -> float:
+    try:
+        return math.pow(x, y)
+    except (OverflowError, ValueError):
+        return math.inf if x > 0 else math.nan
+
+
+_BINARY = {
+    "Add": operator.add,
+    "Sub": operator.sub,
+    "Mul": operator.mul,
+    "Div": _divide,
+    "Pow": _power,
+    "Lt": lambda x, y: 1.0 if x < y else 0.0,
+    "Le": lambda x, y: 1.0 if x <= y else 0.0,
+    "Gt": lambda x, y: 1.0 if x > y else 0.0,
+    "Ge": lambda x, y: 1.0 if x >= y else 0.0,
+    "Eq": lambda x, y: 1.0 if x == y else 0.0,
+    "Ne": lambda x, y: 1.0 if x != y else 0.0,
+}
+
+
+def _sqrt(x: float) -> float:
+    return math.sqrt(x) if x >= 0 else math.nan
+
+
+def _ln(x: float) -> float:
+    if x > 0:
+        return math.log(x)
+    return -math.inf if x == 0 else math.nan
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _floor(x: float) -> float:
+    return float(math.floor(x)) if math.isfinite(x) else x
+
+
+def _ceil(x: float) -> float:
+    return float(math.ceil(x)) if math.isfinite(x) else x
+
+
+_MATH = {"Abs": abs, "Floor": _floor, "Ceil": _ceil, "Sqrt": _sqrt, "Exp": _exp, "Ln": _ln}
+
+
+def raise_run_error(env: Env, message: str):
+    raise RunError(message, stmt=env.stmt, time=env.config.time)
+
+
+def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: str) -> int:
+    """The member a reference selects: ``base + index``; an index that is
+    not an integer in [0, count) is a RunError."""
+    if compiled_index is None:
+        return ref.base
+    i = compiled_index(env)
+    if not (0 <= i < ref.count) or i != math.floor(i):
+        raise_run_error(env, f"{what} index {i:g} is out of range: the family has {ref.count} member(s), 0 to {ref.count - 1}")
+    return ref.base + int(i)
+
+
+class ExpressionCompiler:
+    """Compiles IR expressions of one program; ``observables`` answers the
+    pool and stage queries (``used(p)``, ``queue(s)``, ...)."""
+
+    def __init__(self, program: ir.Program, observables):
+        self.program = program
+        self.observables = observables
+        self.cache: dict[int, Compiled] = {}
+
+    def compile(self, e: ir.Expr) -> Compiled:
+        key = id(e)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = self._compile(e)
+        return found
+
+    def compile_ref_index(self, ref: ir.Ref) -> Compiled | None:
+        return None if ref.index is None else self.compile(ref.index)
+
+    def _compile(self, e: ir.Expr) -> Compiled:
+        if isinstance(e, ir.Num):
+            v = e.value
+            return lambda env: v
+        if isinstance(e, ir.Attr):
+            slot = e.slot
+            return lambda env: env.attrs[slot] if env.attrs is not None else math.nan
+        if isinstance(e, ir.Cost):
+            return self.compile(e.expr)
+        if isinstance(e, ir.Ctx):
+            return self._compile_context(e.var)
+        if isinstance(e, ir.Unary):
+            f = self.compile(e.operand)
+            if e.op == "Neg":
+                return lambda env: -f(env)
+            return lambda env: 0.0 if f(env) != 0.0 else 1.0
+        if isinstance(e, ir.Binary):
+            a, b = self.compile(e.left), self.compile(e.right)
+            if e.op == "And":
+                return lambda env: _truth(b(env)) if a(env) != 0.0 else 0.0
+            if e.op == "Or":
+                return lambda env: 1.0 if a(env) != 0.0 else _truth(b(env))
+            op = _BINARY[e.op]
+            return lambda env: op(a(env), b(env))
+        if isinstance(e, ir.Cond):
+            t, x, y = self.compile(e.test), self.compile(e.then), self.compile(e.otherwise)
+            return lambda env: x(env) if t(env) != 0.0 else y(env)
+        if isinstance(e, ir.Sample):
+            return self._compile_sample(e)
+        if isinstance(e, ir.Call):
+            return self._compile_call(e)
+        raise TypeError(f"not an IR expression: {e!r}")
+
+    def _compile_context(self, var: str) -> Compiled:
+        if var == "Now":
+            return lambda env: env.config.time
+        if var == "Waited":
+            return lambda env: env.waited
+        if var == "Size":
+            return lambda env: env.size
+        if var == "Age":
+            return lambda env: env.age
+        if var == "Last":
+            return lambda env: env.last
+        if var == "Queued":
+            return lambda env: env.queued
+        if var == "N":
+            return lambda env: env.present
+        spelling = ir.CONTEXT_VARIABLES.get(var, var)
+
+        def step_only(env: Env) -> float:
+            raise_run_error(env, f"`{spelling}` belongs to a step stage's iteration: step stages are not implemented yet")
+
+        return step_only
+
+    def _compile_sample(self, e: ir.Sample) -> Compiled:
+        args = [self.compile(a) for a in e.args]
+        dist = e.dist
+
+        def sample(env: Env) -> float:
+            values = [f(env) for f in args]
+            value, env.draws = sample_distribution(dist, values, env.stream, env.draws)
+            return value
+
+        return sample
+
+    def _compile_call(self, e: ir.Call) -> Compiled:
+        fun = e.fun
+        if fun in ("Min", "Max", "Pow"):
+            a, b = self.compile(e.args[0].expr), self.compile(e.args[1].expr)
+            if fun == "Min":
+                return lambda env: min(a(env), b(env))
+            if fun == "Max":
+                return lambda env: max(a(env), b(env))
+            return lambda env: _power(a(env), b(env))
+        if fun in _MATH:
+            f, g = _MATH[fun], self.compile(e.args[0].expr)
+            return lambda env: f(g(env))
+        spelling = ir.FUNCTIONS[fun][0]
+        if fun in ("Price", "EstLambda", "EstRho", "EstWait"):
+
+            def not_implemented(env: Env) -> float:
+                raise_run_error(env, f"`{spelling}` (the online price estimates) is not implemented yet")
+
+            return not_implemented
+        if fun == "BudgetLeft":
+
+            def budget_left(env: Env) -> float:
+                raise_run_error(env, "`budget_left` reads a step stage's iteration: step stages are not implemented yet")
+
+            return budget_left
+        ref = e.args[0].ref
+        index = self.compile_ref_index(ref)
+        query = self.observables[fun]
+        what = "pool" if isinstance(e.args[0], ir.PoolArg) else "stage"
+
+        def observe(env: Env) -> float:
+            return query(env, resolve_index(ref, index, env, what))
+
+        return observe

@@ -1,0 +1,221 @@
+"""Workload rules (seed 002 §2 wlitem, §3 Workload; FORMAT.md, Arrival).
+
+- ``workload/arrive``: a session arrives: its serial is the arrival count,
+  ``init`` runs (on the stream of (session, turn 0)), an explicit session's
+  attributes then overwrite, and it becomes ready.
+- Arrival processes: poisson(rate) (an arrival at 0, then exponential gaps of
+  mean 1/rate); renewal(gap) (the first arrival after one gap; gaps must be
+  positive and finite); closed(n) (n sessions at 0; a session that ends is
+  replaced at once, so think time is the program's own); batch(n) (n at 0);
+  explicit sessions (all at 0); none. ``run { arrivals N; }`` stops an open
+  workload after N arrivals.
+- ``session/turn``: turn_no counts; an explicit session's next turn entry,
+  or a trace's next row (new, out, think, forced), is loaded and ``more`` is
+  1 while another remains; then the ``turn`` block runs on the stream of
+  (session, turn_no).
+- A trace (CSV ``session,turn,new,out,think,forced``): ordered, session i
+  replays trace session i (modulo their number); otherwise each arriving
+  session draws its trace session from the workload stream.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+
+from .. import ir
+from ..errors import RunError
+from .configuration import READY, Configuration, Event, Session, insert_event, replace_at
+from .machine import Machine, make_ready
+from .rng import derive_stream, draw_uniform, sample_distribution
+from .values import Env
+
+TRACE_COLUMNS = ("session", "turn", "new", "out", "think", "forced")
+
+
+def read_trace(path: str) -> tuple[tuple[tuple[float, float, float, float], ...], ...]:
+    """The trace's sessions in ascending session number, each its rows
+    (new, out, think, forced) in ascending turn number."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or any(col not in reader.fieldnames for col in TRACE_COLUMNS):
+                raise RunError(f"trace {path}: the header must name the columns {','.join(TRACE_COLUMNS)}")
+            sessions: dict[int, list] = {}
+            for line, row in enumerate(reader, start=2):
+                try:
+                    key = int(float(row["session"]))
+                    turn = float(row["turn"])
+                    values = tuple(float(row[col]) for col in ("new", "out", "think", "forced"))
+                except (TypeError, ValueError):
+                    raise RunError(f"trace {path}:{line}: a value is not a number") from None
+                sessions.setdefault(key, []).append((turn, line, values))
+    except OSError as e:
+        raise RunError(f"trace {path}: {e.strerror}") from None
+    if not sessions:
+        raise RunError(f"trace {path} has no rows")
+    return tuple(tuple(v for _, _, v in sorted(rows)) for _, rows in sorted(sessions.items()))
+
+
+def load_trace(program: ir.Program, base_dir: str | None):
+    if program.trace is None:
+        return ()
+    path = program.trace
+    if not os.path.isabs(path) and base_dir is not None:
+        path = os.path.join(base_dir, path)
+    return read_trace(path)
+
+
+# -- arrivals ---------------------------------------------------------------------
+
+
+def start_workload(m: Machine, c: Configuration) -> Configuration:
+    """The arrivals at time 0, and the first arrival event of an open workload."""
+    arrival = m.program.arrival
+    if isinstance(arrival, ir.Poisson):
+        return schedule_arrival(m, c, 0.0)
+    if isinstance(arrival, ir.Renewal):
+        c, gap = draw_gap(m, c)
+        return schedule_arrival(m, c, gap)
+    if isinstance(arrival, (ir.Closed, ir.Batch)):
+        for _ in range(arrival.n):
+            c = spawn(m, c)
+        return c
+    if isinstance(arrival, ir.Sessions):
+        for k in range(len(arrival.sessions)):
+            c = spawn(m, c, explicit=k)
+    return c
+
+
+def draw_gap(m: Machine, c: Configuration) -> tuple[Configuration, float]:
+    """The next interarrival gap from the arrivals stream."""
+    arrival = m.program.arrival
+    position = c.workload.arrivals_draws
+    if isinstance(arrival, ir.Poisson):
+        gap, position = sample_distribution("Exp", [1.0 / arrival.rate], m.stream_arrivals, position)
+    else:
+        env = Env(c, None, -1, m.stream_arrivals, position)
+        gap = m.compiler.compile(arrival.gap)(env)
+        position = env.draws
+        if not (gap > 0 and math.isfinite(gap)):
+            raise RunError(f"arrive renewal: a gap of {gap:g}; gaps must be positive and finite", time=c.time)
+    return c._replace(workload=c.workload._replace(arrivals_draws=position)), gap
+
+
+def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
+    limit = m.program.arrivals
+    if limit is not None and c.workload.generated >= limit:
+        return c
+    key = (c.time + gap, c.sequence)
+    return c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1)
+
+
+def arrive(m: Machine, c: Configuration) -> Configuration:
+    """The open workload's arrival event: the next one is scheduled, then the session arrives."""
+    c = c._replace(workload=c.workload._replace(generated=c.workload.generated + 1))
+    c, gap = draw_gap(m, c)
+    c = schedule_arrival(m, c, gap)
+    return spawn(m, c)
+
+
+def spawn(m: Machine, c: Configuration, explicit: int = -1) -> Configuration:
+    """workload/arrive: a new session."""
+    program = m.program
+    w = c.workload
+    serial = w.next_serial
+    attrs = [0.0] * len(program.attrs)
+    attrs[program.slot_serial] = float(serial)
+    script = explicit
+    if explicit < 0 and m.trace_sessions:
+        if program.trace_ordered:
+            script = serial % len(m.trace_sessions)
+        else:
+            u = draw_uniform(m.stream_workload, w.workload_draws)
+            script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
+            w = w._replace(workload_draws=w.workload_draws + 1)
+    c, attrs = run_workload_block(m, c, program.init, tuple(attrs), serial, 0)
+    if explicit >= 0:
+        attrs = list(attrs)
+        for slot, value in program.arrival.sessions[explicit].attrs:
+            attrs[slot] = value
+        attrs = tuple(attrs)
+    s = Session(serial, attrs, (_root_frame(program),), READY, (), (), None, None, None, -1, (), False, 0,
+                script, 0, (c.time, 0))
+    stats = c.statistics
+    c = c._replace(workload=w._replace(next_serial=serial + 1),
+                   statistics=stats._replace(arrivals=stats.arrivals + 1))
+    c = make_ready(m, c, s)
+    if m.observer:
+        m.notify("workload/arrive", c, {"session": serial})
+    return c
+
+
+def _root_frame(program: ir.Program):
+    from .configuration import PLAIN, Frame
+
+    return Frame(program.session, 0, PLAIN, None)
+
+
+def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, serial: int,
+                       turn: int) -> tuple[Configuration, tuple]:
+    """Run an init or turn block (set and observe only) on the stream of (session, turn)."""
+    statements = m.program.blocks[block]
+    if not statements:
+        return c, attrs
+    env = Env(c, attrs, serial, derive_stream(m.seed, ("turn", serial, turn)), 0)
+    values = list(attrs)
+    for index, stmt in enumerate(statements):
+        env.stmt = (block, index)
+        if isinstance(stmt, ir.Set):
+            values[stmt.slot] = m.compiler.compile(stmt.expr)(env)
+            env.attrs = tuple(values)
+        elif isinstance(stmt, ir.Observe):
+            value = m.compiler.compile(stmt.expr)(env)
+            if c.time >= m.program.warmup:
+                c = record_sample(m, c, serial, turn, stmt.index, value)
+        else:
+            raise RunError(f"a workload block may only set and observe, not {type(stmt).__name__}",
+                           stmt=(block, index), time=c.time)
+    return c, tuple(values)
+
+
+def take_turn(m: Machine, c: Configuration, serial: int) -> Configuration:
+    """session/turn: turn_no counts, the next turn's attributes are loaded, the turn block runs."""
+    program = m.program
+    s = c.sessions[serial]
+    attrs = list(s.attrs)
+    turn_no = attrs[program.slot_turn] + 1.0
+    attrs[program.slot_turn] = turn_no
+    script_turn = s.script_turn
+    arrival = program.arrival
+    if s.script >= 0 and isinstance(arrival, ir.Sessions):
+        turns = arrival.sessions[s.script].turns or ()
+        if script_turn < len(turns):
+            for slot, value in turns[script_turn]:
+                attrs[slot] = value
+            script_turn += 1
+        attrs[program.slot_more] = 1.0 if script_turn < len(turns) else 0.0
+    elif s.script >= 0 and m.trace_sessions:
+        rows = m.trace_sessions[s.script]
+        if script_turn < len(rows):
+            new, out, think, forced = rows[script_turn]
+            attrs[program.slot_new] = new
+            attrs[program.slot_out] = out
+            attrs[program.slot_think] = think
+            attrs[program.slot_forced] = forced
+            script_turn += 1
+        attrs[program.slot_more] = 1.0 if script_turn < len(rows) else 0.0
+    c, attrs = run_workload_block(m, c, program.turn, tuple(attrs), serial, int(turn_no))
+    s = s._replace(attrs=attrs, script_turn=script_turn)
+    c = c._replace(sessions=c.sessions.set(serial, s))
+    if c.time >= program.warmup:
+        c = c._replace(statistics=c.statistics._replace(turns=c.statistics.turns + 1))
+    return c
+
+
+def record_sample(m: Machine, c: Configuration, serial: int, turn: int, index: int, value: float) -> Configuration:
+    """An observation's sample (time, session serial, turn number, value)."""
+    stats = c.statistics
+    sample = (c.time, serial, turn, value)
+    return c._replace(statistics=stats._replace(observes=replace_at(stats.observes, index, (sample, stats.observes[index]))))
