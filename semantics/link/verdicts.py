@@ -228,10 +228,10 @@ def format_model_value(value: z3.ExprRef) -> str:
 
 
 def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
-    """``-1 (when `o` = 0, `prompt` = 2)``: the site's value and what it read."""
+    """``-1 when `o` = 0, `prompt` = 2``: the site's value and what it read."""
     value = format_model_value(model.eval(term, model_completion=True))
     named = [f"{name} = {format_model_value(model.eval(q, model_completion=True))}" for name, q in encoder.named.items()]
-    return value + (f" (when {', '.join(named)})" if named else "")
+    return value + (f" when {', '.join(named)}" if named else "")
 
 
 def make_solver(encoder: Encoder) -> z3.Solver:
@@ -337,19 +337,19 @@ def phrase_finding(question: Question, verdict: Verdict) -> str:
     last = format_number(question.limit)
     if question.property == "index":
         if always:
-            return f"{what} is never a member index 0..{last} (it is {witness})"
+            return f"{what} is never a member index 0..{last} (e.g. {witness})"
         return f"{what} can be {witness}, which is not a member index 0..{last}"
     if question.property == "guard":
         if always:
-            return f"{what} is never 0 or 1 (it is {witness}); a guard is a test, and any other value is a run-time error"
+            return f"{what} is never 0 or 1 (e.g. {witness}); a guard is a test, and any other value is a run-time error"
         return f"{what} can be {witness}, which is neither 0 nor 1 (a run-time error); write `branch with (p)` for a draw"
     if question.property == "negative":
         if always:
-            return f"{what} is negative for every admissible value (it is {witness})"
+            return f"{what} is negative for every admissible value (e.g. {witness})"
         return f"{what} can be negative: {witness}"
     if always:
-        return f"{what} exceeds the pool's cap {last} for every admissible value (it is {witness}): every session would be rejected"
-    return f"{what} can exceed the pool's cap {last}: {witness}; such a session is rejected"
+        return f"{what} can never fit in the pool, whose cap is {last} (e.g. {witness}): every session would be rejected"
+    return f"{what} can be above the pool's cap {last}: {witness}; such a session is rejected"
 
 
 def check_verdicts(program: ir.Program, smap: SourceMap) -> list[Warning_]:
