@@ -62,18 +62,21 @@ TIME_LIMIT_MS = 2_000
 BEYOND_FINITE = 10**18
 
 
-def make_constant(x: float) -> z3.ArithRef:
+def make_constant(x: float, context: z3.Context) -> z3.ArithRef:
     fraction = Fraction(x)
-    return z3.Q(fraction.numerator, fraction.denominator) if fraction.denominator != 1 else z3.RealVal(fraction.numerator)
+    return z3.Q(fraction.numerator, fraction.denominator, context)
 
 
 class Encoder:
     """Z3 terms for expressions over the attribute ranges, with the side
-    constraints the terms need; one encoder per query."""
+    constraints the terms need; one encoder, with a Z3 context of its own,
+    per query (Z3's answers depend on what its context saw before, so a
+    shared one would let one query's witness depend on the queries before it)."""
 
     def __init__(self, program: ir.Program, ranges: tuple[Interval, ...]):
         self.program = program
         self.ranges = ranges
+        self.context = z3.Context()
         self.constraints: list[z3.BoolRef] = []
         #: the quantities a witness names, in the order the expression reads them
         self.named: dict[str, z3.ArithRef] = {}
@@ -82,20 +85,23 @@ class Encoder:
 
     def make_fresh(self, stem: str) -> z3.ArithRef:
         self.count += 1
-        return z3.Real(f"{stem}!{self.count}")
+        return z3.Real(f"{stem}!{self.count}", self.context)
+
+    def make_constant(self, x: float) -> z3.ArithRef:
+        return make_constant(x, self.context)
 
     def bound(self, term: z3.ArithRef, interval: Interval) -> None:
         if math.isfinite(interval.low):
-            self.constraints.append(term >= make_constant(interval.low))
+            self.constraints.append(term >= self.make_constant(interval.low))
         if math.isfinite(interval.high):
-            self.constraints.append(term <= make_constant(interval.high))
+            self.constraints.append(term <= self.make_constant(interval.high))
         if interval.whole:
             self.constraints.append(z3.IsInt(term))
 
     def name_quantity(self, key: ir.Expr, shown: str, interval: Interval) -> z3.ArithRef:
         """The one variable of an attribute, context variable or observable in this query."""
         if key not in self.observables:
-            term = z3.Real(shown)
+            term = z3.Real(shown, self.context)
             self.observables[key] = term
             self.named[shown] = term
             self.bound(term, interval)
@@ -109,7 +115,7 @@ class Encoder:
                 return beyond if e.value > 0 else -beyond
             if math.isnan(e.value):
                 return self.make_fresh("nan")
-            return make_constant(e.value)
+            return self.make_constant(e.value)
         if isinstance(e, ir.Attr):
             return self.name_quantity(e, f"`{name_attribute(self.program, e.slot)}`", self.ranges[e.slot])
         if isinstance(e, ir.Ctx):
@@ -123,7 +129,7 @@ class Encoder:
             return self.encode_call(e)
         if isinstance(e, ir.Unary):
             a = self.encode(e.operand)
-            return -a if e.op == "Neg" else z3.If(a == 0, z3.RealVal(1), z3.RealVal(0))
+            return -a if e.op == "Neg" else z3.If(a == 0, self.make_constant(1), self.make_constant(0))
         if isinstance(e, ir.Binary):
             return self.encode_binary(e)
         assert isinstance(e, ir.Cond)
@@ -146,7 +152,7 @@ class Encoder:
             "And": lambda: z3.And(a != 0, b != 0),
             "Or": lambda: z3.Or(a != 0, b != 0),
         }
-        return z3.If(tests[e.op](), z3.RealVal(1), z3.RealVal(0))
+        return z3.If(tests[e.op](), self.make_constant(1), self.make_constant(0))
 
     def encode_sample(self, e: ir.Sample) -> z3.ArithRef:
         args = [self.encode(a) for a in e.args]
@@ -171,7 +177,7 @@ class Encoder:
             return z3.If(args[0] >= 0, args[0], -args[0])
         if e.fun in ("Floor", "Ceil"):
             self.count += 1
-            whole = z3.ToReal(z3.Int(f"{e.fun.lower()}!{self.count}"))
+            whole = z3.ToReal(z3.Int(f"{e.fun.lower()}!{self.count}", self.context))
             if e.fun == "Floor":
                 self.constraints += [whole <= args[0], args[0] < whole + 1]
             else:
@@ -235,7 +241,7 @@ def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) ->
 
 
 def make_solver(encoder: Encoder) -> z3.Solver:
-    solver = z3.Solver()
+    solver = z3.Solver(ctx=encoder.context)
     solver.set("rlimit", RESOURCE_LIMIT)
     solver.set("timeout", TIME_LIMIT_MS)
     solver.add(*encoder.constraints)
@@ -321,14 +327,14 @@ def list_questions(program: ir.Program, smap: SourceMap) -> Iterator[Question]:
         yield from list_index_questions(program, site, list_expression_refs(list_stage_expressions(stage)))
 
 
-def formulate(question: Question, term: z3.ArithRef) -> z3.BoolRef:
+def formulate(question: Question, encoder: Encoder, term: z3.ArithRef) -> z3.BoolRef:
     if question.property == "index":
-        return z3.Or(term < 0, term > make_constant(question.limit), z3.Not(z3.IsInt(term)))
+        return z3.Or(term < 0, term > encoder.make_constant(question.limit), z3.Not(z3.IsInt(term)))
     if question.property == "guard":
         return z3.And(term != 0, term != 1)
     if question.property == "negative":
         return term < 0
-    return term > make_constant(question.limit)
+    return term > encoder.make_constant(question.limit)
 
 
 def phrase_finding(question: Question, verdict: Verdict) -> str:
@@ -360,7 +366,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap) -> list[Warning_]:
     for question in list_questions(program, smap):
         encoder = Encoder(program, ranges)
         term = encoder.encode(strip_cost(question.expr))
-        verdict = decide(encoder, term, formulate(question, term))
+        verdict = decide(encoder, term, formulate(question, encoder, term))
         if verdict.answer == ALWAYS:
             raise make_error(smap, question.site, phrase_finding(question, verdict))
         if verdict.answer == SOMETIMES:
