@@ -1,0 +1,76 @@
+"""The front end's entry points: serQ text to IR version 13 and its SourceMap.
+
+``compile_source`` parses (semantics.syntax.parser), resolves ``use``
+(a library's items in place, read once, relative to the using file),
+desugars (semantics.syntax.desugar) and lowers (semantics.syntax.lower).
+The first error stops it: a ProgramError whose span is in the file it is in.
+The IR-level checks (moments, hidden, lints, ranges) are the linker's, which
+runs on the result.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from . import ir
+from .errors import ProgramError
+from .sourcemap import SourceMap
+from .syntax import ast
+from .syntax.desugar import desugar_program
+from .syntax.lower import lower_kernel
+from .syntax.parser import parse_text
+
+#: How deep ``use`` may nest before the front end calls it a cycle.
+MAX_USE_DEPTH = 32
+
+
+def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[ast.Item, ...]:
+    """The program's items with each ``use`` replaced by the used file's items
+    (themselves resolved); a file already read contributes nothing again."""
+    items: list[ast.Item] = []
+    for item in program.items:
+        if not isinstance(item, ast.Use):
+            items.append(item)
+            continue
+        base = os.path.dirname(program.file)
+        path = os.path.normpath(os.path.join(base, item.file))
+        if path in read:
+            continue
+        if depth >= MAX_USE_DEPTH:
+            raise ProgramError(f"`use` nests deeper than {MAX_USE_DEPTH} files", item.span)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as error:
+            raise ProgramError(f"cannot read `{item.file}` ({path}): {error.strerror}", item.span) from None
+        read.add(path)
+        library = parse_text(text, path)
+        for used in library.items:
+            if isinstance(used, (ast.Workload, ast.SessionItem, ast.ServerItem, ast.RunBlock)):
+                raise ProgramError("a library used by another file holds definitions only (let, def, pool, stage, "
+                                   "queue, gauge)", used.span)
+        items.extend(resolve_uses(library, read, depth + 1))
+    return tuple(items)
+
+
+def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = None,
+                   arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
+    """The IR of the program ``text`` read from ``file`` (the name errors
+    carry and ``use`` resolves against). ``sets`` replaces ``let`` constants
+    by name before folding; ``arrivals`` replaces the run block's arrivals."""
+    program = parse_text(text, file)
+    items = resolve_uses(program, {os.path.normpath(file)})
+    kernel = desugar_program(file, items, sets)
+    return lower_kernel(kernel, arrivals)
+
+
+def compile_file(path: str, *, sets: Mapping[str, float] | None = None,
+                 arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
+    """``compile_source`` of the file at ``path``."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as error:
+        raise ProgramError(f"cannot read {path}: {error.strerror}", file=path) from None
+    return compile_source(text, path, sets=sets, arrivals=arrivals)

@@ -1,0 +1,146 @@
+"""Constant folding over the AST: ``let`` values, family sizes, cap, block,
+counts and the run block (seed 002, section 2: "Every constant ... is a
+number or inf; one that evaluates to NaN ... does not link").
+
+A constant expression reads numbers, ``inf``, earlier ``let`` constants, the
+arithmetic and comparison operators, ``c ? a : b``, the pure functions
+(min max abs floor ceil sqrt exp ln pow) and aggregates over constants.
+Anything else (an attribute, a draw, an observable) is not a constant, and
+``evaluate_constant`` says which name or call made it one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping
+
+from ..errors import ProgramError, Span
+from . import ast
+
+#: The pure functions a constant may call, by source name.
+PURE_FUNCTIONS: dict[str, tuple[int, Callable[..., float]]] = {
+    "min": (2, min),
+    "max": (2, max),
+    "abs": (1, abs),
+    "floor": (1, math.floor),
+    "ceil": (1, math.ceil),
+    "sqrt": (1, lambda x: math.sqrt(x) if x >= 0 else math.nan),
+    "exp": (1, lambda x: math.exp(x) if x < 710 else math.inf),
+    "ln": (1, lambda x: math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)),
+    "pow": (2, lambda a, b: apply_binary("Pow", a, b)),
+}
+
+
+def apply_binary(op: str, a: float, b: float) -> float:
+    """The IR's binary operators on numbers (tests are 0 or 1)."""
+    if op == "Add":
+        return a + b
+    if op == "Sub":
+        return a - b
+    if op == "Mul":
+        return a * b
+    if op == "Div":
+        if b == 0:
+            if a == 0 or math.isnan(a):
+                return math.nan
+            return math.copysign(math.inf, a) * math.copysign(1.0, b)
+        return a / b
+    if op == "Pow":
+        try:
+            value = math.pow(a, b)
+        except OverflowError:
+            return math.inf
+        except ValueError:
+            return math.nan
+        return value
+    truth = {
+        "Lt": a < b, "Le": a <= b, "Gt": a > b, "Ge": a >= b, "Eq": a == b, "Ne": a != b,
+        "And": a != 0 and b != 0, "Or": a != 0 or b != 0,
+    }[op]
+    return 1.0 if truth else 0.0
+
+
+class NotConstant(Exception):
+    """Raised inside folding: ``what`` names what made the expression vary."""
+
+    def __init__(self, what: str, span: Span):
+        super().__init__(what)
+        self.what = what
+        self.span = span
+
+
+def fold(expr: ast.Expr, lets: Mapping[str, float], bound: Mapping[str, float] | None = None) -> float:
+    """The value of a constant expression; NotConstant when it is not one."""
+    bound = bound or {}
+    if isinstance(expr, ast.Num):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        name = expr.path.simple
+        if name is not None:
+            if name in bound:
+                return bound[name]
+            if name in lets:
+                return lets[name]
+            if name == "inf":
+                return math.inf
+        raise NotConstant(f"`{expr.path.dotted}`", expr.span)
+    if isinstance(expr, ast.Unary):
+        value = fold(expr.operand, lets, bound)
+        return -value if expr.op == "Neg" else (0.0 if value != 0 else 1.0)
+    if isinstance(expr, ast.Binary):
+        return apply_binary(expr.op, fold(expr.left, lets, bound), fold(expr.right, lets, bound))
+    if isinstance(expr, ast.Cond):
+        test = fold(expr.test, lets, bound)
+        return fold(expr.then if test != 0 else expr.otherwise, lets, bound)
+    if isinstance(expr, ast.FunctionCall):
+        if expr.function in PURE_FUNCTIONS:
+            arity, function = PURE_FUNCTIONS[expr.function]
+            if len(expr.args) != arity:
+                raise ProgramError(f"`{expr.function}` takes {arity} argument(s), got {len(expr.args)}", expr.span)
+            return float(function(*(fold(a, lets, bound) for a in expr.args)))
+        raise NotConstant(f"`{expr.function}(…)`", expr.span)
+    if isinstance(expr, ast.Sample):
+        raise NotConstant(f"the draw `~{expr.distribution}(…)`", expr.span)
+    if isinstance(expr, ast.Over):
+        count = fold(expr.count, lets, bound)
+        if not (count >= 1 and count == int(count) and math.isfinite(count)):
+            raise ProgramError(f"`{expr.aggregate} {expr.variable} in`'s count must be a positive whole number, "
+                               f"found {format_number(count)}", expr.count.span)
+        values = [fold(expr.body, lets, {**bound, expr.variable: float(k)}) for k in range(int(count))]
+        if expr.aggregate == "sum":
+            total = values[0]
+            for value in values[1:]:
+                total += value
+            return total
+        return max(values) if expr.aggregate == "max" else min(values)
+    raise AssertionError(f"unknown expression {expr!r}")
+
+
+def evaluate_constant(expr: ast.Expr, lets: Mapping[str, float], what: str) -> float:
+    """``what`` (``pool `kv`: cap``, ``let B``) as a number or inf, or a ProgramError."""
+    try:
+        value = fold(expr, lets)
+    except NotConstant as reason:
+        raise ProgramError(f"{what} must be a constant (a number, inf or a let), but it reads {reason.what}",
+                           reason.span) from None
+    if math.isnan(value):
+        raise ProgramError(f"{what} is NaN: a constant is a number or inf (0/0 and inf - inf are not)", expr.span)
+    return value
+
+
+def evaluate_count(expr: ast.Expr, lets: Mapping[str, float], what: str, least: int) -> int:
+    """A constant that counts (a family's size, a population): a whole number, at least ``least``."""
+    value = evaluate_constant(expr, lets, what)
+    if not (math.isfinite(value) and value == int(value) and value >= least):
+        raise ProgramError(f"{what} is {format_number(value)}: it counts, so it is a whole number of {least} or more",
+                           expr.span)
+    return int(value)
+
+
+def format_number(value: float) -> str:
+    """A number as the messages print it: 3, 2.5, inf."""
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)

@@ -1,0 +1,589 @@
+"""Lowering: the kernel program to IR version 13, and its SourceMap.
+
+Names are resolved here (seed 002, section 2): an attribute is every name a
+``set`` or ``choose`` assigns, in slot order after the nine built-ins (first
+appearance in init, turn, then the session, pre-order); a ``let`` is its
+folded number; a context variable and ``inf`` are the language's. A pool or
+stage reference is ``{base, count, index}``, a constant index folded to a
+number and checked against the family. Aggregates are written out term by
+term. Blocks go to the arena in pre-order (init 0, turn 1, session 2), and
+observations take indices in the order they are met.
+
+As the reference implementation writes them: a run's work is a ``Cost`` of
+its stages, a hold's units and reserve a ``Cost`` of their pool, its reuse
+and cache a ``Cost`` of all its pools (a joint target when there are several),
+a grow's or load's amount a ``Cost`` of its pool. ``attr_types``: the
+built-ins serial..forced and every attribute the workload side assigns are
+``Size``, every other ``Value``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+from .. import ir
+from ..errors import ProgramError, Span
+from ..sourcemap import SourceMap
+from . import ast
+from .constants import NotConstant, evaluate_constant, evaluate_count, fold, format_number
+from .desugar import CONTEXT_NAMES, Kernel, draws, substitute, walk_stmts
+
+CONTEXT_BY_NAME = {source: name for name, source in ir.CONTEXT_VARIABLES.items()}
+FUNCTION_BY_NAME = {source: (name, kinds) for name, (source, kinds) in ir.FUNCTIONS.items()}
+DISTRIBUTION_BY_NAME = {source: (name, arity) for name, (source, arity) in ir.DISTRIBUTIONS.items()}
+#: The most terms the aggregates of one program write out.
+MAX_AGGREGATE_TERMS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    """A pool or stage family in the IR's list: ``count`` entries from ``base``."""
+
+    base: int
+    count: int
+
+
+def target_key(target: ir.CostTarget) -> tuple:
+    """The order of a joint target's parts: pools before stages, then base, count."""
+    return (0 if target.kind == "Pool" else 1, target.base, target.count)
+
+
+def joint_target(targets: list[ir.CostTarget]) -> ir.Target:
+    """Distinct targets sorted; one target stands for itself."""
+    unique = sorted(set(targets), key=target_key)
+    return unique[0] if len(unique) == 1 else ir.JointTarget(tuple(unique))
+
+
+class Lowering:
+    def __init__(self, kernel: Kernel, arrivals: int | None):
+        self.kernel = kernel
+        self.arrivals_override = arrivals
+        self.lets = kernel.lets
+        self.attrs: list[str] = list(ir.BUILTIN_ATTRS)
+        self.observes: list[str] = []
+        self.blocks: list[list[ir.Stmt]] = []
+        self.sides: list[list[str]] = []
+        self.statement_spans: dict[tuple[int, int], Span] = {}
+        self.pool_spans: dict[int, Span] = {}
+        self.stage_spans: dict[int, Span] = {}
+        self.gauge_spans: dict[int, Span] = {}
+        self.pools: dict[str, Family] = {}
+        self.stages: dict[str, Family] = {}
+        self.pool_specs = {p.name: p for p in kernel.pools}
+        self.stage_specs = {s.name: s for s in kernel.stages}
+        self.aggregate_terms = 0
+
+    # ----------------------------------------------------------- program
+
+    def lower(self) -> tuple[ir.Program, SourceMap]:
+        kernel = self.kernel
+        base = 0
+        for pool in kernel.pools:
+            self.pools[pool.name] = Family(base, pool.count)
+            base += pool.count
+        base = 0
+        for stage in kernel.stages:
+            self.stages[stage.name] = Family(base, stage.count)
+            base += stage.count
+        for block in (kernel.init, kernel.turn, kernel.session):
+            for stmt in walk_stmts(block):
+                if isinstance(stmt, (ast.Set, ast.Choose)) and stmt.name not in self.attrs:
+                    self.check_attribute_name(stmt.name, stmt.span)
+                    self.attrs.append(stmt.name)
+        pools = [member for index, spec in enumerate(kernel.pools) for member in self.lower_pool(spec, index)]
+        stages = [member for index, spec in enumerate(kernel.stages) for member in self.lower_stage(spec, index)]
+        arrival = self.lower_arrival()
+        init = self.lower_block(kernel.init)
+        turn = self.lower_block(kernel.turn)
+        session = self.lower_block(kernel.session)
+        horizon, warmup, seed, arrivals = self.lower_run()
+        hidden = []
+        for name, span in kernel.hidden:
+            if name not in self.attrs[len(ir.BUILTIN_ATTRS):] and name not in ("new", "out", "think", "more"):
+                raise ProgramError(f"hidden `{name}`: no set or choose makes it a session attribute", span)
+            hidden.append(self.attrs.index(name))
+        gauges = []
+        for index, gauge in enumerate(kernel.gauges):
+            self.gauge_spans[index] = gauge.span
+            gauges.append(ir.Gauge(gauge.name, self.lower_expr(gauge.expr)))
+        share = None
+        if kernel.share is not None:
+            share = kernel.share[0]
+        program = ir.Program(
+            version=ir.IR_VERSION,
+            attrs=tuple(self.attrs),
+            attr_types=self.attr_types(),
+            sides=tuple(tuple(s) for s in self.sides),
+            observes=tuple(self.observes),
+            pools=tuple(pools),
+            stages=tuple(stages),
+            arrival=arrival,
+            trace=kernel.trace[0] if kernel.trace else None,
+            trace_ordered=bool(kernel.trace and kernel.trace[1]),
+            init=init,
+            turn=turn,
+            session=session,
+            blocks=tuple(tuple(b) for b in self.blocks),
+            horizon=horizon,
+            warmup=warmup,
+            seed=seed,
+            arrivals=arrivals,
+            slot_cached=0,
+            slot_serial=1,
+            slot_turn=2,
+            slot_new=3,
+            slot_out=4,
+            slot_think=5,
+            slot_more=6,
+            slot_forced=7,
+            slot_computed=8,
+            hidden=tuple(hidden),
+            share=share,
+            gauges=tuple(gauges),
+        )
+        source_map = SourceMap(
+            file=kernel.file,
+            stmts=self.statement_spans,
+            pools=self.pool_spans,
+            stages=self.stage_spans,
+            gauges=self.gauge_spans,
+            arrival=kernel.arrival.span if kernel.arrival is not None else None,
+            run=kernel.run_span,
+            share=kernel.share[1] if kernel.share is not None else None,
+        )
+        return program, source_map
+
+    def check_attribute_name(self, name: str, span: Span) -> None:
+        """One name, one meaning: an attribute is not a let, a context variable or inf."""
+        if name in CONTEXT_NAMES or name == "inf":
+            raise ProgramError(f"`{name}` is a name the language supplies; a session attribute named `{name}` would "
+                               f"be read where the language's `{name}` was meant: give it a name of its own", span)
+        if name in self.lets:
+            raise ProgramError(f"`{name}` is both a let constant and a session attribute: give one of them another "
+                               f"name", span)
+
+    def attr_types(self) -> tuple[ir.AttrType, ...]:
+        types: list[ir.AttrType] = ["Value"] * len(self.attrs)
+        for slot in range(1, 8):  # serial, turn_no, new, out, think, more, forced
+            types[slot] = "Size"
+        for block, sides in zip(self.blocks, self.sides):
+            for stmt, side in zip(block, sides):
+                if side == ast.WORKLOAD and isinstance(stmt, (ir.Set, ir.Choose)):
+                    types[stmt.slot if isinstance(stmt, ir.Set) else stmt.var] = "Size"
+        return tuple(types)
+
+    # ------------------------------------------------------ declarations
+
+    def option_values(self, options, kind: str):
+        found = [o for o in options if o.kind == kind]
+        return found[-1] if found else None
+
+    def lower_pool(self, spec, index: int) -> list[ir.Pool]:
+        self.pool_spans[self.pools[spec.name].base] = spec.span
+        options = {}
+        for option in spec.options:
+            group = option.kind.split("_")[0]
+            if group in options:
+                raise ProgramError(f"pool `{spec.name}`: a second `{group}` option", option.span)
+            options[group] = option
+        cap = math.inf
+        if "cap" in options:
+            cap = evaluate_constant(options["cap"].values[0], self.lets, f"pool `{spec.name}`'s cap")
+        block = None
+        if "block" in options:
+            block = evaluate_constant(options["block"].values[0], self.lets, f"pool `{spec.name}`'s block")
+            if not block > 0:
+                raise ProgramError(f"pool `{spec.name}`'s block is {format_number(block)}: a block is positive",
+                                   options["block"].span)
+        evict = None
+        if "evict" in options and options["evict"].kind == "evict_by":
+            evict = tuple(self.lower_expr(k) for k in options["evict"].values)
+        preempt = None
+        if "preempt" in options and options["preempt"].kind == "preempt_lifo":
+            # FORMAT.md: preempt lifo is the keys [-admission], the last admitted first
+            preempt = (ir.Unary("Neg", ir.Ctx("Admission")),)
+        queue = None
+        if "queue" in options and options["queue"].kind == "queue_by":
+            queue = tuple(self.lower_expr(k) for k in options["queue"].values)
+        spill = None
+        if "spill" in options:
+            tier, link, work, when = options["spill"].values
+            to = self.family_of(tier, self.pools, "pool")
+            via = self.family_of(link, self.stages, "stage")
+            spill = ir.Spill(to.base, via.base,
+                             ir.Cost(ir.CostTarget("Stage", via.base, via.count), self.lower_expr(work)),
+                             self.lower_expr(when))
+        admit = None
+        if "admit" in options:
+            path = options["admit"].values[0]
+            admit = self.family_of(path, self.stages, "stage")
+            stage_spec = self.stage_specs[path.dotted]
+            if not stage_spec.is_step:
+                raise ProgramError(f"pool `{spec.name}`: `admit via {path.dotted}` needs a step stage, and "
+                                   f"`{path.dotted}` is a {stage_spec.kind.kind} stage", path.span)
+        members = []
+        for member in range(spec.count):
+            admit_via = None
+            if admit is not None:
+                admit_via = self.pair_member(admit, member, spec.count, spec.name, "admit via", options["admit"].span)
+            members.append(ir.Pool(spec.name, member if spec.family else None, cap, block, evict, preempt, queue,
+                                   spill, admit_via))
+        return members
+
+    def pair_member(self, target: Family, member: int, count: int, who: str, what: str, span: Span) -> int:
+        """Families join member for member; a family of one serves every member."""
+        if target.count == count:
+            return target.base + member
+        if target.count == 1:
+            return target.base
+        raise ProgramError(f"`{who}`: `{what}` names a family of {target.count}, and `{who}` is a family of "
+                           f"{count}: pair them one for one, or one for all", span)
+
+    def family_of(self, path: ast.Path, table: Mapping[str, Family], kind: str) -> Family:
+        if path.indices:
+            raise ProgramError(f"`{path.dotted}`: name the whole {kind} family here, without an index", path.span)
+        family = table.get(path.dotted)
+        if family is None:
+            raise self.unknown(kind, path.dotted, path.span)
+        return family
+
+    def lower_stage(self, spec, index: int) -> list[ir.Stage]:
+        self.stage_spans[self.stages[spec.name].base] = spec.span
+        kind = spec.kind
+        memory = None
+        memory_span = None
+        if kind.kind == "fifo":
+            servers = 1
+            if kind.values:
+                servers = evaluate_count(kind.values[0], self.lets, f"stage `{spec.name}`'s fifo server count", 1)
+            lowered = ir.Fifo(servers)
+        elif kind.kind == "ps":
+            lowered = ir.Ps(self.lower_expr(kind.values[0]))
+        elif kind.kind == "delay":
+            # FORMAT.md: version 13 has no delay kind; capacity = jobs present
+            lowered = ir.Ps(ir.Ctx("N"))
+        else:
+            options = {}
+            for option in kind.values:
+                group = "serve" if option.kind.startswith("serve") else option.kind
+                if group in options:
+                    raise ProgramError(f"stage `{spec.name}`: a second `{group}`", option.span)
+                options[group] = option
+            for required in ("budget", "cost"):
+                if required not in options:
+                    raise ProgramError(f"step stage `{spec.name}` has no `{required}`", kind.span)
+            serve: tuple[ir.Expr, ...] | None = ()
+            if "serve" in options:
+                serve_kind = options["serve"].kind
+                if serve_kind == "serve_by":
+                    serve = tuple(self.lower_expr(k) for k in options["serve"].values)
+                elif serve_kind == "serve_decode_first":
+                    serve = (ir.Cond(ir.Ctx("Decoding"), ir.Num(0.0), ir.Num(1.0)),)
+                elif serve_kind == "serve_exclusive":
+                    serve = None
+            chunk = ir.Num(0.0) if "chunk" not in options else self.lower_expr(options["chunk"].values[0])
+            if "memory" in options:
+                memory = self.family_of(options["memory"].values[0], self.pools, "pool")
+                memory_span = options["memory"].span
+            lowered = ir.Step(self.lower_expr(options["budget"].values[0]), self.lower_expr(options["cost"].values[0]),
+                              chunk, serve, None)
+        members = []
+        for member in range(spec.count):
+            member_kind = lowered
+            if memory is not None:
+                pool = self.pair_member(memory, member, spec.count, spec.name, "memory", memory_span)
+                member_kind = ir.Step(lowered.budget, lowered.cost, lowered.chunk, lowered.serve, pool)
+            members.append(ir.Stage(spec.name, member if spec.family else None, member_kind))
+        return members
+
+    def lower_arrival(self) -> ir.Arrival:
+        option = self.kernel.arrival
+        if option is None:
+            return ir.NoArrival()
+        if option.kind == "poisson":
+            return ir.Poisson(evaluate_constant(option.values[0], self.lets, "the poisson rate"))
+        if option.kind == "renewal":
+            try:
+                return ir.Renewal(ir.Num(fold(option.values[0], self.lets)))
+            except NotConstant:
+                return ir.Renewal(self.lower_expr(option.values[0]))
+        if option.kind == "closed":
+            return ir.Closed(evaluate_count(option.values[0], self.lets, "the closed population", 0))
+        if option.kind == "batch":
+            return ir.Batch(evaluate_count(option.values[0], self.lets, "the batch size", 1))
+        return ir.NoArrival()
+
+    def lower_run(self) -> tuple[float, float, int, int | None]:
+        run = self.kernel.run
+        if "horizon" not in run:
+            raise ProgramError("no horizon: write `run { horizon T; }`", self.kernel.run_span, file=self.kernel.file)
+        horizon = evaluate_constant(run["horizon"].values[0], self.lets, "the horizon")
+        warmup = 0.0
+        if "warmup" in run:
+            warmup = evaluate_constant(run["warmup"].values[0], self.lets, "the warmup")
+        seed = 1
+        if "seed" in run:
+            seed = evaluate_count(run["seed"].values[0], self.lets, "the seed", 0)
+        arrivals = None
+        if "arrivals" in run:
+            arrivals = evaluate_count(run["arrivals"].values[0], self.lets, "arrivals", 1)
+        if self.arrivals_override is not None:
+            arrivals = self.arrivals_override
+        return horizon, warmup, seed, arrivals
+
+    # -------------------------------------------------------- statements
+
+    def lower_block(self, stmts: tuple[ast.Stmt, ...]) -> int:
+        block_id = len(self.blocks)
+        self.blocks.append([])
+        self.sides.append([])
+        lowered: list[ir.Stmt] = []
+        sides: list[str] = []
+        for stmt in stmts:
+            index = len(lowered)
+            self.statement_spans[(block_id, index)] = stmt.span
+            lowered.append(self.lower_stmt(stmt))
+            sides.append(stmt.side)
+        self.blocks[block_id] = lowered
+        self.sides[block_id] = sides
+        return block_id
+
+    def lower_stmt(self, stmt: ast.Stmt) -> ir.Stmt:
+        if isinstance(stmt, ast.Turn):
+            return ir.Turn()
+        if isinstance(stmt, ast.End):
+            return ir.End()
+        if isinstance(stmt, ast.Set):
+            return ir.Set(self.attrs.index(stmt.name), self.lower_expr(stmt.expr))
+        if isinstance(stmt, ast.Observe):
+            if stmt.name not in self.observes:
+                self.observes.append(stmt.name)
+            return ir.Observe(self.observes.index(stmt.name), self.lower_expr(stmt.expr))
+        if isinstance(stmt, ast.Hold):
+            return self.lower_hold(stmt)
+        if isinstance(stmt, ast.Grow):
+            ref = self.lower_ref(stmt.pool, "pool")
+            return ir.Grow(ref, self.cost_of_pools([ref], self.lower_expr(stmt.amount)))
+        if isinstance(stmt, ast.Load):
+            ref = self.lower_ref(stmt.pool, "pool")
+            return ir.Load(ref, self.cost_of_pools([ref], self.lower_expr(stmt.amount)))
+        if isinstance(stmt, ast.Drop):
+            return ir.Drop(self.lower_ref(stmt.pool, "pool"))
+        if isinstance(stmt, ast.Release):
+            return ir.Release(self.lower_ref(stmt.pool, "pool"))
+        if isinstance(stmt, ast.Run):
+            refs = [self.lower_ref(p, "stage") for p in stmt.stages]
+            target = joint_target([ir.CostTarget("Stage", r.base, r.count) for r in refs])
+            work = ir.Cost(target, self.lower_expr(stmt.work))
+            growing = None if stmt.growing is None else self.lower_ref(stmt.growing, "pool")
+            also = tuple(refs[1:]) if len(refs) > 1 else None
+            return ir.Run(refs[0], stmt.mode, work, growing, also)
+        if isinstance(stmt, ast.Branch):
+            guard = self.lower_expr(stmt.guard)
+            then_block = self.lower_block(stmt.then)
+            else_block = self.lower_block(stmt.otherwise)
+            return ir.Branch(guard, then_block, else_block)
+        if isinstance(stmt, ast.Loop):
+            return ir.Loop(self.lower_block(stmt.body))
+        if isinstance(stmt, ast.Choose):
+            count = evaluate_count(stmt.count, self.lets, f"`choose {stmt.name} in`'s count", 1)
+            return ir.Choose(self.attrs.index(stmt.name), count, tuple(self.lower_expr(k) for k in stmt.keys))
+        raise AssertionError(f"a statement the desugaring should have removed: {stmt!r}")  # pragma: no cover
+
+    def cost_of_pools(self, refs: list[ir.Ref], expr: ir.Expr) -> ir.Cost:
+        return ir.Cost(joint_target([ir.CostTarget("Pool", r.base, r.count) for r in refs]), expr)
+
+    def lower_hold(self, hold: ast.Hold) -> ir.Hold:
+        pools = []
+        refs = []
+        for pool in hold.pools:
+            ref = self.lower_ref(pool.pool, "pool")
+            refs.append(ref)
+            units = self.cost_of_pools([ref], self.lower_expr(pool.units))
+            reserve = None if pool.reserve is None else self.cost_of_pools([ref], self.lower_expr(pool.reserve))
+            pools.append(ir.HoldPool(ref, units, reserve))
+        reuse = None if hold.reuse is None else self.cost_of_pools(refs, self.lower_expr(hold.reuse))
+        cache = None if hold.cache is None else self.cost_of_pools(refs, self.lower_expr(hold.cache))
+        body = self.lower_block(hold.body)
+        lease = None
+        if hold.lease is not None:
+            lease_ref = self.lower_ref(hold.lease.pool, "pool")
+            if not any(same_ref(lease_ref, r) for r in refs):
+                raise ProgramError(f"`lease {hold.lease.pool.dotted}`: the hold does not take that pool (write it as "
+                                   f"the hold does, index included)", hold.lease.span)
+            lease = ir.Lease(lease_ref, self.lower_expr(hold.lease.duration))
+        return ir.Hold(tuple(pools), reuse, body, cache, lease)
+
+    # ------------------------------------------------------- expressions
+
+    def unknown(self, kind: str, name: str, span: Span) -> ProgramError:
+        table = {"pool": self.pools, "stage": self.stages}.get(kind)
+        known = sorted(table) if table is not None else sorted(set(self.attrs) | set(self.lets))
+        near = [k for k in known if close_names(k, name)]
+        hint = f" (did you mean `{near[0]}`?)" if near else ""
+        if kind == "name":
+            return ProgramError(f"unknown name `{name}`: not a let constant, a session attribute (set or choose "
+                                f"assigns one) or a context variable{hint}", span)
+        return ProgramError(f"unknown {kind} `{name}`{hint}", span)
+
+    def lower_ref(self, path: ast.Path, kind: str) -> ir.Ref:
+        table = self.pools if kind == "pool" else self.stages
+        name = path.dotted
+        family = table.get(name)
+        if family is None:
+            other = self.stages if kind == "pool" else self.pools
+            if name in other:
+                raise ProgramError(f"`{name}` is a {'stage' if kind == 'pool' else 'pool'}, and a {kind} is needed "
+                                   f"here", path.span)
+            raise self.unknown(kind, name, path.span)
+        indices = path.indices
+        if len(indices) > 1:
+            raise ProgramError(f"`{name}` is indexed twice: a family has one index", path.span)
+        if not indices:
+            if family.count != 1:
+                raise ProgramError(f"{kind} `{name}` is a family of {family.count}: index it, `{name}[i]`",
+                                   path.span)
+            return ir.Ref(family.base, family.count, None)
+        index_expr = indices[0]
+        index = self.lower_expr(index_expr)
+        try:
+            value = None if draws(index_expr) else fold(index_expr, self.lets)
+        except NotConstant:
+            value = None
+        if value is not None:
+            if not (value == int(value) and 0 <= value < family.count):
+                raise ProgramError(f"{kind} `{name}[{format_number(value)}]` is out of range: `{name}` has "
+                                   f"{family.count} member(s)", index_expr.span)
+            index = ir.Num(float(value))
+        return ir.Ref(family.base, family.count, index)
+
+    def lower_expr(self, expr: ast.Expr) -> ir.Expr:
+        if isinstance(expr, ast.Num):
+            return ir.Num(expr.value)
+        if isinstance(expr, ast.Name):
+            return self.lower_name(expr)
+        if isinstance(expr, ast.FunctionCall):
+            return self.lower_call(expr)
+        if isinstance(expr, ast.Sample):
+            if expr.distribution not in DISTRIBUTION_BY_NAME:
+                names = ", ".join(f"~{d}" for d in DISTRIBUTION_BY_NAME)
+                raise ProgramError(f"unknown distribution `~{expr.distribution}` (the distributions: {names})",
+                                   expr.span)
+            name, arity = DISTRIBUTION_BY_NAME[expr.distribution]
+            if len(expr.args) != arity:
+                raise ProgramError(f"`~{expr.distribution}` takes {arity} argument(s), got {len(expr.args)}",
+                                   expr.span)
+            return ir.Sample(name, tuple(self.lower_expr(a) for a in expr.args))
+        if isinstance(expr, ast.Unary):
+            return ir.Unary(expr.op, self.lower_expr(expr.operand))
+        if isinstance(expr, ast.Binary):
+            return ir.Binary(expr.op, self.lower_expr(expr.left), self.lower_expr(expr.right))
+        if isinstance(expr, ast.Cond):
+            return ir.Cond(self.lower_expr(expr.test), self.lower_expr(expr.then), self.lower_expr(expr.otherwise))
+        if isinstance(expr, ast.Over):
+            return self.lower_over(expr)
+        raise AssertionError(f"unexpected expression {expr!r}")  # pragma: no cover
+
+    def lower_name(self, expr: ast.Name) -> ir.Expr:
+        path = expr.path
+        name = path.dotted
+        if path.indices:
+            what = "pool" if name in self.pools else "stage" if name in self.stages else None
+            if what is not None:
+                raise ProgramError(f"`{name}[…]` is a {what}: read it through a function, such as "
+                                   f"{'used' if what == 'pool' else 'queue'}({name}[…])", expr.span)
+            raise ProgramError(f"`{name}` is indexed, and only a pool or stage family is", expr.span)
+        if name in self.attrs:
+            return ir.Attr(self.attrs.index(name))
+        if name in self.lets:
+            return ir.Num(self.lets[name])
+        if name in CONTEXT_BY_NAME:
+            return ir.Ctx(CONTEXT_BY_NAME[name])
+        if name == "inf":
+            return ir.Num(math.inf)
+        if name in self.pools or name in self.stages:
+            what = "pool" if name in self.pools else "stage"
+            example = f"used({name})" if what == "pool" else f"queue({name})"
+            raise ProgramError(f"`{name}` is a {what}, not a value: read it through a function, such as {example}",
+                               expr.span)
+        raise self.unknown("name", name, expr.span)
+
+    def lower_call(self, expr: ast.FunctionCall) -> ir.Expr:
+        if expr.function == "blocksize":
+            if len(expr.args) != 1 or not isinstance(expr.args[0], ast.Name):
+                raise ProgramError("`blocksize` takes one pool", expr.span)
+            path = expr.args[0].path
+            self.lower_ref(path, "pool")
+            spec = self.pool_specs[path.dotted]
+            block = [o for o in spec.options if o.kind == "block"]
+            if not block:
+                raise ProgramError(f"`blocksize({path.dotted})`: pool `{path.dotted}` has no `block`", expr.span)
+            return ir.Num(evaluate_constant(block[0].values[0], self.lets, f"`blocksize({path.dotted})`"))
+        if expr.function not in FUNCTION_BY_NAME:
+            raise ProgramError(f"unknown function `{expr.function}`", expr.span)
+        name, kinds = FUNCTION_BY_NAME[expr.function]
+        if len(expr.args) != len(kinds):
+            raise ProgramError(f"`{expr.function}` takes {len(kinds)} argument(s), got {len(expr.args)}", expr.span)
+        args: list[ir.Arg] = []
+        for arg, kind in zip(expr.args, kinds):
+            if kind == "e":
+                args.append(ir.ExprArg(self.lower_expr(arg)))
+                continue
+            what = "pool" if kind == "p" else "stage"
+            if not isinstance(arg, ast.Name):
+                raise ProgramError(f"`{expr.function}` expects a {what} name here", arg.span)
+            ref = self.lower_ref(arg.path, what)
+            args.append(ir.PoolArg(ref) if kind == "p" else ir.StageArg(ref))
+        return ir.Call(name, tuple(args))
+
+    def lower_over(self, expr: ast.Over) -> ir.Expr:
+        """``max j in n (e)``: e with j = 0 … n-1, folded by max, min or +."""
+        variable = expr.variable
+        clash = None
+        if variable in self.lets:
+            clash = "a let constant"
+        elif variable in self.attrs:
+            clash = "a session attribute"
+        elif variable in self.pools:
+            clash = "a pool"
+        elif variable in self.stages:
+            clash = "a stage"
+        elif variable in CONTEXT_NAMES or variable == "inf":
+            clash = "a name the language supplies"
+        if clash is not None:
+            raise ProgramError(f"`{expr.aggregate} {variable} in`: `{variable}` is also {clash}: give the index a "
+                               f"name of its own", expr.span)
+        count = evaluate_count(expr.count, self.lets, f"`{expr.aggregate} {variable} in`'s count", 1)
+        self.aggregate_terms += count
+        if self.aggregate_terms > MAX_AGGREGATE_TERMS:
+            raise ProgramError(f"the program's aggregates write out more than {MAX_AGGREGATE_TERMS} terms", expr.span)
+        terms = [self.lower_expr(substitute(expr.body, {variable: ast.Num(float(k), span=expr.span)}))
+                 for k in range(count)]
+        total = terms[0]
+        for term in terms[1:]:
+            if expr.aggregate == "sum":
+                total = ir.Binary("Add", total, term)
+            else:
+                total = ir.Call("Max" if expr.aggregate == "max" else "Min", (ir.ExprArg(total), ir.ExprArg(term)))
+        return total
+
+
+def same_ref(a: ir.Ref, b: ir.Ref) -> bool:
+    return a.base == b.base and a.count == b.count and a.index == b.index
+
+
+def close_names(a: str, b: str) -> bool:
+    """Names one edit apart (a typo), for a did-you-mean hint."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b)) == 1
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:k] + long[k + 1:] == short for k in range(len(long)))
+
+
+def lower_kernel(kernel: Kernel, arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
+    """The IR of a kernel program and the spans of its parts."""
+    return Lowering(kernel, arrivals).lower()
