@@ -194,3 +194,23 @@ def test_a_run_naming_one_stage_array_twice_is_an_error():
         share="MaxMin",
     )
     assert "names each stage array once, and `nic[0]` is named twice" in link_error(program)
+
+
+@pytest.mark.parametrize("cap, shown", [(float("nan"), "nan"), (-3.0, "-3")])
+def test_a_cap_that_is_nan_or_negative_is_an_error(cap, shown):
+    # seed 002 §2: "Every constant ... is a number or inf; one that evaluates to NaN ... does not link"
+    program = make_program(pools=[make_pool("kv", cap)])
+    assert link_error(program) == f"pools[0] (kv): its cap is {shown}; a cap is a number of units, at least 0, or inf"
+
+
+def test_a_block_of_zero_units_is_an_error():
+    assert "its block is 0" in link_error(make_program(pools=[make_pool("kv", 10, block=0.0)]))
+
+
+def test_an_aggregate_written_out_thousands_deep_links():
+    # `sum j in 4096 (used(kv))` is 4096 nested additions once the front end writes it out
+    total = num(0)
+    for _ in range(4096):
+        total = ir.Binary("Add", total, ir.Call("Used", (ir.PoolArg(ref(0)),)))
+    program = make_program([ir.Observe(0, total), make_run(0, total)], pools=[make_pool("kv", 10)], stages=[make_fifo("svc")])
+    assert link(program) == []

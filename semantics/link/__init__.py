@@ -25,6 +25,10 @@ docs/linking.md lists every message.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from .. import ir
 from ..errors import Warning_
 from ..sourcemap import SourceMap
@@ -35,12 +39,28 @@ from .structure import check_runs, check_structure
 from .verdicts import check_verdicts
 
 
+#: Expressions nest as deep as the program writes them: ``sum j in 4096 (e)``
+#: is written out as 4096 nested additions, and the checks recurse over them.
+RECURSION_LIMIT = 100_000
+
+
+@contextmanager
+def allow_deep_expressions() -> Iterator[None]:
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
 def link(program: ir.Program, smap: SourceMap | None = None) -> list[Warning_]:
     """Raise ProgramError on the first error; return the warnings."""
     smap = smap if smap is not None else SourceMap()
-    check_structure(program, smap)
-    check_runs(program, smap)
-    check_moments(program, smap)
-    check_caching(program, smap)
-    check_lints(program, smap)
-    return check_verdicts(program, smap)
+    with allow_deep_expressions():
+        check_structure(program, smap)
+        check_runs(program, smap)
+        check_moments(program, smap)
+        check_caching(program, smap)
+        check_lints(program, smap)
+        return check_verdicts(program, smap)

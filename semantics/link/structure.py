@@ -15,6 +15,7 @@ meets an IndexError. Then the rules of seed 002 about stages:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from .. import ir
@@ -23,6 +24,7 @@ from .constants import evaluate_constant
 from .names import (
     Site,
     describe_stage_kind,
+    format_number,
     locate_gauge,
     locate_pool,
     locate_program,
@@ -203,6 +205,10 @@ def check_pools(program: ir.Program, smap: SourceMap) -> None:
     for i, pool in enumerate(program.pools):
         site = locate_pool(program, smap, i)
         raise_if_malformed(program, smap, site, list_pool_expressions(pool))
+        if math.isnan(pool.cap) or pool.cap < 0:
+            raise make_error(smap, site, f"its cap is {format_number(pool.cap)}; a cap is a number of units, at least 0, or inf")
+        if pool.block is not None and not (0 < pool.block < math.inf):
+            raise make_error(smap, site, f"its block is {format_number(pool.block)}; a block is a positive number of units")
         if pool.spill is not None:
             for kind, index in (("p", pool.spill.to), ("s", pool.spill.via)):
                 problem = describe_range_problem(program, kind, index, 1)

@@ -90,10 +90,13 @@ def list_operands(e: ir.Expr) -> tuple[ir.Expr, ...]:
 
 
 def list_subexpressions(e: ir.Expr) -> Iterator[ir.Expr]:
-    """``e`` and every expression inside it, pre-order, left to right."""
-    yield e
-    for operand in list_operands(e):
-        yield from list_subexpressions(operand)
+    """``e`` and every expression inside it, pre-order, left to right
+    (with a stack of its own: an aggregate written out nests thousands deep)."""
+    pending = [e]
+    while pending:
+        current = pending.pop()
+        yield current
+        pending.extend(reversed(list_operands(current)))
 
 
 def read_slots(e: ir.Expr) -> tuple[int, ...]:
