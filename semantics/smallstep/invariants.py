@@ -8,7 +8,7 @@ after every applied rule.
   its entries; every entry is positive and, with a block size, whole blocks.
 - Holders are in admission order; entries in release order; pending events
   in (time, sequence number) order.
-- Every queued session waits in exactly one queue, every grower is GROWING.
+- A session waits in at most one queue, and is QUEUED there; every grower is GROWING.
 """
 
 from __future__ import annotations
@@ -54,5 +54,5 @@ def check_invariants(c: Configuration, caps, block_sizes=None) -> None:
     keys = [(t, q) for t, q, _ in c.events]
     assert keys == sorted(keys), "pending events out of order"
     assert all(t >= c.time for t, _ in keys), "a pending event in the past"
-    queued = sum(len(pool.queue) for pool in c.pools)
-    assert queued == sum(1 for s in c.sessions.values() if s.status == QUEUED), "a queued session in no queue"
+    waiting = [w.serial for pool in c.pools for w in pool.queue]
+    assert len(waiting) == len(set(waiting)), "a session in two queues"

@@ -543,10 +543,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
         c = release_hold(m, c, victim, inner)
         if inner.hold_id == target.hold_id:
             break
-    s = c.sessions[victim]
-    top = s.frames[-1]
-    s = s._replace(frames=s.frames[:-1] + (top._replace(index=target.stmt[1]),))
-    c = c._replace(sessions=c.sessions.set(victim, s))
+    # the parent frame already points past the hold statement, as when it was first executed
     c = count_pool(c, p, preemptions=1)
     if m.observer:
         m.notify("pool/preempt", c, {"session": victim, "pool": m.pool_name(p), "computed": computed})
