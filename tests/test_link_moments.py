@@ -115,7 +115,7 @@ def test_attention_in_a_chunk_is_an_error_and_in_the_cost_links():
 def test_decoding_in_a_hold_header_is_an_error():
     program = make_program([make_hold([(ref(0), ctx("decoding"), None)], body=3)], [[]], pools=[make_pool("kv", 100)])
     message = link_error(program)
-    assert message.startswith("blocks[2][0] (Hold): `decoding` is read in the units of a hold on `kv`, read at admission;")
+    assert message.startswith("blocks[2][0] (Hold): `decoding` is read in the units of a hold on `kv` at admission;")
     assert message.endswith("it exists only in a pool's preemption keys or a step stage's serve keys")
 
 
@@ -132,7 +132,7 @@ def test_a_hidden_attribute_in_a_hold_units_is_an_error():
         hidden=HIDDEN_O,
     )
     message = link_error(program)
-    assert "`o` is hidden, and is read in the units of a hold on `kv`" in message
+    assert "`o` is hidden, and the scheduler reads it here, in the units of a hold on `kv` at admission" in message
 
 
 def test_a_hidden_attribute_in_a_reserve_is_an_error():
@@ -142,7 +142,7 @@ def test_a_hidden_attribute_in_a_reserve_is_an_error():
         pools=[make_pool("kv", 100)],
         hidden=HIDDEN_O,
     )
-    assert "`o` is hidden, and is read in the reserve of a hold on `kv`" in link_error(program)
+    assert "`o` is hidden, and the scheduler reads it here, in the reserve of a hold on `kv`" in link_error(program)
 
 
 def test_a_hidden_attribute_in_a_decode_run_and_in_the_cache_links():
@@ -174,13 +174,13 @@ def test_a_hidden_attribute_in_a_pool_key_is_an_error(fields):
 def test_a_hidden_attribute_in_a_spill_clause_is_an_error():
     spill = ir.Spill(to=0, via=0, work=num(1), when=attr("o"))
     program = make_program(pools=[make_pool("kv", 100, spill=spill)], stages=[make_ps("disk")], hidden=HIDDEN_O)
-    assert "`o` is hidden, and is read in pool `kv`'s spill clause" in link_error(program)
+    assert "`o` is hidden, and the scheduler reads it here, in pool `kv`'s spill clause" in link_error(program)
 
 
 @pytest.mark.parametrize("part", ["budget", "cost", "chunk"])
 def test_a_hidden_attribute_in_a_step_stage_is_an_error(part):
     program = make_program(stages=[make_step("engine", **{part: attr("o")})], hidden=HIDDEN_O)
-    assert f"`o` is hidden, and is read in stage `engine`'s {part}" in link_error(program)
+    assert f"`o` is hidden, and the scheduler reads it here, in stage `engine`'s {part}" in link_error(program)
 
 
 def test_a_hidden_attribute_in_a_serve_key_and_a_ps_capacity_are_errors():

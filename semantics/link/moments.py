@@ -119,7 +119,7 @@ def check_expression(
             raise make_error(
                 smap,
                 site,
-                f"`{name}` is hidden, and is read in {where}, which the scheduler reads; "
+                f"`{name}` is hidden, and the scheduler reads it here, in {where}; "
                 "a hidden attribute is readable only in session statements, runs and a hold's cache",
             )
         if isinstance(sub, ir.Sample) and not place.draws:
@@ -141,7 +141,7 @@ def check_session(program: ir.Program, smap: SourceMap) -> None:
         for part in list_parts(visit.stmt):
             if part.moment == HEADER:
                 assert isinstance(visit.stmt, ir.Hold)
-                where = f"the {part.role} of {describe_hold(program, visit.stmt)}, read at admission"
+                where = f"the {part.role} of {describe_hold(program, visit.stmt)} at admission"
                 check_expression(program, smap, site, HOLD_HEADER, where, part.expr)
             else:
                 check_expression(program, smap, site, SESSION_STATEMENT, "a session statement", part.expr)

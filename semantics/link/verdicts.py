@@ -229,7 +229,7 @@ def format_model_value(value: z3.ExprRef) -> str:
         return str(value.as_long())
     if z3.is_rational_value(value):
         fraction = value.as_fraction()
-        return str(fraction.numerator) if fraction.denominator == 1 else format_number(float(fraction))
+        return str(fraction.numerator) if fraction.denominator == 1 else f"{float(fraction):.12g}"
     return str(value)
 
 
