@@ -465,7 +465,7 @@ class Desugarer:
         if item.latency is not None:
             evaluate_constant(item.latency, self.lets, f"`{item.reader} pull {item.source}`'s latency")
             reader.pull_latency = True
-            self.add_stage(f"{item.reader}.nic.latency", None, ast.Kind("ps", (item.latency,), span=item.span),
+            self.add_stage(f"{item.reader}.nic.latency", None, ast.Kind("delay", (), span=item.span),
                            item.span, reader.count, reader.family)
             self.pull_latencies[item.reader] = item.latency
         self.share = (item.policy, item.span)
@@ -866,8 +866,9 @@ class Desugarer:
         stages under long names, ``self``, its parameters, its ``from``."""
         span = entry.span
         subst: dict[str, ast.Expr] = {}
-        for name in names_set_in(entry.body):
-            subst[name] = self.long_name([info.name, name], None, span)
+        if entry.verb != "route":  # a gateway's route sets the request's own attributes
+            for name in names_set_in(entry.body):
+                subst[name] = self.long_name([info.name, name], None, span)
         for pool in info.decl.pools:
             subst[pool.name] = self.long_name([info.name, pool.name], member, span)
         if info.serve is not None:
@@ -1070,11 +1071,11 @@ def names_set_in(stmts) -> list[str]:
 
 
 def substitute(expr: ast.Expr, bound: Mapping[str, ast.Expr]) -> ast.Expr:
-    """``expr`` with every simple name in ``bound`` replaced by its expression."""
+    """``expr`` with every unindexed name in ``bound`` (``hit``, ``P.hit``) replaced by its expression."""
     if not bound:
         return expr
     if isinstance(expr, ast.Name):
-        name = expr.path.simple
+        name = expr.path.dotted if not expr.path.indices else None
         if name is not None and name in bound:
             return bound[name]
         parts = tuple(ast.PathPart(p.name, None if p.index is None else substitute(p.index, bound))

@@ -212,9 +212,7 @@ class Lowering:
             tier, link, work, when = options["spill"].values
             to = self.family_of(tier, self.pools, "pool")
             via = self.family_of(link, self.stages, "stage")
-            spill = ir.Spill(to.base, via.base,
-                             ir.Cost(ir.CostTarget("Stage", via.base, via.count), self.lower_expr(work)),
-                             self.lower_expr(when))
+            spill = ir.Spill(to.base, via.base, self.lower_expr(work), self.lower_expr(when))
         admit = None
         if "admit" in options:
             path = options["admit"].values[0]

@@ -84,7 +84,12 @@ def parse_text(text: str, file: str) -> ast.Program:
         line, col = end_position(text)
         raise ProgramError(f"expected {describe_expected(set(error.expected))}, found the end of the file",
                            Span(file, line, col)) from None
-    return BuildAst(file).transform(tree)
+    try:
+        return BuildAst(file).transform(tree)
+    except lark.exceptions.VisitError as error:
+        if isinstance(error.orig_exc, ProgramError):
+            raise error.orig_exc from None
+        raise
 
 
 def accepted_terminals(error: lark.exceptions.UnexpectedToken) -> set[str]:
@@ -307,10 +312,21 @@ class BuildAst(Transformer):
         return ("nic", c[0], self.span(meta))
 
     def q_entry(self, meta, c):
-        verb, params, source, body = c
-        entry = ast.Entry(str(verb), params or (), None if source is None else str(source), body,
-                          span=self.token_span(verb))
+        (verb, verb_span), params, source, body = c
+        entry = ast.Entry(verb, params or (), None if source is None else str(source), body, span=verb_span)
         return ("entry", entry, self.span(meta))
+
+    def verb_name(self, meta, c):
+        return (str(c[0]), self.token_span(c[0]))
+
+    def verb_prefill(self, meta, c):
+        return ("prefill", self.span(meta))
+
+    def verb_decode(self, meta, c):
+        return ("decode", self.span(meta))
+
+    def verb_transfer(self, meta, c):
+        return ("transfer", self.span(meta))
 
     def run_block(self, meta, c):
         return ast.RunBlock(tuple(c), span=self.span(meta))
@@ -405,7 +421,7 @@ class BuildAst(Transformer):
         stages, mode, work, growing = c
         span = self.span(meta)
         if len(stages) > 1 and (mode is not None or growing is not None):
-            what = "a mode" if mode is not None else "`growing`"
+            what = "mode" if mode is not None else "`growing`"
             raise ProgramError(f"a run over several stages takes no {what}: it is one plain job holding them all",
                                span)
         return ast.Run(stages, mode or "Plain", work, growing, span=span)
