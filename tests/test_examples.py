@@ -44,32 +44,8 @@ REQUIRED = (
     "pools/prefix_cache.sq", "pools/evict_by.sq", "pools/spill.sq", "pools/lease.sq",
 )  # fmt: skip
 
-#: Examples the front end does not compile yet, though they follow the seed;
-#: the reason names the front end's defect. Not strict: once the front end is
-#: fixed the example simply passes (and this entry should go).
-FRONT_END_DEFECTS = {
-    "pd-disaggregation/llmd_pull.sq": (
-        "front end: (1) a gateway route's `set`/`choose` names are read as `gw.NAME` "
-        "(desugar.py queue_subst renames names_set_in(entry.body) for every queue, while attribute_name "
-        "exempts gateways), so `choose i ...; P[i].prefill (prompt);` fails with unknown name `gw.i` "
-        "(seed 002: the route 'sets the ones the session reads back'); (2) an `at admission` binding in a "
-        "queue entry is keyed `P.hit` but read as the dotted path P.hit, which substitute() skips "
-        "(path.simple is None): unknown name `P.hit` (the seed's own queue P snippet binds hit this way)"
-    ),
-}
-
-
 def name_of(path: Path) -> str:
     return path.relative_to(EXAMPLES_DIR).as_posix()
-
-
-def mark_defects(paths: list[Path]) -> list:
-    out = []
-    for p in paths:
-        reason = FRONT_END_DEFECTS.get(name_of(p))
-        marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
-        out.append(pytest.param(p, id=name_of(p), marks=marks))
-    return out
 
 
 def read_header(path: Path) -> list[str]:
@@ -129,13 +105,13 @@ def test_every_library_is_used_by_an_example(library: Path):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", mark_defects(PROGRAMS))
+@pytest.mark.parametrize("path", PROGRAMS, ids=name_of)
 def test_example_compiles_validates_and_links(path: Path):
     program = compile_checked(path)
     assert program.observes, "an example observes something"
 
 
-@pytest.mark.parametrize("path", mark_defects(PROGRAMS))
+@pytest.mark.parametrize("path", PROGRAMS, ids=name_of)
 def test_example_compiles_to_the_same_ir_twice(path: Path):
     # common rules: "Same input, same output byte for byte."
     first = codec.dumps(compile_file(str(path))[0])
@@ -184,7 +160,7 @@ def test_the_expect_lines_name_observations_of_their_program():
 SMOKE_HORIZON = {"replay/vllm_replay.sq": 40.0, "pd-disaggregation/llmd_pull.sq": 20.0}
 
 
-@pytest.mark.parametrize("path", mark_defects(PROGRAMS))
+@pytest.mark.parametrize("path", PROGRAMS, ids=name_of)
 def test_example_runs_briefly_and_observes(path: Path):
     program = compile_checked(path)
     horizon = min(program.horizon, SMOKE_HORIZON.get(name_of(path), 30.0))
