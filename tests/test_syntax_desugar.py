@@ -344,3 +344,36 @@ def test_same_input_same_output() -> None:
     first = codec.dumps(compile_text(QUEUE_PROGRAM))
     assert first == codec.dumps(compile_text(QUEUE_PROGRAM))
     assert dataclasses.is_dataclass(compile_text(QUEUE_PROGRAM))
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # "Its header ... reads the parameters, the queue's pools and stage and the constants"
+    ("hold kv (prompt) { set c = cached;", "hold kv (n) { set c = cached;", "reads `n` in its header"),
+    # "its body also reads now, cached and the request's hidden attributes, and nothing else the session has set"
+    ("decode (3) growing kv;", "decode (n) growing kv;", "reads `n` in its body"),
+    # "Its statements hold, grow, load and release only the queue's own pools and the pool its from names"
+    ("decode (3) growing kv; } }", "decode (3) growing kv; grow P.kv (1); } }", "acts on `P.kv`"),
+    # "every entry of P must lease it on every way through it"
+    ("} cache (prompt)\n                     lease kv (inf); }",
+     "} cache (prompt)\n                     lease kv (inf); } decode (p) { run (p); }", "on every way through it"),
+])
+def test_an_entry_sees_its_own(old: str, new: str, message: str) -> None:
+    text = QUEUE_PROGRAM.replace("queue P[2] : prefill {", "queue P[2] : prefill, decode {").replace(old, new)
+    assert text != QUEUE_PROGRAM.replace("queue P[2] : prefill {", "queue P[2] : prefill, decode {")
+    with pytest.raises(ProgramError, match=message):
+        compile_text(text)
+
+
+def test_an_entry_body_reads_hidden_attributes() -> None:
+    """"its body also reads ... the request's hidden attributes"."""
+    text = QUEUE_PROGRAM.replace("decode (3) growing kv;", "decode (o) growing kv;").replace(
+        "init { set n = 8; }", "hidden o; init { set n = 8; set o = 3; }")
+    compile_text(text)
+
+
+def test_a_binding_is_read_only_inside_its_hold() -> None:
+    """"... and not read outside the holds that bind it"."""
+    with pytest.raises(ProgramError, match="read here outside the hold that binds it") as caught:
+        compile_text("pool kv { cap 10; } stage s : fifo;\n"
+                     "session { hold kv (k) at admission (k = serial + 1) { run s (k); }\nobserve x = k; }")
+    assert caught.value.span.line == 3

@@ -559,6 +559,29 @@ class Desugarer:
                     if stmt.name == name:
                         raise ProgramError(f"`{name}` is an at admission binding the body reads, and the program "
                                            f"also sets it here: give the binding a name of its own", stmt.span)
+        self.check_binding_scope(stmts, frozenset(), {name for name, _ in self.binding_sets}, generated)
+
+    def check_binding_scope(self, stmts, in_scope: frozenset[str], bindings: set[str], generated: set[int]) -> None:
+        """A binding the body reads is not read outside the holds that bind it."""
+        for stmt in stmts:
+            inner = in_scope
+            if isinstance(stmt, ast.Hold):
+                inner = in_scope | {s.name for s in stmt.body if isinstance(s, ast.Set) and id(s) in generated}
+                outside = [p.units for p in stmt.pools] + [p.reserve for p in stmt.pools] + [stmt.reuse]
+                inside = [stmt.cache, stmt.lease.duration if stmt.lease else None]
+                checks = [(e, in_scope) for e in outside if e is not None]
+                checks += [(e, inner) for e in inside if e is not None]
+            else:
+                checks = [(e, in_scope) for e in stmt_exprs(stmt)]
+            for expr, visible in checks:
+                stray = (names_read(expr) & bindings) - visible
+                if stray:
+                    name = sorted(stray)[0]
+                    raise ProgramError(f"`{name}` is an at admission binding, read here outside the hold that binds "
+                                       f"it: it has its value only in that hold's body", stmt.span)
+            for block in stmt_blocks(stmt):
+                self.check_binding_scope(block, inner if isinstance(stmt, ast.Hold) else in_scope, bindings,
+                                         generated)
 
     # -------------------------------------------------------- statements
 
@@ -784,6 +807,7 @@ class Desugarer:
             raise ProgramError(f"queue `{info.name}` has no entry `{verb}` (its entries: {verbs})", call.target.span)
         if "gateway" in info.decl.roles and verb == "route":
             raise ProgramError(f"a gateway's route is entered with `request {info.name};`", call.span)
+        self.check_entry(info, entry)
         member = None
         if head.index is not None:
             member = self.rewrite_expr(head.index, scope)
@@ -827,6 +851,12 @@ class Desugarer:
             if source_info.leased is None:
                 raise ProgramError(f"`from {source_info.name}`: no entry of `{source_info.name}` leases a pool, so "
                                    f"there is no KV to take from it", call.source.span)
+            for source_entry in source_info.decl.entries:
+                if not leases_on_every_way(source_entry.body):
+                    raise ProgramError(
+                        f"`from {source_info.name}`: entry `{source_entry.verb}` of `{source_info.name}` does not "
+                        f"lease `{source_info.leased}` on every way through it, so a request that went through it "
+                        f"left no KV to take", source_entry.span)
             source_member = None
             if source_head.index is not None:
                 source_member = self.rewrite_expr(source_head.index, scope)
@@ -849,6 +879,59 @@ class Desugarer:
         if scope.depth > MAX_EXPANSION_DEPTH:
             raise ProgramError(f"`{info.name}.{verb}` calls itself", call.span)
         return list(self.desugar_block(entry.body, inner)) + after
+
+    def check_entry(self, info: QueueInfo, entry: ast.Entry) -> None:
+        """"An entry sees its own" (seed 002, Queues): its header reads its
+        parameters, its queue's pools and stage and the constants; its body
+        also now, cached and the request's hidden attributes; its statements
+        hold, grow, load and release only its queue's pools and its `from` pool."""
+        local_pools = {p.name for p in info.decl.pools}
+        own = {info.name, "nic", "self", "inf", "computed"} | local_pools | set(entry.params) | set(self.lets)
+        own |= CONTEXT_NAMES
+        if entry.source is not None:
+            own.add(entry.source)
+        hidden = {name for option in (self.workload.items if self.workload else ()) if option.kind == "hidden"
+                  for name in option.values}
+        body_own = own | {"cached"} | hidden | set(names_set_in(entry.body))
+        pool_names = local_pools | ({entry.source} if entry.source is not None else set())
+        for stmt in walk_stmts(entry.body):
+            if isinstance(stmt, ast.Hold):
+                bound: set[str] = set()
+                header = [p.units for p in stmt.pools] + [p.reserve for p in stmt.pools if p.reserve is not None]
+                header += [stmt.reuse] if stmt.reuse is not None else []
+                for binding in stmt.bindings:
+                    self.check_entry_reads(info, binding.expr, own | bound, "header")
+                    bound.add(binding.name)
+                for expr in header:
+                    self.check_entry_reads(info, expr, own | bound, "header")
+                for expr in (stmt.cache, stmt.lease.duration if stmt.lease else None):
+                    if expr is not None:
+                        self.check_entry_reads(info, expr, body_own, "body")
+                pools = [p.pool for p in stmt.pools] + ([stmt.lease.pool] if stmt.lease else [])
+            elif isinstance(stmt, (ast.Grow, ast.Load, ast.Release)):
+                pools = [stmt.pool]
+            elif isinstance(stmt, ast.Transfer):
+                pools = [stmt.source, stmt.dest]
+            else:
+                pools = []
+            for pool in pools:
+                if pool.parts[0].name not in pool_names:
+                    raise ProgramError(
+                        f"queue `{info.name}`'s entry acts on `{pool.dotted}`: an entry holds, grows, loads and "
+                        f"releases only its queue's pools and the pool its `from` names", pool.span)
+            if not isinstance(stmt, ast.Hold):
+                for expr in entry_stmt_exprs(stmt):
+                    self.check_entry_reads(info, expr, body_own, "body")
+
+    def check_entry_reads(self, info: QueueInfo, expr: ast.Expr, allowed: set[str], where: str) -> None:
+        for name, span in free_names(expr):
+            if name not in allowed:
+                if where == "header":
+                    what = "its parameters, its queue's pools and stage and the constants"
+                else:
+                    what = "those, now, cached, what it sets and the request's hidden attributes"
+                raise ProgramError(f"queue `{info.name}`'s entry reads `{name}` in its {where}: an entry's {where} "
+                                   f"reads {what} (pass the value as a parameter)", span)
 
     def check_member(self, member: ast.Expr, info: QueueInfo, span: Span) -> None:
         if not info.family:
@@ -1053,6 +1136,62 @@ class Desugarer:
         if value and len(parts) == 1 and first.index is None:
             return replacement
         raise ProgramError(f"`{first.name}` stands for an expression here, not a pool or stage", path.span)
+
+
+def leases_on_every_way(stmts) -> bool:
+    """Whether every way through a block passes a hold that leases."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.Hold) and (stmt.lease is not None or leases_on_every_way(stmt.body)):
+            return True
+        if isinstance(stmt, ast.Branch) and leases_on_every_way(stmt.then) and leases_on_every_way(stmt.otherwise):
+            return True
+        if isinstance(stmt, ast.Loop) and leases_on_every_way(stmt.body):
+            return True
+    return False
+
+
+def free_names(expr: ast.Expr, bound: frozenset[str] = frozenset()):
+    """(name, span) of every name an expression reads (the first part of a
+    dotted one), leaving out aggregate indices bound inside it."""
+    if isinstance(expr, ast.Name):
+        if expr.path.parts[0].name not in bound:
+            yield expr.path.parts[0].name, expr.span
+        for index in expr.path.indices:
+            yield from free_names(index, bound)
+    elif isinstance(expr, (ast.FunctionCall, ast.Sample)):
+        for arg in expr.args:
+            yield from free_names(arg, bound)
+    elif isinstance(expr, ast.Unary):
+        yield from free_names(expr.operand, bound)
+    elif isinstance(expr, ast.Binary):
+        yield from free_names(expr.left, bound)
+        yield from free_names(expr.right, bound)
+    elif isinstance(expr, ast.Cond):
+        for part in (expr.test, expr.then, expr.otherwise):
+            yield from free_names(part, bound)
+    elif isinstance(expr, ast.Over):
+        yield from free_names(expr.count, bound)
+        yield from free_names(expr.body, bound | {expr.variable})
+
+
+def entry_stmt_exprs(stmt: ast.Stmt):
+    """The expressions a statement of an entry reads, sugar included."""
+    if isinstance(stmt, (ast.Set, ast.Observe)):
+        yield stmt.expr
+    elif isinstance(stmt, (ast.Grow, ast.Load)):
+        yield stmt.amount
+    elif isinstance(stmt, (ast.Run, ast.RunOwn, ast.Serving)):
+        yield stmt.work
+    elif isinstance(stmt, ast.Transfer):
+        yield stmt.work
+        yield stmt.amount
+    elif isinstance(stmt, ast.Branch):
+        yield stmt.guard
+    elif isinstance(stmt, ast.Choose):
+        yield stmt.count
+        yield from stmt.keys
+    elif isinstance(stmt, ast.CallStmt):
+        yield from stmt.args
 
 
 def names_set_in(stmts) -> list[str]:
