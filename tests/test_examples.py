@@ -10,6 +10,7 @@ here, not a skip: the import below is at module level on purpose.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import re
@@ -64,6 +65,15 @@ def compile_checked(path: Path):
     ir_schema.validate(codec.encode_program(program), file=str(path))
     link(program, smap)
     return program
+
+
+def run_on_reference_engine(program: ir.Program):
+    """Run IR compiled here on pyserq, the reference implementation's engine
+    (a peer; it reads IR version 14, whose nodes include version 13's)."""
+    pyserq = pytest.importorskip("pyserq")
+    value = codec.encode_program(program)
+    value["version"] = 14
+    return pyserq.run(pyserq.Program.from_json(json.dumps(value)))
 
 
 # --------------------------------------------------------------------------
@@ -143,6 +153,17 @@ def test_pool_program_gives_its_expected_values(path: Path):
     for name, value in expected.items():
         assert samples.get(name), f"observe {name} was never taken"
         assert samples[name] == [value] * len(samples[name]), f"observe {name}"
+
+
+@pytest.mark.parametrize("path", POOL_PROGRAMS, ids=name_of)
+def test_pool_program_gives_its_expected_values_on_the_reference_engine(path: Path):
+    """The same expect lines, run by the reference implementation's engine:
+    the hand computation, this project's engine and the reference agree."""
+    report = run_on_reference_engine(compile_checked(path))
+    for name, value in read_expectations(path).items():
+        record = report.observe(name)
+        assert record is not None and record.count > 0, f"observe {name} was never taken"
+        assert list(record.samples) == [value] * record.count, f"observe {name}"
 
 
 def test_the_expect_lines_name_observations_of_their_program():
@@ -257,12 +278,9 @@ def test_library_request_compiled_here_and_run_by_the_reference_engine(path: Pat
     reference implementation's engine (a peer: IR version 14 reads version 13's
     nodes): a check of the library and of the front end, independent of this
     project's small-step engine."""
-    pyserq = pytest.importorskip("pyserq")
     scenario = json.loads(path.read_text(encoding="utf-8"))
     answer = json.loads(path.with_suffix(".out.json").read_text(encoding="utf-8"))
-    value = codec.encode_program(build_scenario_program(scenario))
-    value["version"] = 14
-    report = pyserq.run(pyserq.Program.from_json(json.dumps(value)))
+    report = run_on_reference_engine(build_scenario_program(scenario))
     ttft, done = report.observe("ttft"), report.observe("done")
     first = {str(serial): round(time) for serial, time in zip(ttft.sessions, ttft.times)}
     last = {str(serial): round(time) for serial, time in zip(done.sessions, done.times)}
@@ -284,13 +302,6 @@ def compile_full_replay(spacing: float) -> ir.Program:
     program, smap = compile_file(str(path), sets={"sessions": 333, "spacing": spacing})
     link(program, smap)
     return dataclasses.replace(program, horizon=3000.0, trace=str(path.parent / program.trace))
-
-
-def run_on_reference_engine(program: ir.Program):
-    pyserq = pytest.importorskip("pyserq")
-    value = codec.encode_program(program)
-    value["version"] = 14
-    return pyserq.run(pyserq.Program.from_json(json.dumps(value)))
 
 
 @pytest.mark.parametrize("spacing", sorted(SECTION_8_PREDICTIONS))
@@ -343,8 +354,6 @@ def compile_cache_replay() -> ir.Program:
 
 def read_cache_replay_answer() -> dict[tuple[int, int], tuple[float, float, float]]:
     """(session, turn) -> (first, done, cached) of the real scheduler."""
-    import csv
-
     with CACHE_REPLAY_ANSWER.open(encoding="utf-8") as f:
         return {
             (int(row["session"]), int(row["turn"])): (float(row["first"]), float(row["done"]), float(row["cached"]))
