@@ -60,6 +60,13 @@ BAD_PROGRAMS = [
     ("pool a { cap 1; } pool b { cap 1; }\nsession { hold a (1) { end; } lease b (1); }",
      "`lease b`: the hold does not take that pool", 2, 31),
     ("pool kv { cap 1; }\nsession { set x = blocksize(kv); }", "pool `kv` has no `block`", 2, 19),
+    # statements that act on an enclosing hold (or, for release, a lease)
+    ("pool kv { cap 9; }\nsession { grow kv (1); }", "`grow kv` outside a hold of `kv`", 2, 16),
+    ("pool kv[2] { cap 9; }\nsession { hold kv[0] (1) { load kv[1] (1); } }",
+     "write the pool as the hold does, index included", 2, 33),
+    ("pool kv { cap 9; }\nsession { release kv; }", "or ends a lease of it", 2, 19),
+    ("pool kv { cap 9; } stage e : step { budget 1; cost 1; }\nsession { run e prefill (1) growing kv; }",
+     "`growing kv` outside a hold of `kv`", 2, 37),
     # aggregates
     ("let j = 1;\npool kv[2] { cap 1; }\ngauge g = max j in 2 (used(kv[j]));\nsession { end; }",
      "`max j in`: `j` is also a let constant", 3, 11),

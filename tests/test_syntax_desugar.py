@@ -236,8 +236,8 @@ def test_preempt_lifo_is_the_newest_admission_first() -> None:
 
 
 QUEUE_PROGRAM = """
-queue gw : gateway { route { set prompt = n; P[serial - 2 * floor(serial / 2)].prefill (prompt);
-                             D.decode (prompt) from P[0]; observe first = D.first; } }
+queue gw : gateway { route { set prompt = n; set i = serial - 2 * floor(serial / 2); P[i].prefill (prompt);
+                             D.decode (prompt) from P[i]; observe first = D.first; } }
 queue P[2] : prefill {
   pool kv { cap 100; block 4; }
   serve step { budget 16; cost 1; memory kv; }
@@ -268,15 +268,16 @@ share maxmin;
 workload { arrive poisson(1); init { set n = 8; } }
 session {
   set prompt = n;
-  hold P_kv[serial - 2 * floor(serial / 2)] (prompt) {
+  set i = serial - 2 * floor(serial / 2);
+  hold P_kv[i] (prompt) {
     set P_c = cached;
-    run P[serial - 2 * floor(serial / 2)] prefill (prompt - P_c) growing P_kv[serial - 2 * floor(serial / 2)];
-  } cache (prompt) lease P_kv[serial - 2 * floor(serial / 2)] (inf);
+    run P[i] prefill (prompt - P_c) growing P_kv[i];
+  } cache (prompt) lease P_kv[i] (inf);
   hold D_kv (prompt) {
     run D_nic_latency (0.5);
-    run P_nic[0], D_nic (prompt);
+    run P_nic[i], D_nic (prompt);
     load D_kv (prompt);
-    release P_kv[0];
+    release P_kv[i];
     set D_first = now;
     run D decode (3) growing D_kv;
   }
@@ -298,16 +299,17 @@ def test_queues_are_pools_stages_and_entries_in_place() -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    ("D.decode (prompt) from P[0];", None),
+    ("D.decode (prompt) from P[i];", None),
     ("D.decode (prompt);", "call it with `from QUEUE"),
     ("D.decode (prompt) from gw;", "pulls from `P`"),
-    ("D.nope (prompt) from P[0];", "has no entry `nope`"),
-    ("P.prefill (prompt);", "is a family of 2"),
-    ("P[2].prefill (prompt);", "out of range"),
-    ("D.decode (~exp(1)) from P[0];", "none may draw"),
+    ("D.nope (prompt) from P[i];", "has no entry `nope`"),
+    ("P.prefill (prompt); D.decode (prompt) from P[i];", "is a family of 2"),
+    ("P[2].prefill (prompt); D.decode (prompt) from P[i];", "out of range"),
+    ("D.decode (~exp(1)) from P[i];", "none may draw"),
+    ("D.decode (prompt) from P[0];", r"`release P.kv\[…\]` outside a hold of `P.kv\[…\]`"),
 ])
 def test_entry_call_errors(change: str, message: str | None) -> None:
-    text = QUEUE_PROGRAM.replace("D.decode (prompt) from P[0];", change)
+    text = QUEUE_PROGRAM.replace("D.decode (prompt) from P[i];", change)
     if message is None:
         compile_text(text)
         return

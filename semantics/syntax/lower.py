@@ -74,6 +74,10 @@ class Lowering:
         self.pool_specs = {p.name: p for p in kernel.pools}
         self.stage_specs = {s.name: s for s in kernel.stages}
         self.aggregate_terms = 0
+        #: The pools of the holds enclosing the statement being lowered.
+        self.held: list[ir.Ref] = []
+        #: The pools some hold of the program leases.
+        self.leased: list[ir.Ref] = []
 
     # ----------------------------------------------------------- program
 
@@ -92,6 +96,10 @@ class Lowering:
                 if isinstance(stmt, (ast.Set, ast.Choose)) and stmt.name not in self.attrs:
                     self.check_attribute_name(stmt.name, stmt.span)
                     self.attrs.append(stmt.name)
+        for block in (kernel.init, kernel.turn, kernel.session):
+            for stmt in walk_stmts(block):
+                if isinstance(stmt, ast.Hold) and stmt.lease is not None:
+                    self.leased.append(self.lower_ref(stmt.lease.pool, "pool"))
         pools = [member for index, spec in enumerate(kernel.pools) for member in self.lower_pool(spec, index)]
         stages = [member for index, spec in enumerate(kernel.stages) for member in self.lower_stage(spec, index)]
         arrival = self.lower_arrival()
@@ -362,20 +370,20 @@ class Lowering:
         if isinstance(stmt, ast.Hold):
             return self.lower_hold(stmt)
         if isinstance(stmt, ast.Grow):
-            ref = self.lower_ref(stmt.pool, "pool")
+            ref = self.enclosed_pool(stmt.pool, "grow", leased_too=False)
             return ir.Grow(ref, self.cost_of_pools([ref], self.lower_expr(stmt.amount)))
         if isinstance(stmt, ast.Load):
-            ref = self.lower_ref(stmt.pool, "pool")
+            ref = self.enclosed_pool(stmt.pool, "load", leased_too=False)
             return ir.Load(ref, self.cost_of_pools([ref], self.lower_expr(stmt.amount)))
         if isinstance(stmt, ast.Drop):
             return ir.Drop(self.lower_ref(stmt.pool, "pool"))
         if isinstance(stmt, ast.Release):
-            return ir.Release(self.lower_ref(stmt.pool, "pool"))
+            return ir.Release(self.enclosed_pool(stmt.pool, "release", leased_too=True))
         if isinstance(stmt, ast.Run):
             refs = [self.lower_ref(p, "stage") for p in stmt.stages]
             target = joint_target([ir.CostTarget("Stage", r.base, r.count) for r in refs])
             work = ir.Cost(target, self.lower_expr(stmt.work))
-            growing = None if stmt.growing is None else self.lower_ref(stmt.growing, "pool")
+            growing = None if stmt.growing is None else self.enclosed_pool(stmt.growing, "growing", leased_too=False)
             also = tuple(refs[1:]) if len(refs) > 1 else None
             return ir.Run(refs[0], stmt.mode, work, growing, also)
         if isinstance(stmt, ast.Branch):
@@ -404,7 +412,9 @@ class Lowering:
             pools.append(ir.HoldPool(ref, units, reserve))
         reuse = None if hold.reuse is None else self.cost_of_pools(refs, self.lower_expr(hold.reuse))
         cache = None if hold.cache is None else self.cost_of_pools(refs, self.lower_expr(hold.cache))
+        self.held.extend(refs)
         body = self.lower_block(hold.body)
+        del self.held[len(self.held) - len(refs):]
         lease = None
         if hold.lease is not None:
             lease_ref = self.lower_ref(hold.lease.pool, "pool")
@@ -413,6 +423,24 @@ class Lowering:
                                    f"the hold does, index included)", hold.lease.span)
             lease = ir.Lease(lease_ref, self.lower_expr(hold.lease.duration))
         return ir.Hold(tuple(pools), reuse, body, cache, lease)
+
+    def enclosed_pool(self, path: ast.Path, word: str, leased_too: bool) -> ir.Ref:
+        """A pool a statement acts on through an enclosing hold (grow, load,
+        growing, release), written as the hold writes it, index included; a
+        release may also end a lease some hold of the program takes."""
+        ref = self.lower_ref(path, "pool")
+        if any(same_ref(ref, held) for held in self.held):
+            return ref
+        if leased_too and any(same_ref(ref, leased) for leased in self.leased):
+            return ref
+        shown = path.dotted + ("[…]" if path.indices else "")
+        if any(held.base == ref.base for held in self.held):
+            hint = "write the pool as the hold does, index included"
+        elif leased_too:
+            hint = "it gives back an enclosing hold's allocation, or ends a lease of it"
+        else:
+            hint = "it acts on an enclosing hold's allocation"
+        raise ProgramError(f"`{word} {shown}` outside a hold of `{shown}`: {hint}", path.span)
 
     # ------------------------------------------------------- expressions
 
