@@ -379,3 +379,45 @@ def test_a_binding_is_read_only_inside_its_hold() -> None:
         compile_text("pool kv { cap 10; } stage s : fifo;\n"
                      "session { hold kv (k) at admission (k = serial + 1) { run s (k); }\nobserve x = k; }")
     assert caught.value.span.line == 3
+
+
+LINKS = """
+queue L[2] : link { serve ps(100) latency 0.25; }
+queue M : link { serve ps(50); }
+queue N : link { serve ps(10); transfer (n) { run (n / 10); } }
+pool a { cap 100; } pool b { cap 100; }
+share maxmin;
+"""
+
+
+def test_a_transfer_on_link_queues_waits_their_latency_first() -> None:
+    """"latency x on a link's serve is the wait before such a transfer: a delay
+    stage L.latency of the link's own, which every transfer on naming the link
+    runs first"."""
+    sugared = LINKS + "session { hold a (1), b (1) { transfer on L[1], M (4) from a to b (3); } }"
+    kernel = ("stage L_[2] : ps(100); stage L_latency[2] : delay; stage M_ : ps(50); stage N_ : ps(10);\n"
+              "pool a { cap 100; } pool b { cap 100; }\nshare maxmin;\n"
+              "session { hold a (1), b (1) { run L_latency[1] (0.25); run L_[1], M_ (4); load b (3); release a; } }")
+    renames = {"L_": "L", "L_latency": "L.latency", "M_": "M", "N_": "N"}
+    assert ir_json(compile_text(sugared)) == ir_json(compile_text(kernel), renames=renames)
+
+
+def test_a_link_entry_is_called_with_from_and_to() -> None:
+    """"A link with a transfer (n) entry is called instead, nic[self].transfer
+    (n) from src to kv (m); and runs its body on its own stage"."""
+    sugared = LINKS + "session { hold a (1), b (1) { N.transfer (20) from a to b (5); } }"
+    kernel = ("stage L_[2] : ps(100); stage L_latency[2] : delay; stage M_ : ps(50); stage N_ : ps(10);\n"
+              "pool a { cap 100; } pool b { cap 100; }\nshare maxmin;\n"
+              "session { hold a (1), b (1) { run N_ (20 / 10); load b (5); release a; } }")
+    renames = {"L_": "L", "L_latency": "L.latency", "M_": "M", "N_": "N"}
+    assert ir_json(compile_text(sugared)) == ir_json(compile_text(kernel), renames=renames)
+
+
+def test_self_is_the_members_index() -> None:
+    """"self is the member's index in a family"; a family of one is still called with an index."""
+    sugared = ("queue Q[2] : prefill { serve fifo; prefill (w) { run (w + self); } }\n"
+               "queue R[1] : prefill { serve fifo; prefill (w) { run (w * self); } }\n"
+               "session { choose j in 2 by (serial); Q[j].prefill (3); R[0].prefill (2); R.prefill (1); }")
+    kernel = ("stage Q[2] : fifo; stage R[1] : fifo;\n"
+              "session { choose j in 2 by (serial); run Q[j] (3 + j); run R[0] (2 * 0); run R[0] (1 * 0); }")
+    assert ir_json(compile_text(sugared)) == ir_json(compile_text(kernel))

@@ -423,7 +423,7 @@ class Desugarer:
             kind = rename_kind(decl.serve, renames)
             serve = self.add_stage(decl.name, decl.family, kind, decl.serve.span, count, family)
             if decl.latency is not None:
-                if "link" not in decl.roles or decl.entry("transfer") is not None:
+                if "link" not in decl.roles or any(e.verb == "transfer" for e in decl.entries):
                     raise ProgramError("`latency` on a serve is a link's, and only a link without a transfer "
                                        "entry takes one", decl.latency.span)
                 evaluate_constant(decl.latency, self.lets, f"queue `{decl.name}`'s latency")
