@@ -42,6 +42,7 @@ BAD_PROGRAMS = [
     ("let inf = 2;\nsession { end; }", "`inf` is a name the language supplies", 1, 5),
     ("def f(x) = x;\nlet f = 1;\nsession { end; }", "`f` is already a def", 2, 5),
     ("let B = 1;\nlet B = 2;\nsession { end; }", "let `B` is declared twice", 2, 5),
+    ("def used(p) = 1;\nsession { end; }", "`used` is a function the language supplies", 1, 5),
     ("pool kv { cap 1; }\npool kv { cap 2; }\nsession { end; }", "pool `kv` is declared twice", 2, 6),
     # constants
     ("let x = 0 / 0;\nsession { end; }", "let `x` is NaN", 1, 9),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from semantics import codec, ir
-from semantics.compiler import compile_file
+from semantics.compiler import compile_file, compile_source
 
 ROOT = Path(__file__).resolve().parent.parent
 ORACLE = Path("/work/shared/oracle/vllm")
@@ -68,3 +68,20 @@ def test_vllm_request_source_map_names_the_hold_and_the_observations() -> None:
     assert line[span.col - 1:].startswith("hold reqs (1)")
     assert source_map.pools[0].line < source_map.pools[1].line
     assert source_map.run is not None and source_map.arrival is not None
+
+
+SERVE_ORACLE = Path("/work/shared/oracle/serve")
+
+
+@pytest.mark.skipif(not SERVE_ORACLE.exists(), reason="the shared oracle directory is not on this machine")
+@pytest.mark.parametrize("name", ("admission", "newest_first", "newest_first_preempt", "prefill_first"))
+def test_vllm_request_with_a_serve_order_compiles_to_the_serve_oracle_ir(name: str) -> None:
+    """The oracle's serve/ scenarios: the same program with the engine's
+    residents served by the scenario's key, `serve by (KEY);` (oracle README)."""
+    scenario = json.loads((SERVE_ORACLE / f"{name}.json").read_text())
+    text = PROGRAM.read_text()
+    assert "cost 1; memory kv;" in text
+    text = text.replace("cost 1; memory kv;", f"cost 1; serve by ({scenario['serve']}); memory kv;")
+    program, _ = compile_source(text, str(PROGRAM), sets=scenario_sets(scenario))
+    program = dataclasses.replace(program, arrival=scenario_sessions(scenario, program))
+    assert codec.dumps(program) == (SERVE_ORACLE / f"{name}.ir.json").read_text()

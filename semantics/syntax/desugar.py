@@ -38,6 +38,8 @@ OBSERVABLES = frozenset({
     "queue", "busy", "work", "used", "free", "cachedin", "holders", "queued", "price", "budget_left",
     "est_lambda", "est_rho", "est_wait",
 })
+#: The functions a call may name (a def may not take one of these names).
+LANGUAGE_FUNCTIONS = frozenset({"min", "max", "abs", "floor", "ceil", "sqrt", "exp", "ln", "pow", "blocksize"}) | OBSERVABLES
 #: The stage names that play a serving form's role (seed 002, Which stage).
 ROLE_STAGES = {"prefill": ("prefill",), "decode": ("decode",), "tool": ("tool",), "transfer": ("link", "transfer")}
 ROLE_MODES = {"prefill": "Prefill", "decode": "Decode", "tool": "Plain", "transfer": "Plain"}
@@ -376,6 +378,8 @@ class Desugarer:
                                f"where the language's `{name}` was meant: give it a name of its own", span)
         if name in BUILTIN_ATTRS:
             raise ProgramError(f"`{name}` is a built-in session attribute; a {what} may not take its name", span)
+        if name in LANGUAGE_FUNCTIONS:
+            raise ProgramError(f"`{name}` is a function the language supplies; a {what} may not take its name", span)
         for table, kind in ((self.lets, "let constant"), (self.expr_defs, "def"), (self.block_defs, "def")):
             if name in table and not (what == "let constant" and kind == "let constant"):
                 raise ProgramError(f"`{name}` is already a {kind}; a {what} may not take its name", span)
