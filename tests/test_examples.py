@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -393,3 +394,43 @@ def test_replay_reproduces_the_real_schedulers_prefix_cache_replay():
             got.setdefault((session, turn), {})[record.name] = value if record.name == "prefix_hit" else time
     answer = read_cache_replay_answer()
     assert {key: (g["ttft"], g["response"], g["prefix_hit"]) for key, g in got.items() if "ttft" in g} == answer
+
+
+# --------------------------------------------------------------------------
+# The closed-form programs on the reference engine, at their own horizons
+# --------------------------------------------------------------------------
+
+#: What each closed-form program's header says its observations converge to
+#: (seed 002, section 5: "M/M/1 sojourn, PK for four laws, PS insensitivity,
+#: MVA"; Erlang C for fifo(2)). Each run block is long enough for 3 %.
+CLOSED_FORMS = {
+    # Pollaczek-Khinchine: W = lambda E[S^2] / (2 (1 - rho)), lambda 0.8, E[S] 1
+    "single-turn/mg1_det.sq": {"wait": 0.8 * 1 / 0.4, "sojourn": 0.8 * 1 / 0.4 + 1},
+    "single-turn/mg1_exp.sq": {"wait": 0.8 * 2 / 0.4, "sojourn": 0.8 * 2 / 0.4 + 1},
+    "single-turn/mg1_erlang.sq": {"wait": 0.8 * 1.25 / 0.4, "sojourn": 0.8 * 1.25 / 0.4 + 1},
+    "single-turn/mg1_h2.sq": {"wait": 0.8 * 5 / 0.4, "sojourn": 0.8 * 5 / 0.4 + 1},
+    # M/M/1, lambda 0.8, mu 1: sojourn ~ Exp(0.2)
+    "single-turn/mm1.sq": {"sojourn": 5.0, "wait": 4.0, "slow": math.exp(-2.0)},
+    # M/G/1-PS, rho 0.7: E[T] = E[S] / (1 - rho), and E[T | x] / x the same
+    "single-turn/ps.sq": {"sojourn": 1 / 0.3, "slowdown": 1 / 0.3},
+    # Erlang C, c = 2, a = 1.6: C = 0.7111, Wq = C / (c mu - lambda)
+    "single-turn/mmc.sq": {"delayed": 0.64 / 0.9, "wait": 0.64 / 0.9 / 0.4, "sojourn": 0.64 / 0.9 / 0.4 + 1},
+    # MVA for N = 8, S = 1, Z = 4
+    "multi-turn/closed.sq": {"response": 4.2510},
+}
+
+
+def test_the_mva_figure_is_mean_value_analysis():
+    """MVA (seed 002, section 5): R(n) = S (1 + Q(n-1)), X(n) = n / (R(n) + Z), Q(n) = X(n) R(n)."""
+    queue = 0.0
+    for n in range(1, 9):
+        response = 1.0 * (1 + queue)
+        queue = n / (response + 4.0) * response
+    assert response == pytest.approx(CLOSED_FORMS["multi-turn/closed.sq"]["response"], abs=5e-5)
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED_FORMS))
+def test_closed_form_program_on_the_reference_engine_is_within_3_percent(name: str):
+    report = run_on_reference_engine(compile_checked(EXAMPLES_DIR / name))
+    for observation, value in CLOSED_FORMS[name].items():
+        assert report.observe(observation).mean == pytest.approx(value, rel=0.03), observation
