@@ -139,3 +139,9 @@ def test_a_constant_guard_outside_zero_one_is_an_error(value, shown):
 @pytest.mark.parametrize("value", [0.0, 1.0])
 def test_a_constant_guard_of_zero_or_one_links(value):
     assert link(make_program([ir.Branch(num(value), 3, 4)], [[], []])) == []
+
+
+def test_a_while_on_a_constant_fraction_is_an_error():
+    # IR files of the reference's later versions carry `While` (the oracle's multi-turn replay)
+    message = link_error(make_program([ir.While(num(0.5), 3)], [[]])).message
+    assert message.startswith("blocks[2][0] (While): `while (0.5)` is not a test")

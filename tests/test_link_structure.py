@@ -193,7 +193,13 @@ def test_a_run_naming_one_stage_array_twice_is_an_error():
         stages=stages,
         share="MaxMin",
     )
-    assert "names each stage array once, and `nic[0]` is named twice" in link_error(program)
+    assert "names each stage array once, and `nic` is named twice" in link_error(program)
+
+
+def test_a_run_naming_two_members_of_one_array_is_an_error():
+    stages = [make_ps("nic", 10.0, index=0), make_ps("nic", 10.0, index=1)]
+    program = make_program([make_run(ref(0), num(1), also=[ref(1)])], stages=stages, share="MaxMin")
+    assert "names each stage array once, and `nic` is named twice" in link_error(program)
 
 
 @pytest.mark.parametrize("cap, shown", [(float("nan"), "nan"), (-3.0, "-3")])

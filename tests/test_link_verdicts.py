@@ -230,3 +230,9 @@ def test_warnings_come_out_the_same_every_time():
         stages=SVC,
     )
     assert link(program) == link(program)
+
+
+def test_a_while_guard_is_checked_like_a_branch_guard():
+    program = make_program([ir.Set(slot("x"), sample("Uniform", num(0), num(1))), ir.While(attr("x"), 3)], [[]])
+    assert only_warning(program).startswith("blocks[2][1] (While): the guard of this while can be ")
+    assert link(make_program([ir.While(attr("more"), 3)], [[ir.Turn()]])) == []

@@ -290,14 +290,15 @@ def check_run(program: ir.Program, smap: SourceMap, site: Site, run: ir.Run) -> 
     refs = (run.stage,) + run.also
     if program.share is None:
         raise make_error(smap, site, "a run over several stages needs `share maxmin;` or `share bottleneck;`")
-    bases: list[int] = []
+    arrays: list[str] = []  # an array's members share its declared name
     for ref in refs:
         name = show_stage_ref(program, ref)
-        if ref.base in bases:
+        array = program.stages[ref.base].name
+        if array in arrays:
             raise make_error(
-                smap, site, f"a run over several stages names each stage array once, and `{name}` is named twice"
+                smap, site, f"a run over several stages names each stage array once, and `{array}` is named twice"
             )
-        bases.append(ref.base)
+        arrays.append(array)
         for member in list_family(program, ref):
             if not isinstance(member.kind, ir.Ps):
                 raise make_error(
