@@ -82,7 +82,6 @@ class Kernel:
 
     file: str
     lets: Mapping[str, float]
-    let_spans: Mapping[str, Span]
     pools: tuple[PoolSpec, ...]
     stages: tuple[StageSpec, ...]
     arrival: ast.Option | None
@@ -95,7 +94,6 @@ class Kernel:
     run: Mapping[str, ast.Option]
     run_span: Span | None
     share: tuple[str, Span] | None
-    workload_span: Span | None
 
 
 # --------------------------------------------------------------------------
@@ -146,15 +144,15 @@ class Scope:
     depth: int = 0
 
 
-def simple_name(name: str, span: Span) -> ast.Name:
+def make_simple_name(name: str, span: Span) -> ast.Name:
     return ast.Name(ast.Path((ast.PathPart(name, None),), span=span), span=span)
 
 
-def dotted_path(parts: list[tuple[str, ast.Expr | None]], span: Span) -> ast.Path:
+def make_dotted_path(parts: list[tuple[str, ast.Expr | None]], span: Span) -> ast.Path:
     return ast.Path(tuple(ast.PathPart(n, i) for n, i in parts), span=span)
 
 
-def path_name(path: ast.Path) -> ast.Name:
+def make_path_name(path: ast.Path) -> ast.Name:
     return ast.Name(path, span=path.span)
 
 
@@ -186,16 +184,16 @@ def walk_expr(expr: ast.Expr):
         yield from walk_expr(expr.body)
 
 
-def draws(expr: ast.Expr) -> bool:
+def has_draw(expr: ast.Expr) -> bool:
     return any(isinstance(e, ast.Sample) for e in walk_expr(expr))
 
 
-def names_read(expr: ast.Expr) -> set[str]:
+def read_names(expr: ast.Expr) -> set[str]:
     """The dotted names an expression reads as values or references."""
     return {e.path.dotted for e in walk_expr(expr) if isinstance(e, ast.Name)}
 
 
-def live_read(expr: ast.Expr) -> str | None:
+def find_live_read(expr: ast.Expr) -> str | None:
     """What live state an expression reads (an observable, a context
     variable, ``cached``), spelled for a message; None when it reads none."""
     for e in walk_expr(expr):
@@ -208,13 +206,13 @@ def live_read(expr: ast.Expr) -> str | None:
     return None
 
 
-def stmt_exprs(stmt: ast.Stmt):
+def iterate_stmt_exprs(stmt: ast.Stmt):
     """The expressions a kernel statement reads directly (not its blocks')."""
     if isinstance(stmt, (ast.Set, ast.Observe)):
         yield stmt.expr
     elif isinstance(stmt, ast.Hold):
         for pool in stmt.pools:
-            yield path_name(pool.pool)
+            yield make_path_name(pool.pool)
             yield pool.units
             if pool.reserve is not None:
                 yield pool.reserve
@@ -222,19 +220,19 @@ def stmt_exprs(stmt: ast.Stmt):
             if extra is not None:
                 yield extra
         if stmt.lease is not None:
-            yield path_name(stmt.lease.pool)
+            yield make_path_name(stmt.lease.pool)
             yield stmt.lease.duration
     elif isinstance(stmt, (ast.Grow, ast.Load)):
-        yield path_name(stmt.pool)
+        yield make_path_name(stmt.pool)
         yield stmt.amount
     elif isinstance(stmt, (ast.Drop, ast.Release)):
-        yield path_name(stmt.pool)
+        yield make_path_name(stmt.pool)
     elif isinstance(stmt, ast.Run):
         for stage in stmt.stages:
-            yield path_name(stage)
+            yield make_path_name(stage)
         yield stmt.work
         if stmt.growing is not None:
-            yield path_name(stmt.growing)
+            yield make_path_name(stmt.growing)
     elif isinstance(stmt, ast.Branch):
         yield stmt.guard
     elif isinstance(stmt, ast.Choose):
@@ -242,7 +240,7 @@ def stmt_exprs(stmt: ast.Stmt):
         yield from stmt.keys
 
 
-def stmt_blocks(stmt: ast.Stmt) -> tuple[tuple[ast.Stmt, ...], ...]:
+def get_nested_blocks(stmt: ast.Stmt) -> tuple[tuple[ast.Stmt, ...], ...]:
     if isinstance(stmt, ast.Hold):
         return (stmt.body,)
     if isinstance(stmt, ast.Branch):
@@ -256,15 +254,15 @@ def walk_stmts(stmts):
     """Every statement of a block and its nested blocks, in pre-order."""
     for stmt in stmts:
         yield stmt
-        for block in stmt_blocks(stmt):
+        for block in get_nested_blocks(stmt):
             yield from walk_stmts(block)
 
 
-def block_reads(stmts) -> set[str]:
+def collect_block_reads(stmts) -> set[str]:
     read: set[str] = set()
     for stmt in walk_stmts(stmts):
-        for expr in stmt_exprs(stmt):
-            read |= names_read(expr)
+        for expr in iterate_stmt_exprs(stmt):
+            read |= read_names(expr)
     return read
 
 
@@ -280,7 +278,6 @@ class Desugarer:
         self.file = file
         self.sets = dict(sets or {})
         self.lets: dict[str, float] = {}
-        self.let_spans: dict[str, Span] = {}
         self.expr_defs: dict[str, ast.DefExpr] = {}
         self.block_defs: dict[str, ast.DefBlock] = {}
         self.pools: list[PoolSpec] = []
@@ -325,7 +322,6 @@ class Desugarer:
             else:
                 value = evaluate_constant(item.expr, self.lets, f"let `{item.name}`")
             self.lets[item.name] = value
-            self.let_spans[item.name] = item.span
         elif isinstance(item, ast.DefExpr):
             self.check_fresh(item.name, item.span, "def")
             self.expr_defs[item.name] = item
@@ -537,7 +533,6 @@ class Desugarer:
         return Kernel(
             file=self.file,
             lets=dict(self.lets),
-            let_spans=dict(self.let_spans),
             pools=pools,
             stages=stages,
             arrival=arrivals[0] if arrivals else None,
@@ -551,7 +546,6 @@ class Desugarer:
             run=run,
             run_span=self.run_block.span if self.run_block else None,
             share=self.share,
-            workload_span=workload.span if workload else None,
         )
 
     def check_binding_names(self, stmts: tuple[ast.Stmt, ...]) -> None:
@@ -576,14 +570,14 @@ class Desugarer:
                 checks = [(e, in_scope) for e in outside if e is not None]
                 checks += [(e, inner) for e in inside if e is not None]
             else:
-                checks = [(e, in_scope) for e in stmt_exprs(stmt)]
+                checks = [(e, in_scope) for e in iterate_stmt_exprs(stmt)]
             for expr, visible in checks:
-                stray = (names_read(expr) & bindings) - visible
+                stray = (read_names(expr) & bindings) - visible
                 if stray:
                     name = sorted(stray)[0]
                     raise ProgramError(f"`{name}` is an at admission binding, read here outside the hold that binds "
                                        f"it: it has its value only in that hold's body", stmt.span)
-            for block in stmt_blocks(stmt):
+            for block in get_nested_blocks(stmt):
                 self.check_binding_scope(block, inner if isinstance(stmt, ast.Hold) else in_scope, bindings,
                                          generated)
 
@@ -647,7 +641,7 @@ class Desugarer:
             if scope.queue is None or scope.queue.gateway:
                 raise ProgramError("`mark` is for a queue's entry: the caller reads the moment as QUEUE.NAME", span)
             name = f"{scope.queue.info.name}.{stmt.name}"
-            return [ast.Set(name, simple_name("now", span), span=span, side=side)]
+            return [ast.Set(name, make_simple_name("now", span), span=span, side=side)]
         if isinstance(stmt, ast.CallStmt):
             return self.desugar_call(stmt, scope)
         if isinstance(stmt, ast.Serving):
@@ -690,7 +684,7 @@ class Desugarer:
             raise ProgramError(f"gateway `{stmt.queue}` has no `route {{ … }}` entry", info.decl.span)
         self.gateway_requested = True
         queue_scope = QueueScope(info, None, None, True)
-        inner = Scope(ast.SERVER, info.visible, "entry", self.queue_subst(info, None, None, route, (), {}), {},
+        inner = Scope(ast.SERVER, info.visible, "entry", self.queue_subst(info, None, None, route, ()), {},
                       queue_scope, scope.depth + 1)
         return list(self.desugar_block(route.body, inner))
 
@@ -704,11 +698,11 @@ class Desugarer:
             name = self.attribute_name(binding.name, scope)
             later.discard(name)
             value = self.rewrite_expr(binding.expr, scope)
-            if draws(value):
+            if has_draw(value):
                 raise ProgramError(f"the at admission binding `{binding.name}` draws: it is substituted, so a name "
                                    f"used twice would draw twice (draw into a set above the hold instead)",
                                    binding.span)
-            ahead = names_read(value) & later
+            ahead = read_names(value) & later
             if ahead:
                 raise ProgramError(f"the binding `{binding.name}` reads `{sorted(ahead)[0]}`, bound after it: a "
                                    f"binding reads only the ones before it", binding.span)
@@ -730,16 +724,16 @@ class Desugarer:
         if hold.lease is not None:
             lease = ast.Lease(self.rewrite_path(hold.lease.pool, scope), self.rewrite_expr(hold.lease.duration, scope),
                               span=hold.lease.span)
-        read = block_reads(body)
+        read = collect_block_reads(body)
         for extra in (cache, lease.duration if lease else None):
             if extra is not None:
-                read |= names_read(extra)
+                read |= read_names(extra)
         sets: list[ast.Stmt] = []
         for name, value in bound.items():
             if name not in read:
                 continue
             binding = binding_spans[name]
-            live = live_read(value)
+            live = find_live_read(value)
             if live is not None:
                 raise ProgramError(
                     f"the body reads the binding `{binding.name}`, which reads {live}: that has another value in the "
@@ -826,12 +820,11 @@ class Desugarer:
                                call.span)
         args = tuple(self.rewrite_expr(a, scope) for a in call.args)
         for arg in args:
-            if draws(arg):
+            if has_draw(arg):
                 raise ProgramError("an entry's arguments are substituted like an at admission binding, so none may "
                                    "draw: draw into a set before the call", arg.span)
         after: list[ast.Stmt] = []
         source: tuple[QueueInfo, ast.Expr | None] | None = None
-        extra_subst: dict[str, ast.Expr] = {}
         if call.to is not None:
             if call.source is None:
                 raise ProgramError("`to POOL (n)` moves KV from the pool `from` names: write both", call.span)
@@ -856,7 +849,7 @@ class Desugarer:
                 raise ProgramError(f"`from {source_info.name}`: no entry of `{source_info.name}` leases a pool, so "
                                    f"there is no KV to take from it", call.source.span)
             for source_entry in source_info.decl.entries:
-                if not leases_on_every_way(source_entry.body):
+                if not has_lease_on_every_way(source_entry.body):
                     raise ProgramError(
                         f"`from {source_info.name}`: entry `{source_entry.verb}` of `{source_info.name}` does not "
                         f"lease `{source_info.leased}` on every way through it, so a request that went through it "
@@ -875,7 +868,7 @@ class Desugarer:
             raise ProgramError(f"`{info.name}.{verb}` takes the KV another queue leased: call it with "
                                f"`from QUEUE[i]`", call.span)
         queue_scope = QueueScope(info, member, source, False)
-        subst = self.queue_subst(info, member, source, entry, args, extra_subst)
+        subst = self.queue_subst(info, member, source, entry, args)
         index_subst = {}
         if source is not None and entry.source is not None:
             index_subst[entry.source] = source[1] if source[1] is not None else ast.Num(0.0, span=call.span)
@@ -896,7 +889,7 @@ class Desugarer:
             own.add(entry.source)
         hidden = {name for option in (self.workload.items if self.workload else ()) if option.kind == "hidden"
                   for name in option.values}
-        body_own = own | {"cached"} | hidden | set(names_set_in(entry.body))
+        body_own = own | {"cached"} | hidden | set(collect_set_names(entry.body))
         pool_names = local_pools | ({entry.source} if entry.source is not None else set())
         for stmt in walk_stmts(entry.body):
             if isinstance(stmt, ast.Hold):
@@ -924,11 +917,11 @@ class Desugarer:
                         f"queue `{info.name}`'s entry acts on `{pool.dotted}`: an entry holds, grows, loads and "
                         f"releases only its queue's pools and the pool its `from` names", pool.span)
             if not isinstance(stmt, ast.Hold):
-                for expr in entry_stmt_exprs(stmt):
+                for expr in iterate_entry_exprs(stmt):
                     self.check_entry_reads(info, expr, body_own, "body")
 
     def check_entry_reads(self, info: QueueInfo, expr: ast.Expr, allowed: set[str], where: str) -> None:
-        for name, span in free_names(expr):
+        for name, span in collect_free_names(expr):
             if name not in allowed:
                 if where == "header":
                     what = "its parameters, its queue's pools and stage and the constants"
@@ -948,13 +941,13 @@ class Desugarer:
             raise ProgramError(f"`{info.name}[{value:g}]` is out of range: `{info.name}` has {info.count} member(s)",
                                span)
 
-    def queue_subst(self, info: QueueInfo, member, source, entry: ast.Entry, args, extra) -> dict[str, ast.Expr]:
+    def queue_subst(self, info: QueueInfo, member, source, entry: ast.Entry, args) -> dict[str, ast.Expr]:
         """The names an entry's body reads, as the program's: its pools and
         stages under long names, ``self``, its parameters, its ``from``."""
         span = entry.span
         subst: dict[str, ast.Expr] = {}
         if entry.verb != "route":  # a gateway's route sets the request's own attributes
-            for name in names_set_in(entry.body):
+            for name in collect_set_names(entry.body):
                 subst[name] = self.long_name([info.name, name], None, span)
         for pool in info.decl.pools:
             subst[pool.name] = self.long_name([info.name, pool.name], member, span)
@@ -967,16 +960,15 @@ class Desugarer:
             source_info, source_member = source
             subst[entry.source] = self.long_name([source_info.name, source_info.leased], source_member, span)
         subst.update(zip(entry.params, args))
-        subst.update(extra)
         return subst
 
     def long_name(self, parts: list[str], member, span: Span) -> ast.Name:
-        path = dotted_path([(p, None) for p in parts[:-1]] + [(parts[-1], member)], span)
+        path = make_dotted_path([(p, None) for p in parts[:-1]] + [(parts[-1], member)], span)
         return ast.Name(path, span=span)
 
     def own_stage(self, scope: Scope, span: Span) -> ast.Path:
         queue = scope.queue
-        return dotted_path([(queue.info.name, queue.member)], span)
+        return make_dotted_path([(queue.info.name, queue.member)], span)
 
     # ------------------------------------------------ the serving vocabulary
 
@@ -1021,7 +1013,7 @@ class Desugarer:
             return (self.own_stage(scope, span),)
         spec = self.find_role_stage(role, scope, span)
         member = None if index is None else self.rewrite_expr(index, scope)
-        return (dotted_path([(spec.name, member)], span),)
+        return (make_dotted_path([(spec.name, member)], span),)
 
     def desugar_transfer(self, form: ast.Transfer, scope: Scope) -> list[ast.Stmt]:
         side = scope.side
@@ -1043,11 +1035,11 @@ class Desugarer:
             source_info, source_member = queue.source
             if info.pull_latency:
                 latency = self.pull_latencies[info.name]
-                runs.append(ast.Run((dotted_path([(info.name, None), ("nic", None), ("latency", queue.member)],
+                runs.append(ast.Run((make_dotted_path([(info.name, None), ("nic", None), ("latency", queue.member)],
                                                  span),),
                                     "Plain", latency, None, span=span, side=side))
-            links = (dotted_path([(source_info.name, None), ("nic", source_member)], span),
-                     dotted_path([(info.name, None), ("nic", queue.member)], span))
+            links = (make_dotted_path([(source_info.name, None), ("nic", source_member)], span),
+                     make_dotted_path([(info.name, None), ("nic", queue.member)], span))
             runs.append(ast.Run(links, "Plain", work, None, span=span, side=side))
         else:
             stages = self.form_stages("transfer", form.index, form.on, scope, span)
@@ -1055,7 +1047,7 @@ class Desugarer:
                 link = self.queues.get(stage.parts[0].name)
                 if link is not None and link.decl.latency is not None and len(stage.parts) == 1:
                     member = stage.parts[0].index
-                    runs.append(ast.Run((dotted_path([(link.name, None), ("latency", member)], span),), "Plain",
+                    runs.append(ast.Run((make_dotted_path([(link.name, None), ("latency", member)], span),), "Plain",
                                         link.decl.latency, None, span=span, side=side))
             runs.append(ast.Run(stages, "Plain", work, None, span=span, side=side))
         return runs + [ast.Load(dest, amount, span=span, side=side), ast.Release(source, span=span, side=side)]
@@ -1142,43 +1134,43 @@ class Desugarer:
         raise ProgramError(f"`{first.name}` stands for an expression here, not a pool or stage", path.span)
 
 
-def leases_on_every_way(stmts) -> bool:
+def has_lease_on_every_way(stmts) -> bool:
     """Whether every way through a block passes a hold that leases."""
     for stmt in stmts:
-        if isinstance(stmt, ast.Hold) and (stmt.lease is not None or leases_on_every_way(stmt.body)):
+        if isinstance(stmt, ast.Hold) and (stmt.lease is not None or has_lease_on_every_way(stmt.body)):
             return True
-        if isinstance(stmt, ast.Branch) and leases_on_every_way(stmt.then) and leases_on_every_way(stmt.otherwise):
+        if isinstance(stmt, ast.Branch) and has_lease_on_every_way(stmt.then) and has_lease_on_every_way(stmt.otherwise):
             return True
-        if isinstance(stmt, ast.Loop) and leases_on_every_way(stmt.body):
+        if isinstance(stmt, ast.Loop) and has_lease_on_every_way(stmt.body):
             return True
     return False
 
 
-def free_names(expr: ast.Expr, bound: frozenset[str] = frozenset()):
+def collect_free_names(expr: ast.Expr, bound: frozenset[str] = frozenset()):
     """(name, span) of every name an expression reads (the first part of a
     dotted one), leaving out aggregate indices bound inside it."""
     if isinstance(expr, ast.Name):
         if expr.path.parts[0].name not in bound:
             yield expr.path.parts[0].name, expr.span
         for index in expr.path.indices:
-            yield from free_names(index, bound)
+            yield from collect_free_names(index, bound)
     elif isinstance(expr, (ast.FunctionCall, ast.Sample)):
         for arg in expr.args:
-            yield from free_names(arg, bound)
+            yield from collect_free_names(arg, bound)
     elif isinstance(expr, ast.Unary):
-        yield from free_names(expr.operand, bound)
+        yield from collect_free_names(expr.operand, bound)
     elif isinstance(expr, ast.Binary):
-        yield from free_names(expr.left, bound)
-        yield from free_names(expr.right, bound)
+        yield from collect_free_names(expr.left, bound)
+        yield from collect_free_names(expr.right, bound)
     elif isinstance(expr, ast.Cond):
         for part in (expr.test, expr.then, expr.otherwise):
-            yield from free_names(part, bound)
+            yield from collect_free_names(part, bound)
     elif isinstance(expr, ast.Over):
-        yield from free_names(expr.count, bound)
-        yield from free_names(expr.body, bound | {expr.variable})
+        yield from collect_free_names(expr.count, bound)
+        yield from collect_free_names(expr.body, bound | {expr.variable})
 
 
-def entry_stmt_exprs(stmt: ast.Stmt):
+def iterate_entry_exprs(stmt: ast.Stmt):
     """The expressions a statement of an entry reads, sugar included."""
     if isinstance(stmt, (ast.Set, ast.Observe)):
         yield stmt.expr
@@ -1198,7 +1190,7 @@ def entry_stmt_exprs(stmt: ast.Stmt):
         yield from stmt.args
 
 
-def names_set_in(stmts) -> list[str]:
+def collect_set_names(stmts) -> list[str]:
     """The names a block sets (set, choose, a binding), in order of first appearance."""
     names: list[str] = []
     for stmt in walk_stmts(stmts):

@@ -28,7 +28,7 @@ from ..errors import ProgramError, Span
 from ..sourcemap import SourceMap
 from . import ast
 from .constants import NotConstant, evaluate_constant, evaluate_count, fold, format_number
-from .desugar import CONTEXT_NAMES, Kernel, draws, substitute, walk_stmts
+from .desugar import CONTEXT_NAMES, Kernel, PoolSpec, StageSpec, has_draw, substitute, walk_stmts
 
 CONTEXT_BY_NAME = {source: name for name, source in ir.CONTEXT_VARIABLES.items()}
 FUNCTION_BY_NAME = {source: (name, kinds) for name, (source, kinds) in ir.FUNCTIONS.items()}
@@ -45,14 +45,14 @@ class Family:
     count: int
 
 
-def target_key(target: ir.CostTarget) -> tuple:
+def get_target_key(target: ir.CostTarget) -> tuple:
     """The order of a joint target's parts: pools before stages, then base, count."""
     return (0 if target.kind == "Pool" else 1, target.base, target.count)
 
 
-def joint_target(targets: list[ir.CostTarget]) -> ir.Target:
+def make_joint_target(targets: list[ir.CostTarget]) -> ir.Target:
     """Distinct targets sorted; one target stands for itself."""
-    unique = sorted(set(targets), key=target_key)
+    unique = sorted(set(targets), key=get_target_key)
     return unique[0] if len(unique) == 1 else ir.JointTarget(tuple(unique))
 
 
@@ -100,8 +100,8 @@ class Lowering:
             for stmt in walk_stmts(block):
                 if isinstance(stmt, ast.Hold) and stmt.lease is not None:
                     self.leased.append(self.lower_ref(stmt.lease.pool, "pool"))
-        pools = [member for index, spec in enumerate(kernel.pools) for member in self.lower_pool(spec, index)]
-        stages = [member for index, spec in enumerate(kernel.stages) for member in self.lower_stage(spec, index)]
+        pools = [member for spec in kernel.pools for member in self.lower_pool(spec)]
+        stages = [member for spec in kernel.stages for member in self.lower_stage(spec)]
         arrival = self.lower_arrival()
         init = self.lower_block(kernel.init)
         turn = self.lower_block(kernel.turn)
@@ -184,11 +184,8 @@ class Lowering:
 
     # ------------------------------------------------------ declarations
 
-    def option_values(self, options, kind: str):
-        found = [o for o in options if o.kind == kind]
-        return found[-1] if found else None
-
-    def lower_pool(self, spec, index: int) -> list[ir.Pool]:
+    def lower_pool(self, spec: PoolSpec) -> list[ir.Pool]:
+        """One IR pool per member of the family, its options folded."""
         self.pool_spans[self.pools[spec.name].base] = spec.span
         options = {}
         for option in spec.options:
@@ -255,7 +252,8 @@ class Lowering:
             raise self.unknown(kind, path.dotted, path.span)
         return family
 
-    def lower_stage(self, spec, index: int) -> list[ir.Stage]:
+    def lower_stage(self, spec: StageSpec) -> list[ir.Stage]:
+        """One IR stage per member; delay is ps(present), the serve orders are keys."""
         self.stage_spans[self.stages[spec.name].base] = spec.span
         kind = spec.kind
         memory = None
@@ -381,7 +379,7 @@ class Lowering:
             return ir.Release(self.enclosed_pool(stmt.pool, "release", leased_too=True))
         if isinstance(stmt, ast.Run):
             refs = [self.lower_ref(p, "stage") for p in stmt.stages]
-            target = joint_target([ir.CostTarget("Stage", r.base, r.count) for r in refs])
+            target = make_joint_target([ir.CostTarget("Stage", r.base, r.count) for r in refs])
             work = ir.Cost(target, self.lower_expr(stmt.work))
             growing = None if stmt.growing is None else self.enclosed_pool(stmt.growing, "growing", leased_too=False)
             also = tuple(refs[1:]) if len(refs) > 1 else None
@@ -399,7 +397,7 @@ class Lowering:
         raise AssertionError(f"a statement the desugaring should have removed: {stmt!r}")  # pragma: no cover
 
     def cost_of_pools(self, refs: list[ir.Ref], expr: ir.Expr) -> ir.Cost:
-        return ir.Cost(joint_target([ir.CostTarget("Pool", r.base, r.count) for r in refs]), expr)
+        return ir.Cost(make_joint_target([ir.CostTarget("Pool", r.base, r.count) for r in refs]), expr)
 
     def lower_hold(self, hold: ast.Hold) -> ir.Hold:
         pools = []
@@ -418,7 +416,7 @@ class Lowering:
         lease = None
         if hold.lease is not None:
             lease_ref = self.lower_ref(hold.lease.pool, "pool")
-            if not any(same_ref(lease_ref, r) for r in refs):
+            if not any(is_same_ref(lease_ref, r) for r in refs):
                 raise ProgramError(f"`lease {hold.lease.pool.dotted}`: the hold does not take that pool (write it as "
                                    f"the hold does, index included)", hold.lease.span)
             lease = ir.Lease(lease_ref, self.lower_expr(hold.lease.duration))
@@ -429,9 +427,9 @@ class Lowering:
         growing, release), written as the hold writes it, index included; a
         release may also end a lease some hold of the program takes."""
         ref = self.lower_ref(path, "pool")
-        if any(same_ref(ref, held) for held in self.held):
+        if any(is_same_ref(ref, held) for held in self.held):
             return ref
-        if leased_too and any(same_ref(ref, leased) for leased in self.leased):
+        if leased_too and any(is_same_ref(ref, leased) for leased in self.leased):
             return ref
         shown = path.dotted + ("[…]" if path.indices else "")
         if any(held.base == ref.base for held in self.held):
@@ -447,7 +445,7 @@ class Lowering:
     def unknown(self, kind: str, name: str, span: Span) -> ProgramError:
         table = {"pool": self.pools, "stage": self.stages}.get(kind)
         known = sorted(table) if table is not None else sorted(set(self.attrs) | set(self.lets))
-        near = [k for k in known if close_names(k, name)]
+        near = [k for k in known if are_close_names(k, name)]
         hint = f" (did you mean `{near[0]}`?)" if near else ""
         if kind == "name":
             return ProgramError(f"unknown name `{name}`: not a let constant, a session attribute (set or choose "
@@ -475,7 +473,7 @@ class Lowering:
         index_expr = indices[0]
         index = self.lower_expr(index_expr)
         try:
-            value = None if draws(index_expr) else fold(index_expr, self.lets)
+            value = None if has_draw(index_expr) else fold(index_expr, self.lets)
         except NotConstant:
             value = None
         if value is not None:
@@ -596,11 +594,11 @@ class Lowering:
         return total
 
 
-def same_ref(a: ir.Ref, b: ir.Ref) -> bool:
+def is_same_ref(a: ir.Ref, b: ir.Ref) -> bool:
     return a.base == b.base and a.count == b.count and a.index == b.index
 
 
-def close_names(a: str, b: str) -> bool:
+def are_close_names(a: str, b: str) -> bool:
     """Names one edit apart (a typo), for a did-you-mean hint."""
     if a == b or abs(len(a) - len(b)) > 1:
         return False

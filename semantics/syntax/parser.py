@@ -37,7 +37,7 @@ def build_parser() -> lark.Lark:
 
 
 @lru_cache(maxsize=1)
-def terminal_spellings() -> dict[str, str]:
+def get_terminal_spellings() -> dict[str, str]:
     """Terminal name -> its source spelling, for the expected-set of an error."""
     spellings = dict(TERMINAL_WORDS)
     for terminal in build_parser().terminals:
@@ -48,7 +48,7 @@ def terminal_spellings() -> dict[str, str]:
 
 def describe_expected(names: set[str] | frozenset[str]) -> str:
     """'a', 'b' or 'c', in a fixed (sorted) order."""
-    spellings = terminal_spellings()
+    spellings = get_terminal_spellings()
     words = sorted({spellings.get(name, name.lower()) for name in names})
     if not words:
         return "nothing"
@@ -65,13 +65,13 @@ def parse_text(text: str, file: str) -> ast.Program:
         token = error.token
         if token.type == "$END":
             found = "the end of the file"
-            line, col = end_position(text)
+            line, col = find_end_position(text)
         else:
             found = f"'{token.value}'"
             line, col = token.line, token.column
         width = len(str(token.value)) if token.type != "$END" else 1
         raise ProgramError(
-            f"expected {describe_expected(accepted_terminals(error))}, found {found}",
+            f"expected {describe_expected(get_accepted_terminals(error))}, found {found}",
             Span(file, line, col, col + max(width, 1)),
         ) from None
     except lark.exceptions.UnexpectedCharacters as error:
@@ -81,7 +81,7 @@ def parse_text(text: str, file: str) -> ast.Program:
             f"expected {expected}, found '{char}'", Span(file, error.line, error.column, error.column + 1)
         ) from None
     except lark.exceptions.UnexpectedEOF as error:  # pragma: no cover - LALR reports $END as a token
-        line, col = end_position(text)
+        line, col = find_end_position(text)
         raise ProgramError(f"expected {describe_expected(set(error.expected))}, found the end of the file",
                            Span(file, line, col)) from None
     try:
@@ -92,7 +92,7 @@ def parse_text(text: str, file: str) -> ast.Program:
         raise
 
 
-def accepted_terminals(error: lark.exceptions.UnexpectedToken) -> set[str]:
+def get_accepted_terminals(error: lark.exceptions.UnexpectedToken) -> set[str]:
     """The terminals that would let the parse go on: the interactive parser's
     answer where it has one (LALR's own expected-set merges lookaheads)."""
     interactive = getattr(error, "interactive_parser", None)
@@ -106,18 +106,10 @@ def accepted_terminals(error: lark.exceptions.UnexpectedToken) -> set[str]:
     return set(error.expected)
 
 
-def end_position(text: str) -> tuple[int, int]:
+def find_end_position(text: str) -> tuple[int, int]:
     """The line and column just after the text's last character."""
     lines = text.split("\n")
     return len(lines), len(lines[-1]) + 1
-
-
-def parse_expression(text: str, file: str) -> ast.Expr:
-    """One expression (a ``let`` value given as text), through the same grammar."""
-    program = parse_text(f"let __value__ = {text};", file)
-    item = program.items[0]
-    assert isinstance(item, ast.Let)
-    return item.expr
 
 
 # --------------------------------------------------------------------------
