@@ -151,3 +151,18 @@ def test_spill_is_lowered_with_its_stage_and_pool() -> None:
     spill = program.pools[1].spill
     assert (spill.to, spill.via) == (0, 0)
     assert spill.work == ir.Binary("Div", ir.Ctx("Size"), ir.Num(2.0))
+
+
+def test_the_source_map_points_at_forms_and_spliced_statements() -> None:
+    """A desugared form's kernel statements have the form's span; a spliced
+    server's statements their own (SourceMap: "for a desugared form, the form's span")."""
+    text = ("pool a { cap 9; } pool b { cap 9; } stage link : ps(1);\nshare maxmin;\n"
+            "workload { arrive batch(1); session { request; end; } }\n"
+            "server {\n  hold a (1), b (1) {\n    transfer (1) from a to b (1);\n  }\n}\nrun { horizon 1; }")
+    program, source_map = compile_source(text, "t.sq")
+    hold = program.blocks[program.session][0]
+    spans = [source_map.stmt(hold.body, k) for k in range(3)]
+    assert [type(s).__name__ for s in program.blocks[hold.body]] == ["Run", "Load", "Release"]
+    assert all((s.line, s.col) == (6, 5) for s in spans)
+    assert (source_map.stmt(program.session, 0).line, source_map.stmt(program.session, 1).line) == (5, 3)
+    assert source_map.share.line == 2 and source_map.arrival.line == 3 and source_map.run.line == 9

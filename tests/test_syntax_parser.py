@@ -211,7 +211,7 @@ def test_comments_and_spans() -> None:
 
 @pytest.mark.parametrize("text, line, col, message", [
     ("let x = 1 +;", 1, 12, "expected '!', '(', '-', '~', a name or a number, found ';'"),
-    ("pool kv { cap 3 }", 1, 17, "found '}'"),
+    ("pool kv { cap 3 }", 1, 17, "expected ';' or an operator, found '}'"),
     ("stage s : foo;", 1, 11, "expected 'delay', 'fifo', 'ps' or 'step', found 'foo'"),
     ("session {\n  set x = 1\n}", 3, 1, "found '}'"),
     ("session { run s (1) }", 1, 21, "expected ';' or 'growing', found '}'"),

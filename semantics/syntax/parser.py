@@ -46,10 +46,17 @@ def get_terminal_spellings() -> dict[str, str]:
     return spellings
 
 
+#: Operators an expression may continue with; several of them are said as one.
+OPERATORS = frozenset("'" + op + "'" for op in ("+", "-", "*", "/", "^", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "?"))
+
+
 def describe_expected(names: set[str] | frozenset[str]) -> str:
-    """'a', 'b' or 'c', in a fixed (sorted) order."""
+    """'a', 'b' or 'c', in a fixed (sorted) order; the operators that could
+    continue an expression are said once, as "an operator"."""
     spellings = get_terminal_spellings()
     words = sorted({spellings.get(name, name.lower()) for name in names})
+    if len(OPERATORS.intersection(words)) >= 3:
+        words = sorted(w for w in words if w not in OPERATORS) + ["an operator"]
     if not words:
         return "nothing"
     if len(words) == 1:
