@@ -43,6 +43,8 @@ BAD_PROGRAMS = [
     ("def f(x) = x;\nlet f = 1;\nsession { end; }", "`f` is already a def", 2, 5),
     ("let B = 1;\nlet B = 2;\nsession { end; }", "let `B` is declared twice", 2, 5),
     ("def used(p) = 1;\nsession { end; }", "`used` is a function the language supplies", 1, 5),
+    ("def tool(x) { end; }\nsession { end; }", "`tool` is a keyword of the language", 1, 5),
+    ("def f(block) = block;\nsession { end; }", "`block` is a keyword of the language", 1, 5),
     ("pool kv { cap 1; }\npool kv { cap 2; }\nsession { end; }", "pool `kv` is declared twice", 2, 6),
     # constants
     ("let x = 0 / 0;\nsession { end; }", "let `x` is NaN", 1, 9),

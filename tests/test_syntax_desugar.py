@@ -209,8 +209,8 @@ def test_aggregates_are_written_out() -> None:
 def test_defs_expand_in_place() -> None:
     decl = "pool kv { cap 10; block 2; } stage s : fifo;\n"
     sugared = decl + """def half(x) = x / 2;
-    def serve(p, w) { hold p (half(w)) { run s (w); } }
-    session { set n = 4; serve(kv, n + 1); }"""
+    def serve_one(p, w) { hold p (half(w)) { run s (w); } }
+    session { set n = 4; serve_one(kv, n + 1); }"""
     kernel = decl + "session { set n = 4; hold kv ((n + 1) / 2) { run s (n + 1); } }"
     assert_twins(sugared, kernel)
 

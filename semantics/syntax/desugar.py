@@ -31,6 +31,7 @@ from typing import Mapping
 from ..errors import ProgramError, Span
 from ..ir import BUILTIN_ATTRS, CONTEXT_VARIABLES
 from . import ast
+from .parser import get_keywords
 from .constants import evaluate_constant, evaluate_count, fold, NotConstant
 
 CONTEXT_NAMES = frozenset(CONTEXT_VARIABLES.values())
@@ -322,12 +323,15 @@ class Desugarer:
             else:
                 value = evaluate_constant(item.expr, self.lets, f"let `{item.name}`")
             self.lets[item.name] = value
-        elif isinstance(item, ast.DefExpr):
+        elif isinstance(item, (ast.DefExpr, ast.DefBlock)):
             self.check_fresh(item.name, item.span, "def")
-            self.expr_defs[item.name] = item
-        elif isinstance(item, ast.DefBlock):
-            self.check_fresh(item.name, item.span, "def")
-            self.block_defs[item.name] = item
+            for name in (item.name,) + item.params:
+                if name in get_keywords():
+                    raise ProgramError(f"`{name}` is a keyword of the language; a def and its parameters take names "
+                                       f"of their own", item.span)
+            if len(set(item.params)) != len(item.params):
+                raise ProgramError(f"def `{item.name}` names a parameter twice", item.span)
+            (self.expr_defs if isinstance(item, ast.DefExpr) else self.block_defs)[item.name] = item
         elif isinstance(item, ast.PoolDecl):
             self.add_pool(item.name, item.family, item.options, item.span)
         elif isinstance(item, ast.StageDecl):

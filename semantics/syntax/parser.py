@@ -50,6 +50,13 @@ def get_terminal_spellings() -> dict[str, str]:
 OPERATORS = frozenset("'" + op + "'" for op in ("+", "-", "*", "/", "^", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "?"))
 
 
+@lru_cache(maxsize=1)
+def get_keywords() -> frozenset[str]:
+    """Every word the grammar reads as a keyword somewhere."""
+    return frozenset(t.pattern.value for t in build_parser().terminals
+                     if isinstance(t.pattern, PatternStr) and t.pattern.value.isidentifier())
+
+
 def describe_expected(names: set[str] | frozenset[str]) -> str:
     """'a', 'b' or 'c', in a fixed (sorted) order; the operators that could
     continue an expression are said once, as "an operator"."""
