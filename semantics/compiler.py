@@ -11,6 +11,7 @@ runs on the result.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Mapping
 
 from . import ir
@@ -23,6 +24,9 @@ from .syntax.parser import parse_text
 
 #: How deep ``use`` may nest before the front end calls it a cycle.
 MAX_USE_DEPTH = 32
+#: The recursion limit while compiling: the parse tree, the desugaring and
+#: the lowering recurse over the program's nesting.
+RECURSION_LIMIT = 20000
 
 
 def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[ast.Item, ...]:
@@ -59,10 +63,18 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
     """The IR of the program ``text`` read from ``file`` (the name errors
     carry and ``use`` resolves against). ``sets`` replaces ``let`` constants
     by name before folding; ``arrivals`` replaces the run block's arrivals."""
-    program = parse_text(text, file)
-    items = resolve_uses(program, {os.path.normpath(file)})
-    kernel = desugar_program(file, items, sets)
-    return lower_kernel(kernel, arrivals)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    try:
+        program = parse_text(text, file)
+        items = resolve_uses(program, {os.path.normpath(file)})
+        kernel = desugar_program(file, items, sets)
+        return lower_kernel(kernel, arrivals)
+    except RecursionError:
+        raise ProgramError("the program nests too deeply to compile: an expression or a block thousands of levels "
+                           "deep (write a long sum with an aggregate, sum j in n (…))", file=file) from None
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def compile_file(path: str, *, sets: Mapping[str, float] | None = None,

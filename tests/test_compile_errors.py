@@ -139,3 +139,13 @@ def test_a_use_cycle_reads_each_file_once(tmp_path) -> None:
     main.write_text('use "a.sq";\npool kv { cap a + b; }\nsession { end; }\nrun { horizon 1; }\n')
     program, _ = compile_file(str(main))
     assert program.pools[0].cap == 3.0
+
+
+def test_deep_nesting_is_a_program_error_not_a_crash() -> None:
+    """A thousand-term sum compiles; a block 50 000 levels deep is a ProgramError."""
+    long_sum = "let x = 1" + " + 1" * 1000 + ";\nsession { set y = x" + " + x" * 1000 + "; }" + RUN
+    compile_source(long_sum, "deep.sq")
+    depth = 50000
+    deep = "session {" + "loop {" * depth + "end;" + "}" * depth + "}" + RUN
+    with pytest.raises(ProgramError, match="nests too deeply"):
+        compile_source(deep, "deep.sq")
