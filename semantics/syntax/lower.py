@@ -109,7 +109,8 @@ class Lowering:
         horizon, warmup, seed, arrivals = self.lower_run()
         hidden = []
         for name, span in kernel.hidden:
-            if name not in self.attrs[len(ir.BUILTIN_ATTRS):] and name not in ("new", "out", "think", "more"):
+            # a built-in is an attribute too (the linker refuses the ones the scheduler sets)
+            if name not in self.attrs:
                 raise ProgramError(f"hidden `{name}`: no set or choose makes it a session attribute", span)
             hidden.append(self.attrs.index(name))
         gauges = []
