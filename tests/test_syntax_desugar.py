@@ -421,3 +421,12 @@ def test_self_is_the_members_index() -> None:
     kernel = ("stage Q[2] : fifo; stage R[1] : fifo;\n"
               "session { choose j in 2 by (serial); run Q[j] (3 + j); run R[0] (2 * 0); run R[0] (1 * 0); }")
     assert ir_json(compile_text(sugared)) == ir_json(compile_text(kernel))
+
+
+def test_a_def_used_in_an_entry_reads_the_entrys_names() -> None:
+    """A use of a def is its body in place, so inside an entry `kv` is the queue's pool."""
+    sugared = ("def take(n) { hold kv (n) { run (n); } }\n"
+               "queue Q : prefill { pool kv { cap 9; } serve fifo; prefill (w) { take(w); } }\n"
+               "session { Q.prefill (2); }")
+    kernel = "pool Q_kv { cap 9; } stage Q : fifo;\nsession { hold Q_kv (2) { run Q (2); } }"
+    assert ir_json(compile_text(sugared)) == ir_json(compile_text(kernel), renames={"Q_kv": "Q.kv"})

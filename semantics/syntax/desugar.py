@@ -779,7 +779,8 @@ class Desugarer:
                 if scope.depth > MAX_EXPANSION_DEPTH:
                     raise ProgramError(f"`{name}` expands into itself", call.span)
                 args = {p: self.rewrite_expr(a, scope) for p, a in zip(definition.params, call.args)}
-                inner = dataclasses.replace(scope, subst=args, index_subst={}, depth=scope.depth + 1)
+                # a use is the body's text in place: it reads the names of the place it is used in
+                inner = dataclasses.replace(scope, subst={**scope.subst, **args}, depth=scope.depth + 1)
                 return [self.respan(s, call.span) for s in self.desugar_block(definition.body, inner)]
             if name in self.expr_defs:
                 raise ProgramError(f"`{name}` is an expression def: use it in an expression, not as a statement",
@@ -1084,8 +1085,8 @@ class Desugarer:
                                        f"{len(args)}", expr.span)
                 if scope.depth > MAX_EXPANSION_DEPTH:
                     raise ProgramError(f"`{expr.function}` expands into itself", expr.span)
-                inner = Scope(scope.side, scope.stages, scope.place, dict(zip(definition.params, args)), {}, None,
-                              scope.depth + 1)
+                inner = dataclasses.replace(scope, subst={**scope.subst, **dict(zip(definition.params, args))},
+                                            depth=scope.depth + 1)
                 return self.rewrite_expr(definition.body, inner)
             if expr.function in self.block_defs:
                 raise ProgramError(f"`{expr.function}` is a def of statements: use it as a statement", expr.span)
