@@ -40,12 +40,13 @@ OBSERVABLES = frozenset({
     "est_lambda", "est_rho", "est_wait",
 })
 #: The functions a call may name (a def may not take one of these names).
-LANGUAGE_FUNCTIONS = frozenset({"min", "max", "abs", "floor", "ceil", "sqrt", "exp", "ln", "pow", "blocksize"}) | OBSERVABLES
+LANGUAGE_FUNCTIONS = OBSERVABLES | {"min", "max", "abs", "floor", "ceil", "sqrt", "exp", "ln", "pow", "blocksize"}
 #: The stage names that play a serving form's role (seed 002, Which stage).
 ROLE_STAGES = {"prefill": ("prefill",), "decode": ("decode",), "tool": ("tool",), "transfer": ("link", "transfer")}
 ROLE_MODES = {"prefill": "Prefill", "decode": "Decode", "tool": "Plain", "transfer": "Plain"}
 #: The roles a queue may play and the entries each has (seed 002, Queues).
 QUEUE_ROLES = {"gateway": ("route",), "prefill": ("prefill",), "decode": ("decode",), "link": ("transfer",)}
+#: How deep defs, entries and requests may expand into one another.
 MAX_EXPANSION_DEPTH = 64
 
 # --------------------------------------------------------------------------
@@ -66,6 +67,8 @@ class PoolSpec:
 
 @dataclass(frozen=True, slots=True)
 class StageSpec:
+    """A stage of the program: ``count`` members of one kind."""
+
     name: str
     count: int
     family: bool
@@ -104,6 +107,9 @@ class Kernel:
 
 @dataclass(slots=True)
 class QueueInfo:
+    """A declared queue as the desugaring knows it. Built while the items are
+    read; a pull relation below the queue fills ``pull_source`` in."""
+
     decl: ast.QueueDecl
     count: int
     family: bool
@@ -1100,7 +1106,8 @@ class Desugarer:
             return ast.Binary(expr.op, self.rewrite_expr(expr.left, scope, in_index),
                               self.rewrite_expr(expr.right, scope, in_index), span=expr.span)
         if isinstance(expr, ast.Cond):
-            return ast.Cond(self.rewrite_expr(expr.test, scope, in_index), self.rewrite_expr(expr.then, scope, in_index),
+            return ast.Cond(self.rewrite_expr(expr.test, scope, in_index),
+                            self.rewrite_expr(expr.then, scope, in_index),
                             self.rewrite_expr(expr.otherwise, scope, in_index), span=expr.span)
         if isinstance(expr, ast.Over):
             inner = dataclasses.replace(
@@ -1144,7 +1151,7 @@ def has_lease_on_every_way(stmts) -> bool:
     for stmt in stmts:
         if isinstance(stmt, ast.Hold) and (stmt.lease is not None or has_lease_on_every_way(stmt.body)):
             return True
-        if isinstance(stmt, ast.Branch) and has_lease_on_every_way(stmt.then) and has_lease_on_every_way(stmt.otherwise):
+        if isinstance(stmt, ast.Branch) and all(has_lease_on_every_way(b) for b in (stmt.then, stmt.otherwise)):
             return True
         if isinstance(stmt, ast.Loop) and has_lease_on_every_way(stmt.body):
             return True

@@ -47,7 +47,7 @@ def get_terminal_spellings() -> dict[str, str]:
 
 
 #: Operators an expression may continue with; several of them are said as one.
-OPERATORS = frozenset("'" + op + "'" for op in ("+", "-", "*", "/", "^", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "?"))
+OPERATORS = frozenset(f"'{op}'" for op in ("+", "-", "*", "/", "^", "<", "<=", ">", ">=", "==", "!=", "&&", "||", "?"))
 
 
 @lru_cache(maxsize=1)
@@ -531,7 +531,8 @@ class BuildAst(Transformer):
         span = self.span(meta)
         if str(aggregate) not in ("max", "min", "sum"):
             raise ProgramError(
-                f"`{aggregate} {variable} in …` is not an aggregate: write max, min or sum", self.token_span(aggregate))
+                f"`{aggregate} {variable} in …` is not an aggregate: write max, min or sum",
+                self.token_span(aggregate))
         return ast.Over(str(aggregate), str(variable), count, body, span=span)
 
     def count_num(self, meta, c):
