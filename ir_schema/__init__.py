@@ -46,8 +46,12 @@ def get_validator() -> jsonschema.Draft202012Validator:
 
 def validate(obj: Any, file: str | None = None) -> None:
     """Raise ``ProgramError`` naming the JSON path of the most useful mismatch
-    (jsonschema's ``best_match``) unless ``obj`` is a version-13 IR value."""
-    error = best_match(get_validator().iter_errors(obj))
+    unless ``obj`` is a version-13 IR value: a wrong ``version`` first (the
+    rest of another version's file is no evidence), else jsonschema's
+    ``best_match``."""
+    errors = list(get_validator().iter_errors(obj))
+    version_errors = [e for e in errors if list(e.absolute_path) == ["version"]]
+    error = version_errors[0] if version_errors else best_match(errors)
     if error is None:
         return
     raise ProgramError(f"IR does not match the schema at {error.json_path}: {describe_error(error)}", file=file)

@@ -105,6 +105,11 @@ def test_wrong_version_is_refused_at_version():
     assert get_schema_error(value) == "IR does not match the schema at $.version: 13 was expected"
 
 
+def test_wrong_version_is_named_before_anything_else():
+    # FORMAT.md: "Loading a different `version` is an error"; the rest of such a file proves nothing.
+    assert get_schema_error({"version": 14}) == "IR does not match the schema at $.version: 13 was expected"
+
+
 def test_unknown_statement_is_named():
     value = load_alone()
     value["blocks"][2][0] = {"Teleport": {"to": 3}}
