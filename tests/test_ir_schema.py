@@ -318,7 +318,7 @@ def programs(draw: st.DrawFn) -> ir.Program:
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_program_encodes_to_valid_json_and_decodes_back_equal(program: ir.Program):
     text = codec.dumps(program)
@@ -328,3 +328,50 @@ def test_random_program_encodes_to_valid_json_and_decodes_back_equal(program: ir
     ir_schema.validate(value)
     assert codec.decode_program(value) == program
     assert codec.dumps(codec.loads(text)) == text
+
+
+#: Fields the encoding may omit (FORMAT.md: `index` of a single pool or stage,
+#: a run's `also`, a session's `turns`, the program's `arrivals`, `share`, `gauges`).
+OPTIONAL_FIELDS = {"index", "also", "turns", "arrivals", "share", "gauges"}
+
+
+def list_objects(value, path=()) -> list[tuple]:
+    """The paths of every JSON object in ``value``, the root included."""
+    found = [path] if isinstance(value, dict) else []
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found.extend(list_objects(child, path + (key,)))
+    return found
+
+
+def get_at(value, path: tuple):
+    for key in path:
+        value = value[key]
+    return value
+
+
+def assert_both_refuse(value) -> None:
+    with pytest.raises(ProgramError, match=r"^IR does not match the schema at \$"):
+        ir_schema.validate(value)
+    with pytest.raises(codec.IRFormatError):
+        codec.decode_program(value)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.data())
+def test_schema_and_codec_both_refuse_an_extra_field_anywhere(program: ir.Program, data: st.DataObject):
+    # FORMAT.md: "Structs are JSON objects with these field names" (and no others).
+    value = codec.encode_program(program)
+    path = data.draw(st.sampled_from(list_objects(value)))
+    get_at(value, path)["colour"] = "red"
+    assert_both_refuse(value)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.data())
+def test_schema_and_codec_both_refuse_a_missing_field_anywhere(program: ir.Program, data: st.DataObject):
+    value = codec.encode_program(program)
+    fields = [(path, key) for path in list_objects(value) for key in get_at(value, path) if key not in OPTIONAL_FIELDS]
+    path, key = data.draw(st.sampled_from(fields))
+    del get_at(value, path)[key]
+    assert_both_refuse(value)
