@@ -74,6 +74,11 @@ def run_on_reference_engine(program: ir.Program):
     pyserq = pytest.importorskip("pyserq")
     value = codec.encode_program(program)
     value["version"] = 14
+    for block in value["blocks"]:
+        for statement in block:
+            if isinstance(statement, dict) and "Choose" in statement:
+                # version 14 writes a choose's count as an expression
+                statement["Choose"]["count"] = {"Num": float(statement["Choose"]["count"])}
     return pyserq.run(pyserq.Program.from_json(json.dumps(value)))
 
 
@@ -434,3 +439,48 @@ def test_closed_form_program_on_the_reference_engine_is_within_3_percent(name: s
     report = run_on_reference_engine(compile_checked(EXAMPLES_DIR / name))
     for observation, value in CLOSED_FORMS[name].items():
         assert report.observe(observation).mean == pytest.approx(value, rel=0.03), observation
+
+
+# --------------------------------------------------------------------------
+# What the multi-turn and lane programs' headers claim, on the reference engine
+# --------------------------------------------------------------------------
+
+
+def compile_with(name: str, **sets: float) -> ir.Program:
+    program, smap = compile_file(str(EXAMPLES_DIR / name), sets=sets or None)
+    link(program, smap)
+    return program
+
+
+def test_replica_without_a_memory_limit_always_finds_its_context():
+    # replica.sq: "with kv_tokens = inf ... every turn after the first finds its whole context".
+    report = run_on_reference_engine(compile_with("multi-turn/replica.sq", kv_tokens=math.inf))
+    assert report.observe("full_hit").count > 100
+    assert report.observe("full_hit").mean == 1
+
+
+def test_replica_under_memory_pressure_loses_some_prefixes():
+    report = run_on_reference_engine(compile_with("multi-turn/replica.sq"))
+    assert 0.5 < report.observe("full_hit").mean < 1
+
+
+def test_routing_by_affinity_keeps_sessions_with_their_context():
+    # routing.sq: full_hit near 1 with affinity, near 1/4 of later turns with shortest queue.
+    affinity = run_on_reference_engine(compile_with("multi-turn/routing.sq", affinity=1)).observe("full_hit").mean
+    shortest = run_on_reference_engine(compile_with("multi-turn/routing.sq", affinity=0)).observe("full_hit").mean
+    assert affinity > 0.95
+    assert 0.1 < shortest < 0.5
+
+
+def test_ascend_lanes_serve_immediate_then_short_then_long():
+    # ascend_lanes.sq: "mean wait of immediate < short < long".
+    report = run_on_reference_engine(compile_with("single-turn/ascend_lanes.sq"))
+    waits = [report.observe(name).mean for name in ("wait_immediate", "wait_short", "wait_long")]
+    assert waits == sorted(waits) and waits[0] < waits[2]
+
+
+def test_ascend_aging_bounds_the_long_lanes_wait():
+    # ascend_lanes.sq: "its longest wait stays within half a second of the threshold".
+    aged = run_on_reference_engine(compile_with("single-turn/ascend_lanes.sq")).observe("wait_long")
+    unaged = run_on_reference_engine(compile_with("single-turn/ascend_lanes.sq", aging=math.inf)).observe("wait_long")
+    assert max(aged.samples) < 3 + 0.5 < max(unaged.samples)
