@@ -166,3 +166,26 @@ def test_the_source_map_points_at_forms_and_spliced_statements() -> None:
     assert all((s.line, s.col) == (6, 5) for s in spans)
     assert (source_map.stmt(program.session, 0).line, source_map.stmt(program.session, 1).line) == (5, 3)
     assert source_map.share.line == 2 and source_map.arrival.line == 3 and source_map.run.line == 9
+
+
+def test_the_pull_fixture_writes_the_relation_out() -> None:
+    """tests/programs/pd_pull.sq: a transfer without `on` in D's entry called
+    from P[i] is run D.nic.latency[j] (x0); run P.nic[i], D.nic[j] (…);
+    load D.kv[j] (…); release P.kv[i]; (seed 002, Queues)."""
+    from pathlib import Path
+
+    from semantics.compiler import compile_file
+
+    path = Path(__file__).resolve().parent / "programs" / "pd_pull.sq"
+    program, source_map = compile_file(str(path))
+    names = [(s.name, s.index) for s in program.stages]
+    assert names == [("P", 0), ("P", 1), ("P.nic", 0), ("P.nic", 1), ("D", 0), ("D", 1), ("D.nic", 0), ("D.nic", 1),
+                     ("D.nic.latency", 0), ("D.nic.latency", 1)]
+    assert program.share == "MaxMin"
+    i, j = program.attrs.index("i"), program.attrs.index("j")
+    decode_hold = [s for s in program.blocks[program.session] if isinstance(s, ir.Hold)][1]
+    latency, read, load, release, _ = program.blocks[decode_hold.body]
+    assert latency.stage == ir.Ref(8, 2, ir.Attr(j)) and latency.work.expr == ir.Num(0.002)
+    assert (read.stage, read.also) == (ir.Ref(2, 2, ir.Attr(i)), (ir.Ref(6, 2, ir.Attr(j)),))
+    assert load.ref == ir.Ref(6, 2, ir.Attr(j)) and release.ref == ir.Ref(2, 2, ir.Attr(i))
+    assert all(source_map.stages[k] == source_map.stages[8] for k in (8, 9))

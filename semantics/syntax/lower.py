@@ -187,7 +187,9 @@ class Lowering:
 
     def lower_pool(self, spec: PoolSpec) -> list[ir.Pool]:
         """One IR pool per member of the family, its options folded."""
-        self.pool_spans[self.pools[spec.name].base] = spec.span
+        family = self.pools[spec.name]
+        for index in range(family.base, family.base + family.count):
+            self.pool_spans[index] = spec.span
         options = {}
         for option in spec.options:
             group = option.kind.split("_")[0]
@@ -255,7 +257,9 @@ class Lowering:
 
     def lower_stage(self, spec: StageSpec) -> list[ir.Stage]:
         """One IR stage per member; delay is ps(present), the serve orders are keys."""
-        self.stage_spans[self.stages[spec.name].base] = spec.span
+        family = self.stages[spec.name]
+        for index in range(family.base, family.base + family.count):
+            self.stage_spans[index] = spec.span
         kind = spec.kind
         memory = None
         memory_span = None
