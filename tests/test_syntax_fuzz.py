@@ -51,3 +51,35 @@ def test_a_mutated_program_is_a_program_or_a_program_error(start: int, length: i
 @given(st.text(max_size=80))
 def test_any_text_is_a_program_or_a_program_error(text: str) -> None:
     compiles_or_explains(text)
+
+
+CONSTANT_LEAVES = st.sampled_from(["0", "1", "2.5", "inf", "1e308", "-1", "B"])
+
+
+def combine_constants(children):
+    binary = st.tuples(children, st.sampled_from(["+", "-", "*", "/", "^", "<", "==", "&&", "||"]), children).map(
+        lambda t: f"({t[0]} {t[1]} {t[2]})")
+    unary = st.tuples(st.sampled_from(["floor", "ceil", "sqrt", "exp", "ln", "abs", "-", "!"]), children).map(
+        lambda t: f"{t[0]}({t[1]})")
+    pair = st.tuples(st.sampled_from(["min", "max", "pow"]), children, children).map(
+        lambda t: f"{t[0]}({t[1]}, {t[2]})")
+    condition = st.tuples(children, children, children).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})")
+    aggregate = st.tuples(st.sampled_from(["max", "min", "sum"]), children).map(
+        lambda t: f"{t[0]} k in 3 (k * {t[1]})")
+    return binary | unary | pair | condition | aggregate
+
+
+constant_expressions = st.recursive(CONSTANT_LEAVES, combine_constants, max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(constant_expressions)
+def test_any_constant_folds_to_a_number_or_a_program_error(text: str) -> None:
+    """Seed 002: "Every constant ... is a number or inf; one that evaluates to NaN ... does not link"."""
+    source = f"let B = 2;\nlet x = {text};\npool kv {{ cap x; }}\nrun {{ horizon 1; }}"
+    try:
+        program, _ = compile_source(source, "const.sq")
+    except ProgramError as error:
+        assert "NaN" in error.message or "negative" in error.message or "must" in error.message, error.message
+        return
+    assert program.pools[0].cap == program.pools[0].cap  # never NaN

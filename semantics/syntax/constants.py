@@ -17,13 +17,41 @@ from typing import Callable, Mapping
 from ..errors import ProgramError, Span
 from . import ast
 
+def take_min(a: float, b: float) -> float:
+    """The smaller; a NaN operand gives the other (IEEE minNum, Rust's f64::min)."""
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    return min(a, b)
+
+
+def take_max(a: float, b: float) -> float:
+    """The larger; a NaN operand gives the other (IEEE maxNum, Rust's f64::max)."""
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    return max(a, b)
+
+
+def round_down(x: float) -> float:
+    """floor on floats: an infinity or NaN is itself."""
+    return float(math.floor(x)) if math.isfinite(x) else x
+
+
+def round_up(x: float) -> float:
+    """ceil on floats: an infinity or NaN is itself."""
+    return float(math.ceil(x)) if math.isfinite(x) else x
+
+
 #: The pure functions a constant may call, by source name.
 PURE_FUNCTIONS: dict[str, tuple[int, Callable[..., float]]] = {
-    "min": (2, min),
-    "max": (2, max),
+    "min": (2, take_min),
+    "max": (2, take_max),
     "abs": (1, abs),
-    "floor": (1, math.floor),
-    "ceil": (1, math.ceil),
+    "floor": (1, round_down),
+    "ceil": (1, round_up),
     "sqrt": (1, lambda x: math.sqrt(x) if x >= 0 else math.nan),
     "exp": (1, lambda x: math.exp(x) if x < 710 else math.inf),
     "ln": (1, lambda x: math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)),
@@ -107,12 +135,11 @@ def fold(expr: ast.Expr, lets: Mapping[str, float], bound: Mapping[str, float] |
             raise ProgramError(f"`{expr.aggregate} {expr.variable} in`'s count must be a positive whole number, "
                                f"found {format_number(count)}", expr.count.span)
         values = [fold(expr.body, lets, {**bound, expr.variable: float(k)}) for k in range(int(count))]
-        if expr.aggregate == "sum":
-            total = values[0]
-            for value in values[1:]:
-                total += value
-            return total
-        return max(values) if expr.aggregate == "max" else min(values)
+        combine = {"sum": lambda a, b: a + b, "max": take_max, "min": take_min}[expr.aggregate]
+        total = values[0]
+        for value in values[1:]:
+            total = combine(total, value)
+        return total
     raise AssertionError(f"unknown expression {expr!r}")
 
 
