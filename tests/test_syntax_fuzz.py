@@ -83,3 +83,18 @@ def test_any_constant_folds_to_a_number_or_a_program_error(text: str) -> None:
         assert "NaN" in error.message or "negative" in error.message or "must" in error.message, error.message
         return
     assert program.pools[0].cap == program.pools[0].cap  # never NaN
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(constant_expressions, st.sampled_from(["pool", "stage", "queue", "count"]))
+def test_any_constant_index_or_count_is_checked(text: str, place: str) -> None:
+    """A constant index out of range, or a count that is not a whole number, is a ProgramError."""
+    body = {
+        "pool": f"session {{ hold kv[{text}] (1) {{ end; }} }}",
+        "stage": f"session {{ run s[{text}] (1); }}",
+        "queue": f"session {{ Q[{text}].prefill (1); }}",
+        "count": f"gauge g = sum k in ({text}) (used(kv[0]));",
+    }[place]
+    source = ("let B = 2;\npool kv[3] { }\nstage s[3] : fifo;\nqueue Q[2] : prefill { serve fifo; prefill (w) { run (w); } }\n"
+              + body + "\nrun { horizon 1; }")
+    compiles_or_explains(source)

@@ -131,7 +131,7 @@ def fold(expr: ast.Expr, lets: Mapping[str, float], bound: Mapping[str, float] |
         raise NotConstant(f"the draw `~{expr.distribution}(…)`", expr.span)
     if isinstance(expr, ast.Over):
         count = fold(expr.count, lets, bound)
-        if not (count >= 1 and count == int(count) and math.isfinite(count)):
+        if not is_whole(count) or count < 1:
             raise ProgramError(f"`{expr.aggregate} {expr.variable} in`'s count must be a positive whole number, "
                                f"found {format_number(count)}", expr.count.span)
         values = [fold(expr.body, lets, {**bound, expr.variable: float(k)}) for k in range(int(count))]
@@ -158,16 +158,21 @@ def evaluate_constant(expr: ast.Expr, lets: Mapping[str, float], what: str) -> f
 def evaluate_count(expr: ast.Expr, lets: Mapping[str, float], what: str, least: int) -> int:
     """A constant that counts (a family's size, a population): a whole number, at least ``least``."""
     value = evaluate_constant(expr, lets, what)
-    if not (math.isfinite(value) and value == int(value) and value >= least):
+    if not is_whole(value) or value < least:
         raise ProgramError(f"{what} is {format_number(value)}: it counts, so it is a whole number of {least} or more",
                            expr.span)
     return int(value)
+
+
+def is_whole(value: float) -> bool:
+    """A finite whole number (an infinity or NaN is not)."""
+    return math.isfinite(value) and value == math.floor(value)
 
 
 def format_number(value: float) -> str:
     """A number as the messages print it: 3, 2.5, inf."""
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
-    if value == int(value) and abs(value) < 1e15:
+    if is_whole(value) and abs(value) < 1e15:
         return str(int(value))
     return repr(value)

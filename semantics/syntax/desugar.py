@@ -32,7 +32,7 @@ from ..errors import ProgramError, Span
 from ..ir import BUILTIN_ATTRS, CONTEXT_VARIABLES
 from . import ast
 from .parser import get_keywords
-from .constants import evaluate_constant, evaluate_count, fold, NotConstant
+from .constants import NotConstant, evaluate_constant, evaluate_count, fold, format_number, is_whole
 
 CONTEXT_NAMES = frozenset(CONTEXT_VARIABLES.values())
 OBSERVABLES = frozenset({
@@ -948,8 +948,8 @@ class Desugarer:
             value = fold(member, self.lets)
         except NotConstant:
             return
-        if not (value == int(value) and 0 <= value < info.count):
-            raise ProgramError(f"`{info.name}[{value:g}]` is out of range: `{info.name}` has {info.count} member(s)",
+        if not (is_whole(value) and 0 <= value < info.count):
+            raise ProgramError(f"`{info.name}[{format_number(value)}]` is out of range: `{info.name}` has {info.count} member(s)",
                                span)
 
     def queue_subst(self, info: QueueInfo, member, source, entry: ast.Entry, args) -> dict[str, ast.Expr]:

@@ -27,7 +27,7 @@ from .. import ir
 from ..errors import ProgramError, Span
 from ..sourcemap import SourceMap
 from . import ast
-from .constants import NotConstant, evaluate_constant, evaluate_count, fold, format_number
+from .constants import NotConstant, evaluate_constant, evaluate_count, fold, format_number, is_whole
 from .desugar import CONTEXT_NAMES, Kernel, PoolSpec, StageSpec, has_draw, substitute, walk_stmts
 
 CONTEXT_BY_NAME = {source: name for name, source in ir.CONTEXT_VARIABLES.items()}
@@ -482,7 +482,7 @@ class Lowering:
         except NotConstant:
             value = None
         if value is not None:
-            if not (value == int(value) and 0 <= value < family.count):
+            if not (is_whole(value) and 0 <= value < family.count):
                 raise ProgramError(f"{kind} `{name}[{format_number(value)}]` is out of range: `{name}` has "
                                    f"{family.count} member(s)", index_expr.span)
             index = ir.Num(float(value))
