@@ -162,8 +162,8 @@ def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[fl
     pool = c.pools[p]
     c = _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w is not waiting)))
     admission = c.sequence
-    c = c._replace(sequence=admission + 1)
-    allocations = []
+    s = s._replace(holds=s.holds + (ActiveHold(admission, pending.stmt, ()),))
+    c = c._replace(sequence=admission + 1, sessions=c.sessions.set(serial, s))
     cached = 0.0
     for q, u in zip(pending.pools, units):
         consumed = 0.0
@@ -176,17 +176,19 @@ def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[fl
         c = _set_pool(c, q, pool._replace(allocated=pool.allocated + need,
                                           holders=pool.holders + (Holding(admission, serial, admission, need, False),)))
         c = mark_dirty(m, count_pool(c, q, admissions=1), q) if is_warm(m, c) else mark_dirty(m, c, q)
-        allocations.append(Allocation(q, need, consumed, False))
+        s = c.sessions[serial]
+        active = s.holds[-1]
+        active = active._replace(allocations=active.allocations + (Allocation(q, need, min(consumed, need), False),))
+        c = c._replace(sessions=c.sessions.set(serial, s._replace(holds=s.holds[:-1] + (active,))))
     if is_warm(m, c):
         c = count_pool(c, p, wait_sum=c.time - pending.joined, wait_count=1)
     s = c.sessions[serial]
     attrs = list(s.attrs)
     attrs[m.program.slot_cached] = cached
-    s = s._replace(attrs=tuple(attrs), holds=s.holds + (ActiveHold(admission, pending.stmt, tuple(allocations)),),
-                   frames=s.frames + (Frame(hold.body, 0, HOLD, pending.stmt),), admission=admission)
+    s = s._replace(attrs=tuple(attrs), frames=s.frames + (Frame(hold.body, 0, HOLD, pending.stmt),), admission=admission)
     c = make_ready(m, c, s)
     if m.observer:
-        m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": [a.units for a in allocations],
+        m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": [a.units for a in s.holds[-1].allocations],
                                    "cached": cached, "waited": c.time - pending.joined})
     return c
 
@@ -362,14 +364,22 @@ def _computed(a: Allocation) -> float:
     return a.position if a.advanced else a.units
 
 
-def release_hold(m: Machine, c: Configuration, serial: int, hold: ActiveHold, lease_pool: int | None = None) -> Configuration:
-    """Every allocation of ``hold`` goes back, except a leased one (pool/lease)."""
-    for a in hold.allocations:
+def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None) -> Configuration:
+    """Every allocation of the session's hold ``hold_id`` goes back, one pool
+    at a time, except a leased one (pool/lease); the hold is left empty."""
+    while True:
+        s = c.sessions[serial]
+        h = next(i for i, x in enumerate(s.holds) if x.hold_id == hold_id)
+        hold = s.holds[h]
+        if not hold.allocations:
+            return c
+        a = hold.allocations[0]
+        s = s._replace(holds=replace_at(s.holds, h, hold._replace(allocations=hold.allocations[1:])))
+        c = c._replace(sessions=c.sessions.set(serial, s))
         if a.pool == lease_pool:
             c = start_lease(m, c, serial, hold, a)
         else:
             c = release_units(m, c, serial, a.pool, a.units, _computed(a), hold.stmt, hold.hold_id)
-    return c
 
 
 def start_lease(m: Machine, c: Configuration, serial: int, hold: ActiveHold, a: Allocation) -> Configuration:
@@ -533,14 +543,14 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     c = detach(m, c._replace(sessions=c.sessions.set(victim, s)), victim)
     target = s.holds[h]
     while True:
+        inner = c.sessions[victim].holds[-1]
+        c = release_hold(m, c, victim, inner.hold_id)
         s = c.sessions[victim]
-        inner = s.holds[-1]
         frames = s.frames
         while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):
             frames = frames[:-1]
         s = s._replace(holds=s.holds[:-1], frames=frames[:-1])
         c = c._replace(sessions=c.sessions.set(victim, s))
-        c = release_hold(m, c, victim, inner)
         if inner.hold_id == target.hold_id:
             break
     # the parent frame already points past the hold statement, as when it was first executed

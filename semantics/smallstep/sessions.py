@@ -86,11 +86,13 @@ def exit_hold(m: Machine, c: Configuration, s: Session) -> Configuration:
         env = session_env(m, c, s, hold.stmt)
         lease_pool = resolve_index(compiled.lease_ref, compiled.lease_index, env, "pool")
     done = {a.pool for a in hold.allocations}
+    c = pools.release_hold(m, c, s.serial, hold.hold_id, lease_pool)
+    s = c.sessions[s.serial]
     attrs = list(s.attrs)
     attrs[m.program.slot_computed] = 0.0
     s = s._replace(frames=s.frames[:-1], holds=s.holds[:-1], attrs=tuple(attrs),
                    preempted_at=tuple((q, x) for q, x in s.preempted_at if q not in done))
-    c = pools.release_hold(m, _store(c, s), s.serial, hold, lease_pool)
+    c = _store(c, s)
     return _note(m, c, "session/hold-exit", c.sessions[s.serial])
 
 
@@ -261,10 +263,9 @@ def end_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     under ``arrive closed`` a new session arrives at once in its place."""
     c = pools.detach(m, c, serial)
     while c.sessions[serial].holds:
+        c = pools.release_hold(m, c, serial, c.sessions[serial].holds[-1].hold_id)
         s = c.sessions[serial]
-        hold = s.holds[-1]
-        s = s._replace(holds=s.holds[:-1])
-        c = pools.release_hold(m, _store(c, s), serial, hold)
+        c = _store(c, s._replace(holds=s.holds[:-1]))
     while c.sessions[serial].leases:
         c = pools.end_lease(m, c, serial, c.sessions[serial].leases[0].lease_id, expired=False)
     s = c.sessions[serial]
