@@ -70,6 +70,16 @@ def call(fun: str, *args) -> ir.Call:
     return ir.Call(fun, tuple(out))
 
 
+def pool_cost(pool: int, x) -> ir.Cost:
+    """``x`` measured in pool ``pool``'s units (the reference compiler's Cost wrapper)."""
+    return ir.Cost(ir.CostTarget("Pool", pool, 1), expr(x))
+
+
+def joint_cost(pools) -> ir.CostTarget | ir.JointTarget:
+    targets = tuple(ir.CostTarget("Pool", p, 1) for p in pools)
+    return targets[0] if len(targets) == 1 else ir.JointTarget(targets)
+
+
 class Builder:
     def __init__(self, attrs=()):
         self.attrs = list(ir.BUILTIN_ATTRS) + list(attrs)
@@ -134,7 +144,7 @@ class Builder:
         return ir.Observe(self.observes.index(name), expr(e))
 
     def run(self, stage, work, *also) -> ir.Run:
-        return ir.Run(ir.Ref(stage, 1, None), "Plain", expr(work), None,
+        return ir.Run(ir.Ref(stage, 1, None), "Plain", ir.Cost(ir.CostTarget("Stage", stage, 1), expr(work)), None,
                       tuple(ir.Ref(s, 1, None) for s in also) if also else None)
 
     def run_ref(self, ref: ir.Ref, work) -> ir.Run:
@@ -142,13 +152,15 @@ class Builder:
 
     def hold(self, pools, *body, cache=None, reuse=None, lease=None) -> ir.Hold:
         """``pools``: (pool, units) or (pool, units, reserve) tuples; ``lease``: (pool, seconds)."""
-        parts = tuple(ir.HoldPool(ir.Ref(p[0], 1, None), expr(p[1]), expr(p[2]) if len(p) > 2 else None) for p in pools)
-        return ir.Hold(parts, None if reuse is None else expr(reuse), self.block(*body),
-                       None if cache is None else expr(cache),
+        parts = tuple(ir.HoldPool(ir.Ref(p[0], 1, None), pool_cost(p[0], p[1]),
+                                  pool_cost(p[0], p[2]) if len(p) > 2 else None) for p in pools)
+        joint = joint_cost([p[0] for p in pools])
+        return ir.Hold(parts, None if reuse is None else ir.Cost(joint, expr(reuse)), self.block(*body),
+                       None if cache is None else ir.Cost(joint, expr(cache)),
                        None if lease is None else ir.Lease(ir.Ref(lease[0], 1, None), expr(lease[1])))
 
     def grow(self, pool, units) -> ir.Grow:
-        return ir.Grow(ir.Ref(pool, 1, None), expr(units))
+        return ir.Grow(ir.Ref(pool, 1, None), pool_cost(pool, units))
 
     def release(self, pool) -> ir.Release:
         return ir.Release(ir.Ref(pool, 1, None))
@@ -157,7 +169,7 @@ class Builder:
         return ir.Drop(ir.Ref(pool, 1, None))
 
     def load(self, pool, units) -> ir.Load:
-        return ir.Load(ir.Ref(pool, 1, None), expr(units))
+        return ir.Load(ir.Ref(pool, 1, None), pool_cost(pool, units))
 
     def branch(self, guard, then, otherwise=()) -> ir.Branch:
         return ir.Branch(expr(guard), self.block(*then), self.block(*otherwise))
@@ -181,9 +193,10 @@ class Builder:
     def build(self, arrival=None, horizon=100.0, warmup=0.0, seed=1, arrivals=None, share=None,
               trace=None, trace_ordered=False) -> ir.Program:
         assert self.session_block is not None, "call session(...) first"
-        n = len(self.attrs)
+        builtin_types = ("Value", "Size", "Size", "Size", "Size", "Size", "Size", "Size", "Value")
+        types = builtin_types + ("Size",) * (len(self.attrs) - len(builtin_types))
         return ir.Program(
-            version=ir.IR_VERSION, attrs=tuple(self.attrs), attr_types=("Value",) * n,
+            version=ir.IR_VERSION, attrs=tuple(self.attrs), attr_types=types,
             sides=tuple(("Workload",) * len(b) for b in self.blocks), observes=tuple(self.observes),
             pools=tuple(self.pools), stages=tuple(self.stages), arrival=arrival or ir.Batch(1), trace=trace,
             trace_ordered=trace_ordered, init=0, turn=1, session=self.session_block, blocks=tuple(self.blocks),

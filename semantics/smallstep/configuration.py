@@ -237,7 +237,27 @@ class Configuration(NamedTuple):
     statistics: Statistics
     dirty: frozenset  # pools whose state changed since they were last tried
     ended_attrs: immutables.Map  # serial -> attributes at its last release, for ended sessions
-    quiet: int  # statements run at this instant since something last blocked
+
+
+def _install_fast_replace(record_type) -> None:
+    """Give a NamedTuple a ``_replace`` that builds the new record with one
+    ``tuple.__new__`` call (collections' generic ``_replace`` goes through
+    ``_make`` and a ``map``, about twice the cost; LITERAL-SPEED.md)."""
+    index = {name: i for i, name in enumerate(record_type._fields)}
+    build = tuple.__new__
+
+    def replace(self, **changes):
+        values = list(self)
+        for name, value in changes.items():
+            values[index[name]] = value
+        return build(record_type, values)
+
+    record_type._replace = replace
+
+
+for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Session, CacheEntry, Holding, Waiting,
+                     PoolState, Job, StageState, FlowState, PoolStats, StageStats, Statistics, Workload, Configuration):
+    _install_fast_replace(_record_type)
 
 
 EMPTY_POOL = PoolState(0.0, 0.0, (), (), (), ())

@@ -45,8 +45,7 @@ def initial_configuration(m: Machine) -> Configuration:
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=(), pools=(EMPTY_POOL,) * len(program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
-        workload=Workload(0, 0, 0, 0, 0), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map(),
-        quiet=0)
+        workload=Workload(0, 0, 0, 0, 0), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
 def handle_event(m: Machine, c: Configuration) -> Configuration:

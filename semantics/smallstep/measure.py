@@ -37,7 +37,7 @@ def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
                                    busy_area=ss.busy_area + busy_level(m, c, s) * dt)
                        for s, ss in enumerate(stats.stages))
         stats = stats._replace(pools=pools, stages=stages, live_area=stats.live_area + len(c.sessions) * dt)
-    return c._replace(time=t, statistics=stats, quiet=0)
+    return c._replace(time=t, statistics=stats)
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:

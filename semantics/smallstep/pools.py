@@ -90,7 +90,7 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
     pool = c.pools[first]
     waiting = Waiting(serial, c.sequence, preempted)
     queue = (waiting,) + pool.queue if preempted else pool.queue + (waiting,)
-    c = c._replace(sessions=c.sessions.set(serial, s), sequence=c.sequence + 1, quiet=0)
+    c = c._replace(sessions=c.sessions.set(serial, s), sequence=c.sequence + 1)
     c = mark_dirty(m, _set_pool(c, first, pool._replace(queue=queue)), first)
     if m.observer:
         m.notify("session/hold-enter", c, {"session": serial, "pool": m.pool_name(first), "head": preempted,
@@ -462,7 +462,7 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
             s = c.sessions[serial]._replace(status=GROWING, growth=(p, amount))
             pool = c.pools[p]
             c = _set_pool(c, p, pool._replace(growers=pool.growers + (serial,)))
-            c = c._replace(sessions=c.sessions.set(serial, s), quiet=0)
+            c = c._replace(sessions=c.sessions.set(serial, s))
             if m.observer:
                 m.notify("pool/grow-wait", c, {"session": serial, "pool": m.pool_name(p), "units": need})
             return c, False

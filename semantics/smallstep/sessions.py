@@ -22,15 +22,15 @@ from .values import resolve_index
 def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     """Run the ready session ``serial`` until it blocks or ends."""
     blocks = m.program.blocks
+    quiet = 0  # statements since the session became ready: it has not blocked
     while True:
         s = c.sessions.get(serial)
         if s is None or s.status != READY:
             return c
-        quiet = c.quiet + 1
+        quiet += 1
         if quiet > MAX_QUIET_STATEMENTS:
             fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
                  f"the program loops without letting time pass", c, _current_stmt(s))
-        c = c._replace(quiet=quiet)
         if not s.frames:
             c = end_session(m, c, serial)
             continue
@@ -195,7 +195,6 @@ def execute_run(m, c, s, stmt: ir.Run, at):
     c = _store(c, s)
     if work <= 0:
         return _note(m, c, "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
-    c = c._replace(quiet=0)
     c = stages.enter_stage(m, c, tuple(targets), s.serial, work)
     return c
 
@@ -271,7 +270,7 @@ def end_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     s = c.sessions[serial]
     if m.keeps_ended_attrs:
         c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
-    c = c._replace(sessions=c.sessions.delete(serial), quiet=0)
+    c = c._replace(sessions=c.sessions.delete(serial))
     m.session_streams.pop(serial, None)
     if is_warm(m, c):
         c = c._replace(statistics=c.statistics._replace(ended=c.statistics.ended + 1))
