@@ -220,3 +220,9 @@ def test_an_aggregate_written_out_thousands_deep_links():
         total = ir.Binary("Add", total, ir.Call("Used", (ir.PoolArg(ref(0)),)))
     program = make_program([ir.Observe(0, total), make_run(0, total)], pools=[make_pool("kv", 10)], stages=[make_fifo("svc")])
     assert link(program) == []
+
+
+def test_a_turn_block_holding_more_than_set_and_observe_is_an_error():
+    # seed 002 §2: "init block | turn block -- only set / observe"
+    program = make_program(turn=[ir.Set(attr("x").slot, num(1)), ir.Turn()])
+    assert link_error(program) == "blocks[1][1] (Turn): the workload's turn block holds only `set` and `observe`, not Turn"

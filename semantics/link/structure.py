@@ -180,6 +180,15 @@ def check_blocks(program: ir.Program, smap: SourceMap) -> None:
 
     for root in list_roots(program):
         check(root, ())
+    for name in ("init", "turn"):
+        block = getattr(program, name)
+        for index, stmt in enumerate(program.blocks[block]):
+            if not isinstance(stmt, (ir.Set, ir.Observe)):
+                raise make_error(
+                    smap,
+                    locate_statement(program, smap, block, index),
+                    f"the workload's {name} block holds only `set` and `observe`, not {type(stmt).__name__}",
+                )
 
 
 # --------------------------------------------------------------------------
