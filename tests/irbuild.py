@@ -76,7 +76,7 @@ def pool_cost(pool: int, x) -> ir.Cost:
 
 
 def joint_cost(pools) -> ir.CostTarget | ir.JointTarget:
-    targets = tuple(ir.CostTarget("Pool", p, 1) for p in pools)
+    targets = tuple(ir.CostTarget("Pool", p, 1) for p in sorted(set(pools)))
     return targets[0] if len(targets) == 1 else ir.JointTarget(targets)
 
 
