@@ -254,7 +254,12 @@ def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
     solver.add(bad)
     if solver.check() != z3.sat:
         return Verdict(NEVER, "")
-    witness = describe_witness(encoder, solver.model(), term)
+    model = solver.model()
+    # a witness in whole numbers reads better (`known` = 2, not 1.5), when there is one
+    solver.add(*[z3.IsInt(quantity) for quantity in encoder.named.values()])
+    if solver.check() == z3.sat:
+        model = solver.model()
+    witness = describe_witness(encoder, model, term)
     solver = make_solver(encoder)
     solver.add(z3.Not(bad))
     return Verdict(ALWAYS if solver.check() == z3.unsat else SOMETIMES, witness)
