@@ -16,7 +16,6 @@ meets an IndexError. Then the rules of seed 002 about stages:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 from .. import ir
 from ..sourcemap import SourceMap
@@ -268,14 +267,15 @@ def check_structure(program: ir.Program, smap: SourceMap) -> None:
 # --------------------------------------------------------------------------
 
 
-def list_family(program: ir.Program, ref: ir.Ref) -> Iterator[ir.Stage]:
-    return iter(program.stages[ref.base : ref.base + ref.count])
+def list_members(program: ir.Program, ref: ir.Ref) -> tuple[ir.Stage, ...]:
+    """The stages of a reference's family."""
+    return program.stages[ref.base : ref.base + ref.count]
 
 
 def check_run(program: ir.Program, smap: SourceMap, site: Site, run: ir.Run) -> None:
     stage = program.stages[run.stage.base]
     written = show_stage_ref(program, run.stage)
-    on_step = any(isinstance(s.kind, ir.Step) for s in list_family(program, run.stage))
+    on_step = any(isinstance(s.kind, ir.Step) for s in list_members(program, run.stage))
     if on_step and run.mode == "Plain":
         raise make_error(
             smap,
@@ -308,7 +308,7 @@ def check_run(program: ir.Program, smap: SourceMap, site: Site, run: ir.Run) -> 
                 smap, site, f"a run over several stages names each stage array once, and `{array}` is named twice"
             )
         arrays.append(array)
-        for member in list_family(program, ref):
+        for member in list_members(program, ref):
             if not isinstance(member.kind, ir.Ps):
                 raise make_error(
                     smap,

@@ -28,7 +28,7 @@ an unknown answer is no finding, so a verdict never depends on the machine.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -272,17 +272,17 @@ def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """One property of one site's expression: ``what`` names the expression
+    """One fault a site's expression may have: ``what`` names the expression
     in messages; ``limit`` is the family's last index or the pool's cap."""
 
     site: Site
     what: str
     expr: ir.Expr
-    property: str  # "index", "guard", "negative", "cap"
+    fault: str  # "index", "guard", "negative", "cap"
     limit: float
 
 
-def list_index_questions(program: ir.Program, site: Site, refs: Iterator[tuple[str, ir.Ref]]) -> Iterator[Question]:
+def list_index_questions(program: ir.Program, site: Site, refs: Iterable[tuple[str, ir.Ref]]) -> Iterator[Question]:
     for kind, ref in refs:
         if ref.index is None:
             continue
@@ -300,7 +300,7 @@ def list_expression_refs(expressions: list[ir.Expr]) -> Iterator[tuple[str, ir.R
 
 
 def list_statement_questions(program: ir.Program, site: Site, stmt: ir.Stmt) -> Iterator[Question]:
-    yield from list_index_questions(program, site, iter(list_statement_refs(stmt)))
+    yield from list_index_questions(program, site, list_statement_refs(stmt))
     yield from list_index_questions(program, site, list_expression_refs([p.expr for p in list_parts(stmt)]))
     if isinstance(stmt, (ir.Branch, ir.While)):
         word = "branch" if isinstance(stmt, ir.Branch) else "while"
@@ -333,11 +333,11 @@ def list_questions(program: ir.Program, smap: SourceMap) -> Iterator[Question]:
 
 
 def formulate(question: Question, encoder: Encoder, term: z3.ArithRef) -> z3.BoolRef:
-    if question.property == "index":
+    if question.fault == "index":
         return z3.Or(term < 0, term > encoder.make_constant(question.limit), z3.Not(z3.IsInt(term)))
-    if question.property == "guard":
+    if question.fault == "guard":
         return z3.And(term != 0, term != 1)
-    if question.property == "negative":
+    if question.fault == "negative":
         return term < 0
     return term > encoder.make_constant(question.limit)
 
@@ -346,15 +346,15 @@ def phrase_finding(question: Question, verdict: Verdict) -> str:
     """The message of a finding: ALWAYS is an error, SOMETIMES a warning."""
     what, witness, always = question.what, verdict.witness, verdict.answer == ALWAYS
     last = format_number(question.limit)
-    if question.property == "index":
+    if question.fault == "index":
         if always:
             return f"{what} is never a member index 0..{last} (e.g. {witness})"
         return f"{what} can be {witness}, which is not a member index 0..{last}"
-    if question.property == "guard":
+    if question.fault == "guard":
         if always:
             return f"{what} is never 0 or 1 (e.g. {witness}); a guard is a test, and any other value is a run-time error"
         return f"{what} can be {witness}, which is neither 0 nor 1 (a run-time error); write `branch with (p)` for a draw"
-    if question.property == "negative":
+    if question.fault == "negative":
         if always:
             return f"{what} is negative for every admissible value (e.g. {witness})"
         return f"{what} can be negative: {witness}"
