@@ -226,3 +226,13 @@ def test_a_turn_block_holding_more_than_set_and_observe_is_an_error():
     # seed 002 §2: "init block | turn block -- only set / observe"
     program = make_program(turn=[ir.Set(attr("x").slot, num(1)), ir.Turn()])
     assert link_error(program) == "blocks[1][1] (Turn): the workload's turn block holds only `set` and `observe`, not Turn"
+
+
+def test_link_leaves_the_recursion_limit_as_it_found_it():
+    import sys
+
+    before = sys.getrecursionlimit()
+    link(make_program([ir.Set(attr("x").slot, num(1))]))
+    with pytest.raises(ProgramError):
+        link(make_program([ir.Loop(17)]))
+    assert sys.getrecursionlimit() == before
