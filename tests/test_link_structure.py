@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -229,8 +230,6 @@ def test_a_turn_block_holding_more_than_set_and_observe_is_an_error():
 
 
 def test_link_leaves_the_recursion_limit_as_it_found_it():
-    import sys
-
     before = sys.getrecursionlimit()
     link(make_program([ir.Set(attr("x").slot, num(1))]))
     with pytest.raises(ProgramError):
