@@ -242,15 +242,28 @@ class Configuration(NamedTuple):
 def _install_fast_replace(record_type) -> None:
     """Give a NamedTuple a ``_replace`` that builds the new record with one
     ``tuple.__new__`` call (collections' generic ``_replace`` goes through
-    ``_make`` and a ``map``, about twice the cost; LITERAL-SPEED.md)."""
-    index = {name: i for i, name in enumerate(record_type._fields)}
-    build = tuple.__new__
+    ``_make`` and a ``map``, about twice the cost; LITERAL-SPEED.md). For each
+    set of field names used together, a builder is written once: it lists
+    every field, taking the changed ones from its arguments."""
+    fields = record_type._fields
+    builders: dict[tuple[str, ...], object] = {}
+
+    def builder_for(names: tuple[str, ...]):
+        unknown = set(names) - set(fields)
+        if unknown:
+            raise TypeError(f"{record_type.__name__} has no field {sorted(unknown)[0]}")
+        items = ", ".join(name if name in names else f"self[{i}]" for i, name in enumerate(fields))
+        source = f"def build(self, {', '.join(names)}):\n    return new(record_type, ({items},))\n"
+        namespace = {"new": tuple.__new__, "record_type": record_type}
+        exec(source, namespace)
+        return namespace["build"]
 
     def replace(self, **changes):
-        values = list(self)
-        for name, value in changes.items():
-            values[index[name]] = value
-        return build(record_type, values)
+        names = tuple(changes)
+        build = builders.get(names)
+        if build is None:
+            build = builders[names] = builder_for(names)
+        return build(self, **changes)
 
     record_type._replace = replace
 

@@ -127,7 +127,7 @@ def execute_set(m, c, s, stmt: ir.Set, at):
     value = m.compiler.compile(stmt.expr)(env)
     attrs = list(s.attrs)
     attrs[stmt.slot] = value
-    s = with_draws(s, env)._replace(attrs=tuple(attrs))
+    s = s._replace(attrs=tuple(attrs), draws=env.draws)
     return _note(m, _store(c, s), "session/set", s, attribute=m.program.attrs[stmt.slot], value=value)
 
 
@@ -260,7 +260,9 @@ def end_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     """session/end: every hold is released (cached prefixes stay: the cache
     does not know the session left), every lease ends, the session leaves;
     under ``arrive closed`` a new session arrives at once in its place."""
-    c = pools.detach(m, c, serial)
+    s = c.sessions[serial]
+    if s.job is not None or s.growth is not None or s.pending is not None:
+        c = pools.detach(m, c, serial)
     while c.sessions[serial].holds:
         c = pools.release_hold(m, c, serial, c.sessions[serial].holds[-1].hold_id)
         s = c.sessions[serial]

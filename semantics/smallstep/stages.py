@@ -65,7 +65,7 @@ def make_observables(m: Machine) -> dict:
         if s in m.flow_stages:
             return float(count_present(m, c, s))
         if m.kinds[s] == "fifo":
-            return float(sum(1 for j in c.stages[s].jobs if j.started == j.started))
+            return float(_in_service(c.stages[s].jobs))
         return float(len(c.stages[s].jobs))
 
     def work(env: Env, s: int) -> float:
@@ -88,7 +88,7 @@ def busy_level(m: Machine, c: Configuration, s: int) -> float:
         return sum(f.rate for f in c.flows.flows if s in f.stages) / phi
     jobs = c.stages[s].jobs
     if m.kinds[s] == "fifo":
-        return sum(1 for j in jobs if j.started == j.started) / m.servers[s]
+        return _in_service(jobs) / m.servers[s]
     return 1.0 if jobs else 0.0
 
 
@@ -128,21 +128,38 @@ def _set_owner_at(c: Configuration, owner: int | None, stage: int, job_id: int) 
 
 
 def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
-    """stage/fifo-enter: the job joins the end of the stage's line."""
+    """stage/fifo-enter: the job joins the end of the stage's line; it starts
+    at once when a server is free (stage/fifo-start)."""
     st = c.stages[s]
+    if owner is not None:
+        session = c.sessions[owner]
+        c = c._replace(sessions=c.sessions.set(owner, session._replace(status=AT_STAGE, job=(s, job_id))))
+    if _in_service(st.jobs) < m.servers[s] and not any(j.started != j.started for j in st.jobs):
+        due = (c.time + work, c.sequence)
+        job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
+        c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))),
+                       events=insert_event(c.events, due, Event("job", s, job_id)), sequence=c.sequence + 1)
+        if m.observer:
+            m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
+            m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
+        return c
     job = Job(job_id, owner, work, c.time, _NAN, None, spill, (s,), 0.0)
     c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))))
-    c = _set_owner_at(c, owner, s, job_id)
     if m.observer:
         m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
     return start_fifo(m, c, s)
 
 
+def _in_service(jobs) -> int:
+    """Jobs whose service has started (``started`` is NaN while a job waits)."""
+    return sum(1 for j in jobs if j.started == j.started)
+
+
 def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
     """stage/fifo-start: while a server is free, the first waiting job starts."""
     st = c.stages[s]
-    busy = sum(1 for j in st.jobs if j.started == j.started)
-    if busy >= m.servers[s]:
+    busy = _in_service(st.jobs)
+    if busy >= m.servers[s] or busy == len(st.jobs):
         return c
     jobs = list(st.jobs)
     events = c.events

@@ -113,9 +113,16 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
 
 def arrive(m: Machine, c: Configuration) -> Configuration:
     """The open workload's arrival event: the next one is scheduled, then the session arrives."""
-    c = c._replace(workload=c.workload._replace(generated=c.workload.generated + 1))
     c, gap = draw_gap(m, c)
-    c = schedule_arrival(m, c, gap)
+    w = c.workload
+    generated = w.generated + 1
+    limit = m.program.arrivals
+    if limit is None or generated < limit:
+        key = (c.time + gap, c.sequence)
+        c = c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1,
+                       workload=w._replace(generated=generated))
+    else:
+        c = c._replace(workload=w._replace(generated=generated))
     return spawn(m, c)
 
 
