@@ -75,8 +75,13 @@ def pool_cost(pool: int, x) -> ir.Cost:
     return ir.Cost(ir.CostTarget("Pool", pool, 1), expr(x))
 
 
-def joint_cost(pools) -> ir.CostTarget | ir.JointTarget:
-    targets = tuple(ir.CostTarget("Pool", p, 1) for p in sorted(set(pools)))
+def family_cost(ref: ir.Ref, x) -> ir.Cost:
+    return ir.Cost(ir.CostTarget("Pool", ref.base, ref.count), expr(x))
+
+
+def joint_cost(pools, counts=None) -> ir.CostTarget | ir.JointTarget:
+    counts = counts or [1] * len(pools)
+    targets = tuple(ir.CostTarget("Pool", p, n) for p, n in sorted(set(zip(pools, counts))))
     return targets[0] if len(targets) == 1 else ir.JointTarget(targets)
 
 
@@ -106,6 +111,19 @@ class Builder:
                                   None if evict is None else tuple(expr(k) for k in evict), preempt,
                                   None if queue is None else tuple(expr(k) for k in queue), spill, None))
         return len(self.pools) - 1
+
+    def pool_family(self, name, count, **options) -> int:
+        """``pool name[count]``: the base index of its members."""
+        base = len(self.pools)
+        for i in range(count):
+            self.pool(name, index=i, **options)
+        return base
+
+    def fifo_family(self, name, count, servers=1) -> int:
+        base = len(self.stages)
+        for i in range(count):
+            self.fifo(name, servers=servers, index=i)
+        return base
 
     def fifo(self, name, servers=1, index=None) -> int:
         self.stages.append(ir.Stage(name, index, ir.Fifo(servers)))
@@ -148,13 +166,15 @@ class Builder:
                       tuple(ir.Ref(s, 1, None) for s in also) if also else None)
 
     def run_ref(self, ref: ir.Ref, work) -> ir.Run:
-        return ir.Run(ref, "Plain", expr(work), None, None)
+        return ir.Run(ref, "Plain", ir.Cost(ir.CostTarget("Stage", ref.base, ref.count), expr(work)), None, None)
 
     def hold(self, pools, *body, cache=None, reuse=None, lease=None) -> ir.Hold:
-        """``pools``: (pool, units) or (pool, units, reserve) tuples; ``lease``: (pool, seconds)."""
-        parts = tuple(ir.HoldPool(ir.Ref(p[0], 1, None), pool_cost(p[0], p[1]),
-                                  pool_cost(p[0], p[2]) if len(p) > 2 else None) for p in pools)
-        joint = joint_cost([p[0] for p in pools])
+        """``pools``: (pool, units) or (pool, units, reserve) tuples, a pool an index or an ir.Ref;
+        ``lease``: (pool, seconds)."""
+        refs = [p[0] if isinstance(p[0], ir.Ref) else ir.Ref(p[0], 1, None) for p in pools]
+        parts = tuple(ir.HoldPool(r, family_cost(r, p[1]), family_cost(r, p[2]) if len(p) > 2 else None)
+                      for r, p in zip(refs, pools))
+        joint = joint_cost([r.base for r in refs], [r.count for r in refs])
         return ir.Hold(parts, None if reuse is None else ir.Cost(joint, expr(reuse)), self.block(*body),
                        None if cache is None else ir.Cost(joint, expr(cache)),
                        None if lease is None else ir.Lease(ir.Ref(lease[0], 1, None), expr(lease[1])))

@@ -41,7 +41,7 @@ import pytest
 
 import closedforms as cf
 from semantics import codec, ir
-from semantics.results import RunResult
+from semantics.results import RunResult, StageRecord
 from semantics.statistics import BATCHES, calculate_half_width, calculate_mean, summarize_observe
 
 # --------------------------------------------------------------------------
@@ -200,7 +200,8 @@ def measure_observe(result: RunResult, name: str) -> Measure:
     return Measure(summary.mean, summary.ci)
 
 
-def find_server(result: RunResult):
+def find_server(result: RunResult) -> StageRecord:
+    """The stage every case measures, ``svc``."""
     (stage,) = [stage for stage in result.stages if stage.name == "svc"]
     return stage
 
@@ -253,12 +254,6 @@ def run_case(name: str, horizon: float, seed: int) -> dict[str, Measure]:
     return {check.quantity: MEASURES[check.quantity](result) for check in case.checks}
 
 
-def run_all(jobs: list[tuple[str, float, int]]) -> list[dict[str, Measure]]:
-    """Run the (case, horizon, seed) jobs on every core, answers in job order."""
-    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        return list(pool.map(run_case, *zip(*jobs)))
-
-
 def check_agreement(estimate: Measure, check: Check) -> bool:
     """The issue's rule: |estimate - exact| <= max(3 ci, tolerance exact)."""
     return abs(estimate.value - check.exact) <= max(3.0 * estimate.ci, check.tolerance * check.exact)
@@ -270,6 +265,26 @@ def describe(name: str, check: Check, estimate: Measure) -> str:
         f"{name} {check.quantity}: estimate {estimate.value:.4f} ± {estimate.ci:.4f}, exact {check.exact:.4f}, "
         f"relative error {error:+.2%}, tolerance {check.tolerance:.0%}"
     )
+
+
+# --------------------------------------------------------------------------
+# The exact values themselves, on cases where two formulas must meet
+
+
+def test_exact_values_agree_where_formulas_meet() -> None:
+    """Erlang C with one server is rho; M/M/c's wait with one server and PK
+    with exponential service are both M/M/1's, rho / (mu - lambda); MVA with
+    one session is one service and no wait; and with many it saturates at
+    the server's rate, the response becoming N / mu - Z."""
+    assert math.isclose(cf.calculate_erlang_c(1, 0.8), 0.8)
+    assert math.isclose(cf.calculate_mmc_wait(1, 0.8, 1.0), 0.8 / (1.0 - 0.8))
+    assert math.isclose(cf.calculate_pk_wait(0.8, 1.0, 2.0), 0.8 / (1.0 - 0.8))
+    assert math.isclose(cf.calculate_mm1_sojourn(0.8, 1.0) * 0.8, cf.calculate_mm1_number(0.8, 1.0))
+    assert cf.calculate_mva(1, 4.0, 1.0) == cf.MeanValues(1.0 / 5.0, 1.0, 1.0 / 5.0)
+    saturated = cf.calculate_mva(32, 4.0, 1.0)
+    assert math.isclose(saturated.throughput, 1.0, rel_tol=1e-9)
+    assert math.isclose(saturated.response, 32.0 - 4.0, rel_tol=1e-9)
+    assert math.isclose(cf.calculate_mmc_wait(2, 1.6, 1.0), 0.7111111111111111 / 0.4)
 
 
 # --------------------------------------------------------------------------
@@ -417,6 +432,12 @@ def test_builder_on_pyserq(name: str) -> None:
 
 # --------------------------------------------------------------------------
 # The campaign: several seeds, long horizons, results written as data
+
+
+def run_all(jobs: list[tuple[str, float, int]]) -> list[dict[str, Measure]]:
+    """Run the (case, horizon, seed) jobs on every core, answers in job order."""
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return list(pool.map(run_case, *zip(*jobs)))
 
 
 def pool_replications(values: list[float]) -> Measure:

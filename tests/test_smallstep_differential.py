@@ -25,8 +25,13 @@ pyserq = pytest.importorskip("pyserq")
 
 
 def reference(program: ir.Program) -> dict:
+    """pyserq's report of ``program``, as IR version 14 (where a choose's count is an expression)."""
     obj = json.loads(codec.dumps(program))
     obj["version"] = 14
+    for block in obj["blocks"]:
+        for stmt in block:
+            if isinstance(stmt, dict) and "Choose" in stmt:
+                stmt["Choose"]["count"] = {"Num": float(stmt["Choose"]["count"])}
     return json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(obj))).json())
 
 
@@ -113,3 +118,17 @@ def test_lease_stages_and_holds_on_two_pools():
               b.hold([(reqs, 1), (kv, 12)], b.run(svc, 1.5), b.run(cpu, 2), cache=12, lease=(kv, 1.0)),
               b.run(d, 0.25), b.release(kv), b.observe("t", now()))
     assert_same(b.build(arrival=explicit(*[{9: float(k)} for k in range(6)]), horizon=40))
+
+
+def test_families_and_choose():
+    # 002 §2: "choose NAME in expr by ( expr , ... ) ; -- NAME := argmin over 0..n, keys in order"
+    b = Builder(attrs=("j",))
+    kv = b.pool_family("kv", 3, cap=8)
+    svc = b.fifo_family("svc", 3)
+    j = b.attr("j")
+    used = ir.Call("Used", (ir.PoolArg(ir.Ref(kv, 3, j)),))
+    queue = ir.Call("Queue", (ir.StageArg(ir.Ref(svc, 3, j)),))
+    b.session(b.choose("j", 3, used, queue),
+              b.hold([(ir.Ref(kv, 3, j), 4)], b.run_ref(ir.Ref(svc, 3, j), 1.5)),
+              b.observe("j", j))
+    assert_same(b.build(arrival=ir.Batch(7), horizon=5))
