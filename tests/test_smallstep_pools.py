@@ -28,7 +28,7 @@ def walk_checked(program):
     """Every configuration of the run, each checked against the invariants."""
     out = []
     for rule, c in configurations(program):
-        check_invariants(c, [p.cap for p in program.pools], [p.block for p in program.pools])
+        check_invariants(c)
         out.append((rule, c))
     return out
 

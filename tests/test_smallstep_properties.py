@@ -71,12 +71,10 @@ common = settings(max_examples=25, deadline=None, suppress_health_check=[HealthC
 @common
 @given(pool_programs())
 def test_invariants_hold_after_every_rule(program):
-    caps = [p.cap for p in program.pools]
-    blocks = [p.block for p in program.pools]
     try:
         for rule, c in configurations(program):
             try:
-                check_invariants(c, caps, blocks)
+                check_invariants(c)
             except AssertionError as e:
                 raise AssertionError(f"after {rule} at {c.time}: {e}") from None
     except RunError as e:

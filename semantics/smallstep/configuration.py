@@ -133,6 +133,8 @@ class Waiting(NamedTuple):
 
 
 class PoolState(NamedTuple):
+    cap: float  # capacity in units
+    block: float | None  # the allocation and caching granularity
     allocated: float
     cached: float
     holders: tuple[Holding, ...]  # admission order
@@ -273,7 +275,6 @@ for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Ses
     _install_fast_replace(_record_type)
 
 
-EMPTY_POOL = PoolState(0.0, 0.0, (), (), (), ())
 EMPTY_STAGE = StageState((), 0.0, 0.0, 0.0, None)
 EMPTY_POOL_STATS = PoolStats(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
 EMPTY_STAGE_STATS = StageStats(0.0, 0.0, 0, 0.0, 0.0)

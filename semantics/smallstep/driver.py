@@ -22,7 +22,7 @@ import immutables
 from .. import ir
 from ..errors import RunError
 from ..results import RunResult
-from .configuration import (EMPTY_POOL, EMPTY_POOL_STATS, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
+from .configuration import (EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
                             Statistics, Workload)
 from .machine import Machine
 from .measure import advance_time, build_result, read_gauges
@@ -43,7 +43,7 @@ def initial_configuration(m: Machine) -> Configuration:
         live_area=0.0, arrivals=0, ended=0, turns=0, events=0,
         observes=(None,) * len(program.observes), gauges=(None,) * len(program.gauges))
     return Configuration(
-        time=0.0, sessions=immutables.Map(), ready=(), pools=(EMPTY_POOL,) * len(program.pools),
+        time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map())
 

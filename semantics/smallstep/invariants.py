@@ -19,9 +19,9 @@ from .configuration import GROWING, QUEUED, Configuration
 from .machine import EPSILON
 
 
-def check_invariants(c: Configuration, caps, block_sizes=None) -> None:
+def check_invariants(c: Configuration) -> None:
     """Raise AssertionError naming the first invariant ``c`` breaks."""
-    block_sizes = block_sizes or (None,) * len(caps)
+    caps = [pool.cap for pool in c.pools]
     held = [0.0] * len(caps)
     for s in c.sessions.values():
         for h in s.holds:
@@ -37,7 +37,7 @@ def check_invariants(c: Configuration, caps, block_sizes=None) -> None:
         assert abs(pool.allocated - held[p]) <= tol, f"pool {p}: allocated {pool.allocated} but sessions hold {held[p]}"
         assert abs(pool.cached - sum(e.units for e in pool.entries)) <= tol, f"pool {p}: cached is not the entries' sum"
         assert all(e.units > 0 for e in pool.entries), f"pool {p}: an empty cache entry"
-        b = block_sizes[p]
+        b = pool.block
         if b:
             assert all(abs(e.units / b - round(e.units / b)) < 1e-6 for e in pool.entries), f"pool {p}: an entry not in blocks"
         admissions = [h.admission for h in pool.holders]
