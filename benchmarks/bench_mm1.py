@@ -153,7 +153,7 @@ def profile_serq_ref(horizon: float, lines: int = 25) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--horizon", type=float, default=20000.0, help="simulated time per run (default 20000)")
+    parser.add_argument("--horizon", type=float, default=50000.0, help="simulated time per run (default 50000)")
     parser.add_argument("--repetitions", type=int, default=3, help="timed runs per engine (default 3)")
     parser.add_argument("--profile", action="store_true", help="also print serq-ref's cProfile")
     options = parser.parse_args(argv)
