@@ -1,7 +1,10 @@
 """The example programs (examples/**/*.sq): each says what it models and
 what it is checked against, compiles, validates against the IR schema,
 links, and compiles to the same IR every time; the small deterministic pool
-programs give, when run, the values their `// expect:` lines state.
+programs give, when run, the values their `// expect:` lines state; and what
+each header claims (closed forms, the vLLM oracle scenarios, section 8's
+predictions) holds when the IR compiled here runs, on this project's engine
+and on the reference implementation's (pyserq).
 
 Seed 002, section 1: "A serving deployment is a program"; section 5 lists the
 programs and what each is checked against. A missing front end is a failure
@@ -46,6 +49,7 @@ REQUIRED = (
     "pools/prefix_cache.sq", "pools/evict_by.sq", "pools/spill.sq", "pools/lease.sq",
 )  # fmt: skip
 
+
 def name_of(path: Path) -> str:
     return path.relative_to(EXAMPLES_DIR).as_posix()
 
@@ -66,6 +70,17 @@ def compile_checked(path: Path):
     ir_schema.validate(codec.encode_program(program), file=str(path))
     link(program, smap)
     return program
+
+
+def run_here(program: ir.Program, base_dir: str | None = None):
+    """Run on this project's small-step engine; a construct the engine says it
+    does not implement yet makes the test an expected failure, by its message."""
+    try:
+        return run(program, base_dir=base_dir)
+    except RunError as error:
+        if "not implemented yet" in error.message:
+            pytest.xfail(f"the small-step engine: {error.message}")
+        raise
 
 
 def run_on_reference_engine(program: ir.Program):
@@ -192,12 +207,7 @@ def test_example_runs_briefly_and_observes(path: Path):
     program = compile_checked(path)
     horizon = min(program.horizon, SMOKE_HORIZON.get(name_of(path), 30.0))
     program = dataclasses.replace(program, horizon=horizon, warmup=0.0)
-    try:
-        result = run(program, base_dir=str(path.parent))
-    except RunError as error:
-        if "not implemented yet" in error.message:  # the engine says so itself (step stages, for now)
-            pytest.xfail(f"the small-step engine: {error.message}")
-        raise
+    result = run_here(program, str(path.parent))
     assert result.end == horizon
     assert any(record.samples for record in result.observes), "no observation was taken"
 
@@ -265,12 +275,7 @@ def test_library_request_reproduces_the_vllm_scheduler(path: Path):
     scenario = json.loads(path.read_text(encoding="utf-8"))
     answer = json.loads(path.with_suffix(".out.json").read_text(encoding="utf-8"))
     program = build_scenario_program(scenario)
-    try:
-        result = run(program)
-    except RunError as error:
-        if "not implemented yet" in error.message:
-            pytest.xfail(f"the small-step engine: {error.message}")
-        raise
+    result = run_here(program)
     times = {record.name: {serial: time for time, serial, _, _ in record.samples} for record in result.observes}
     first = {str(serial): round(time) for serial, time in times["ttft"].items()}
     done = {str(serial): round(time) for serial, time in times["done"].items()}
@@ -331,7 +336,7 @@ def test_full_replay_collapses_at_2_5_seconds_on_the_reference_engine():
 
 @pytest.mark.campaign
 def test_full_replay_on_this_engine_gives_section_8_prediction_at_5_seconds():
-    result = run(compile_full_replay(5.0))
+    result = run_here(compile_full_replay(5.0))
     samples = {record.name: [value for *_, value in record.samples] for record in result.observes}
     assert len(samples["ttft"]) == 3321
     assert sum(samples["ttft"]) / 3321 == pytest.approx(0.168, rel=0.10)
@@ -387,12 +392,7 @@ def test_replay_reproduces_the_real_schedulers_prefix_cache_replay_on_the_refere
 
 
 def test_replay_reproduces_the_real_schedulers_prefix_cache_replay():
-    try:
-        result = run(compile_cache_replay())
-    except RunError as error:
-        if "not implemented yet" in error.message:
-            pytest.xfail(f"the small-step engine: {error.message}")
-        raise
+    result = run_here(compile_cache_replay())
     got: dict[tuple[int, int], dict[str, float]] = {}
     for record in result.observes:
         for time, session, turn, value in record.samples:
