@@ -182,10 +182,6 @@ class Event(NamedTuple):
 
 
 class PoolStats(NamedTuple):
-    used_area: float
-    cached_area: float
-    queue_area: float
-    holders_area: float
     wait_sum: float
     wait_count: int
     admissions: int
@@ -199,8 +195,6 @@ class PoolStats(NamedTuple):
 
 
 class StageStats(NamedTuple):
-    number_area: float
-    busy_area: float
     completed: int
     wait_sum: float
     service_sum: float
@@ -209,7 +203,9 @@ class StageStats(NamedTuple):
 class Statistics(NamedTuple):
     pools: tuple[PoolStats, ...]
     stages: tuple[StageStats, ...]
-    live_area: float
+    #: the areas under every level since the warm-up, in one tuple: per pool
+    #: used, cached, queue, holders; per stage present, busy; live sessions
+    areas: tuple[float, ...]
     arrivals: int
     ended: int
     turns: int
@@ -276,8 +272,8 @@ for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Ses
 
 
 EMPTY_STAGE = StageState((), 0.0, 0.0, 0.0, None)
-EMPTY_POOL_STATS = PoolStats(0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
-EMPTY_STAGE_STATS = StageStats(0.0, 0.0, 0, 0.0, 0.0)
+EMPTY_POOL_STATS = PoolStats(0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
+EMPTY_STAGE_STATS = StageStats(0, 0.0, 0.0)
 
 
 def replace_at(items: tuple, index: int, item) -> tuple:

@@ -25,7 +25,7 @@ from ..results import RunResult
 from .configuration import (EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
                             Statistics, Workload)
 from .machine import Machine
-from .measure import advance_time, build_result, read_gauges
+from .measure import advance_time, build_result, integrate, read_gauges
 from .pools import expire_lease
 from .settle import settle
 from .stages import complete_fifo, complete_flow, complete_ps
@@ -40,7 +40,7 @@ def initial_configuration(m: Machine) -> Configuration:
     program = m.program
     statistics = Statistics(
         pools=(EMPTY_POOL_STATS,) * len(program.pools), stages=(EMPTY_STAGE_STATS,) * len(program.stages),
-        live_area=0.0, arrivals=0, ended=0, turns=0, events=0,
+        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), arrivals=0, ended=0, turns=0, events=0,
         observes=(None,) * len(program.observes), gauges=(None,) * len(program.gauges))
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
@@ -48,11 +48,13 @@ def initial_configuration(m: Machine) -> Configuration:
         workload=Workload(0, 0, 0, 0, 0), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
-def handle_event(m: Machine, c: Configuration) -> Configuration:
-    """Take the first pending event off and apply its rule."""
-    _, _, event = c.events[0]
+def take_event(m: Machine, c: Configuration) -> Configuration:
+    """time/advance to the first pending event's time (the levels integrated),
+    the event taken off and counted; then its rule applies."""
+    t, _, event = c.events[0]
     stats = c.statistics
-    c = c._replace(events=c.events[1:], statistics=stats._replace(events=stats.events + 1))
+    c = c._replace(time=t, events=c.events[1:],
+                   statistics=stats._replace(areas=integrate(m, c, t), events=stats.events + 1))
     kind = event.kind
     if kind == "job":
         return complete_fifo(m, c, event.a, event.b)
@@ -87,10 +89,9 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None) -> Iterato
     yield c
     count = 0
     while c.events and c.events[0][0] <= horizon:
-        t = c.events[0][0]
-        if t > c.time:
-            c = advance_time(m, read_gauges(m, c), t)
-        c = settle(m, handle_event(m, c))
+        if c.events[0][0] > c.time:
+            c = read_gauges(m, c)
+        c = settle(m, take_event(m, c))
         yield c
         if limit is not None and c.workload.generated >= limit and not c.sessions:
             if c.time <= program.warmup:

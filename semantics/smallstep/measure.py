@@ -22,22 +22,29 @@ from .stages import busy_level, count_present
 from .values import Env
 
 
+def levels(m: Machine, c: Configuration) -> list[float]:
+    """Every level a time average is taken of, in the order of Statistics.areas."""
+    out = []
+    for pool in c.pools:
+        out += (pool.allocated, pool.cached, len(pool.queue), len(pool.holders))
+    for s in range(len(c.stages)):
+        out += (count_present(m, c, s), busy_level(m, c, s))
+    out.append(len(c.sessions))
+    return out
+
+
+def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
+    """The areas after time passes from ``c.time`` to ``t`` (only the part after the warm-up counts)."""
+    dt = t - max(c.time, m.program.warmup)
+    areas = c.statistics.areas
+    if dt <= 0:
+        return areas
+    return tuple(a + level * dt for a, level in zip(areas, levels(m, c)))
+
+
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
     """time/advance: time passes from ``c.time`` to ``t``; every level is integrated over the part after the warm-up."""
-    start = max(c.time, m.program.warmup)
-    dt = t - start
-    stats = c.statistics
-    if dt > 0:
-        pools = tuple(ps._replace(used_area=ps.used_area + pool.allocated * dt,
-                                  cached_area=ps.cached_area + pool.cached * dt,
-                                  queue_area=ps.queue_area + len(pool.queue) * dt,
-                                  holders_area=ps.holders_area + len(pool.holders) * dt)
-                      for ps, pool in zip(stats.pools, c.pools))
-        stages = tuple(ss._replace(number_area=ss.number_area + count_present(m, c, s) * dt,
-                                   busy_area=ss.busy_area + busy_level(m, c, s) * dt)
-                       for s, ss in enumerate(stats.stages))
-        stats = stats._replace(pools=pools, stages=stages, live_area=stats.live_area + len(c.sessions) * dt)
-    return c._replace(time=t, statistics=stats)
+    return c._replace(time=t, statistics=c.statistics._replace(areas=integrate(m, c, t)))
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:
@@ -71,24 +78,27 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
     observes = tuple(ObserveRecord(name, _is_test(_observed_expr(program, k)), tuple(iterate_cons(stats.observes[k])))
                      for k, name in enumerate(program.observes))
     gauges = tuple(GaugeRecord(g.name, tuple(iterate_cons(stats.gauges[k]))) for k, g in enumerate(program.gauges))
+    areas = stats.areas
+    base = 4 * len(program.pools)
     stages = []
     for s, (stage, ss) in enumerate(zip(program.stages, stats.stages)):
         stages.append(StageRecord(
-            name=stage.name, index=stage.index, kind=m.kinds[s], mean_number=average(ss.number_area),
-            utilization=average(ss.busy_area), completed=ss.completed,
+            name=stage.name, index=stage.index, kind=m.kinds[s], mean_number=average(areas[base + 2 * s]),
+            utilization=average(areas[base + 2 * s + 1]), completed=ss.completed,
             throughput=ss.completed / span if span > 0 else math.nan,
             mean_wait=_mean(ss.wait_sum, ss.completed), mean_service=_mean(ss.service_sum, ss.completed)))
     pools = []
-    for pool, ps in zip(program.pools, stats.pools):
+    for p, (pool, ps) in enumerate(zip(program.pools, stats.pools)):
+        used, cached, queue, holders = areas[4 * p:4 * p + 4]
         pools.append(PoolRecord(
-            name=pool.name, index=pool.index, mean_used=average(ps.used_area), mean_cached=average(ps.cached_area),
-            mean_queue=average(ps.queue_area), mean_holders=average(ps.holders_area),
+            name=pool.name, index=pool.index, mean_used=average(used), mean_cached=average(cached),
+            mean_queue=average(queue), mean_holders=average(holders),
             mean_wait=_mean(ps.wait_sum, ps.wait_count), admissions=ps.admissions,
             evicted_entries=ps.evicted_entries, evicted_units=ps.evicted_units, preemptions=ps.preemptions,
             spills=ps.spills, rejected=ps.rejected, stuck=ps.stuck, explanations=ps.explanations))
     return RunResult(horizon=program.horizon, end=end, warmup=program.warmup, seed=program.seed,
                      events=stats.events, arrivals=stats.arrivals, ended=stats.ended, turns=stats.turns,
-                     mean_live=average(stats.live_area), observes=observes, gauges=gauges, stages=tuple(stages),
+                     mean_live=average(areas[-1]), observes=observes, gauges=gauges, stages=tuple(stages),
                      pools=tuple(pools))
 
 
