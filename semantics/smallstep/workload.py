@@ -26,8 +26,8 @@ import os
 
 from .. import ir
 from ..errors import RunError
-from .configuration import READY, Configuration, Event, Session, insert_event, replace_at
-from .machine import Machine, make_ready
+from .configuration import PLAIN, READY, Configuration, Event, Frame, Session, insert_event, replace_at
+from .machine import Machine
 from .rng import derive_stream, draw_uniform, sample_distribution
 from .values import Env
 
@@ -147,21 +147,14 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1) -> Configuration:
         for slot, value in program.arrival.sessions[explicit].attrs:
             attrs[slot] = value
         attrs = tuple(attrs)
-    s = Session(serial, attrs, (_root_frame(program),), READY, (), (), None, None, None, -1, (), False, 0,
-                script, 0, (c.time, 0))
+    s = Session(serial, attrs, (Frame(program.session, 0, PLAIN, None),), READY, (), (), None, None, None, -1, (),
+                False, 0, script, 0, (c.time, 1))
     stats = c.statistics
-    c = c._replace(workload=w._replace(next_serial=serial + 1),
-                   statistics=stats._replace(arrivals=stats.arrivals + 1))
-    c = make_ready(m, c, s)
+    c = c._replace(workload=w._replace(next_serial=serial + 1), statistics=stats._replace(arrivals=stats.arrivals + 1),
+                   sessions=c.sessions.set(serial, s), ready=c.ready + (serial,))
     if m.observer:
         m.notify("workload/arrive", c, {"session": serial})
     return c
-
-
-def _root_frame(program: ir.Program):
-    from .configuration import PLAIN, Frame
-
-    return Frame(program.session, 0, PLAIN, None)
 
 
 def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, serial: int,
