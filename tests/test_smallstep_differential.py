@@ -99,7 +99,6 @@ def test_queue_by_waited_and_grow_none():
     b = Builder(attrs=("who", "prio"))
     p = b.pool("p", cap=4, queue=(ir.Cond(binary("Ge", ir.Ctx("Waited"), 2), ir.Num(0.0), ir.Num(1.0)), b.attr("prio")))
     d = b.delay("d")
-    who = b.attr("who")
     b.session(b.run(d, b.attr("prio")),
               b.hold([(p, 2)], b.observe("in", now()), b.run(d, 3), b.grow(p, 1), b.run(d, 1)))
     rows = [{9: float(k), 10: float((k * 7) % 5)} for k in range(5)]

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from irbuild import Builder, add, binary, now, sub
+from irbuild import Builder, binary, now
 from semantics import ir
 from semantics.errors import RunError
 from semantics.smallstep.driver import configurations, run, trace
@@ -76,7 +76,7 @@ def test_eviction_is_per_block_from_the_tail():
     records = [r for r in trace(program) if r["rule"].startswith("pool/evict")]
     assert [(r["rule"], r["units"], r["left"], r["time"]) for r in records] == [("pool/evict-block", 16.0, 32.0, 2.0)]
     final = walk_checked(program)[-1][1]
-    assert final.pools[kv].cached == 32.0 + 32.0 - 0.0 or final.pools[kv].cached == 32.0
+    assert final.pools[kv].cached == 32.0  # session 0's entry lost one block; session 1 cached nothing
 
 
 def test_cached_prefixes_never_block_an_admission():

@@ -4,8 +4,6 @@ end time)."""
 
 from __future__ import annotations
 
-import math
-import os
 import pathlib
 import re
 
@@ -14,7 +12,7 @@ import pytest
 from irbuild import Builder, binary, now, sample, sub
 from semantics import ir
 from semantics.errors import RunError
-from semantics.smallstep.driver import run, trace
+from semantics.smallstep.driver import run
 
 
 def values(result, name):

@@ -15,7 +15,7 @@ from .. import ir
 from ..errors import RunError
 from .configuration import READY, Configuration, PoolStats, Session, StageStats, replace_at
 from .rng import derive_stream
-from .values import Env, ExpressionCompiler, raise_run_error
+from .values import Env, ExpressionCompiler
 
 #: A session made ready more often than this at one instant is a RunError
 #: (SERQ-FACTS.md, run-time backstops).
@@ -245,7 +245,3 @@ def _reads_changing_state(e, own_pools: set[int]) -> bool:
     if isinstance(e, ir.Cond):
         return any(_reads_changing_state(x, own_pools) for x in (e.test, e.then, e.otherwise))
     return True
-
-
-__all__ = ["Machine", "session_env", "with_draws", "make_ready", "is_warm", "count_pool", "count_stage",
-           "mark_dirty", "fail", "raise_run_error", "explain_pool"]

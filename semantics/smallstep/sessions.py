@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .. import ir
 from .configuration import HOLD, LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session
-from .machine import (MAX_QUIET_STATEMENTS, Machine, fail, is_warm, make_ready, session_env, with_draws)
+from .machine import MAX_QUIET_STATEMENTS, Machine, fail, is_warm, session_env, with_draws
 from . import pools, stages, workload
 from .values import resolve_index
 
