@@ -272,10 +272,11 @@ def end_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     s = c.sessions[serial]
     if m.keeps_ended_attrs:
         c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
-    c = c._replace(sessions=c.sessions.delete(serial))
-    m.session_streams.pop(serial, None)
+    stats = c.statistics
     if is_warm(m, c):
-        c = c._replace(statistics=c.statistics._replace(ended=c.statistics.ended + 1))
+        stats = stats._replace(ended=stats.ended + 1)
+    c = c._replace(sessions=c.sessions.delete(serial), statistics=stats)
+    m.session_streams.pop(serial, None)
     if m.observer:
         m.notify("session/end", c, {"session": serial})
     if isinstance(m.program.arrival, ir.Closed):

@@ -109,9 +109,8 @@ def remaining_work(m: Machine, c: Configuration, s: int) -> float:
 
 def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner: int | None, work: float,
                 spill=None) -> Configuration:
-    """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages)."""
+    """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages); its id is the next sequence number."""
     job_id = c.sequence
-    c = c._replace(sequence=job_id + 1)
     if len(stages) > 1 or stages[0] in m.flow_stages:
         return enter_flow(m, c, stages, owner, work, spill, job_id)
     s = stages[0]
@@ -131,20 +130,21 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
     """stage/fifo-enter: the job joins the end of the stage's line; it starts
     at once when a server is free (stage/fifo-start)."""
     st = c.stages[s]
+    sessions = c.sessions
     if owner is not None:
-        session = c.sessions[owner]
-        c = c._replace(sessions=c.sessions.set(owner, session._replace(status=AT_STAGE, job=(s, job_id))))
+        sessions = sessions.set(owner, sessions[owner]._replace(status=AT_STAGE, job=(s, job_id)))
     if _in_service(st.jobs) < m.servers[s] and not any(j.started != j.started for j in st.jobs):
-        due = (c.time + work, c.sequence)
+        due = (c.time + work, job_id + 1)
         job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
-        c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))),
-                       events=insert_event(c.events, due, Event("job", s, job_id)), sequence=c.sequence + 1)
+        c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))), sessions=sessions,
+                       events=insert_event(c.events, due, Event("job", s, job_id)), sequence=job_id + 2)
         if m.observer:
             m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
             m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
         return c
     job = Job(job_id, owner, work, c.time, _NAN, None, spill, (s,), 0.0)
-    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))))
+    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))), sessions=sessions,
+                   sequence=job_id + 1)
     if m.observer:
         m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
     return start_fifo(m, c, s)
@@ -185,6 +185,7 @@ def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
 
 def enter_ps(m, c, s, owner, work, spill, job_id) -> Configuration:
     """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
+    c = c._replace(sequence=job_id + 1)
     st = _advance_virtual(c, c.stages[s])
     tag = st.virtual + work
     job = Job(job_id, owner, tag, c.time, c.time, None, spill, (s,), 0.0)
@@ -236,6 +237,7 @@ def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
 
 def enter_flow(m, c, stages, owner, work, spill, job_id) -> Configuration:
     """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
+    c = c._replace(sequence=job_id + 1)
     fl = _advance_flows(c)
     job = Job(job_id, owner, work, c.time, c.time, None, spill, tuple(stages), 0.0)
     c = c._replace(flows=fl._replace(flows=fl.flows + (job,)))

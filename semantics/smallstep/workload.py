@@ -76,7 +76,8 @@ def start_workload(m: Machine, c: Configuration) -> Configuration:
     if isinstance(arrival, ir.Poisson):
         return schedule_arrival(m, c, 0.0)
     if isinstance(arrival, ir.Renewal):
-        c, gap = draw_gap(m, c)
+        gap, position = draw_gap(m, c)
+        c = c._replace(workload=c.workload._replace(arrivals_draws=position))
         return schedule_arrival(m, c, gap)
     if isinstance(arrival, (ir.Closed, ir.Batch)):
         for _ in range(arrival.n):
@@ -88,8 +89,8 @@ def start_workload(m: Machine, c: Configuration) -> Configuration:
     return c
 
 
-def draw_gap(m: Machine, c: Configuration) -> tuple[Configuration, float]:
-    """The next interarrival gap from the arrivals stream."""
+def draw_gap(m: Machine, c: Configuration) -> tuple[float, int]:
+    """The next interarrival gap from the arrivals stream, and the stream's next position."""
     arrival = m.program.arrival
     position = c.workload.arrivals_draws
     if isinstance(arrival, ir.Poisson):
@@ -100,7 +101,7 @@ def draw_gap(m: Machine, c: Configuration) -> tuple[Configuration, float]:
         position = env.draws
         if not (gap > 0 and math.isfinite(gap)):
             raise RunError(f"arrive renewal: a gap of {gap:g}; gaps must be positive and finite", time=c.time)
-    return c._replace(workload=c.workload._replace(arrivals_draws=position)), gap
+    return gap, position
 
 
 def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
@@ -113,16 +114,15 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
 
 def arrive(m: Machine, c: Configuration) -> Configuration:
     """The open workload's arrival event: the next one is scheduled, then the session arrives."""
-    c, gap = draw_gap(m, c)
-    w = c.workload
-    generated = w.generated + 1
+    gap, position = draw_gap(m, c)
+    generated = c.workload.generated + 1
+    w = c.workload._replace(generated=generated, arrivals_draws=position)
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        c = c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1,
-                       workload=w._replace(generated=generated))
+        c = c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1, workload=w)
     else:
-        c = c._replace(workload=w._replace(generated=generated))
+        c = c._replace(workload=w)
     return spawn(m, c)
 
 
