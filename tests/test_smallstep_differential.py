@@ -131,3 +131,9 @@ def test_families_and_choose():
               b.hold([(ir.Ref(kv, 3, j), 4)], b.run_ref(ir.Ref(svc, 3, j), 1.5)),
               b.observe("j", j))
     assert_same(b.build(arrival=ir.Batch(7), horizon=5))
+
+
+def test_a_preempted_hold_leaves_the_queue_it_waited_in():
+    from test_smallstep_pools import _preempted_while_queued
+
+    assert_same(_preempted_while_queued())

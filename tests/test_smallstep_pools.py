@@ -368,3 +368,32 @@ def test_load_past_the_allocation_is_a_run_error():
     with pytest.raises(RunError) as err:
         run(b.build(horizon=5))
     assert err.value.stmt == (2, 0) and "must fit the allocation" in err.value.message
+
+
+def _preempted_while_queued():
+    """Session 1 holds q and waits in p's queue at the head; session 2 waits behind it; session 0's grow on q
+    preempts session 1 (q's most recently admitted holder), which leaves p's queue."""
+    b = Builder(attrs=("who",))
+    q = b.pool("q", cap=10, lifo=True)
+    p = b.pool("p", cap=10)
+    d = b.delay("d")
+    who = b.attr("who")
+    b.session(b.branch(binary("Eq", who, 0),
+                       [b.hold([(q, 4)], b.run(d, 3), b.grow(q, 4), b.run(d, 1))],
+                       [b.branch(binary("Eq", who, 1),
+                                 [b.run(d, 1), b.hold([(q, 4)], b.hold([(p, 8)], b.observe("in", now())))],
+                                 [b.branch(binary("Eq", who, 2),
+                                           [b.run(d, 2), b.hold([(p, 2)], b.observe("in", now()), b.run(d, 1))],
+                                           [b.hold([(p, 4)], b.run(d, 100))])])]))
+    return b.build(arrival=explicit({9: 3.0}, {9: 0.0}, {9: 1.0}, {9: 2.0}), horizon=200)
+
+
+def test_a_hold_leaving_the_queue_unblocks_the_next():
+    # 002 §3 Pools: the victim's "job leaves its stage, its hold is released ... and it re-enters the head of the
+    # pool's queue"; the hold behind it in the other queue is then the head and is tried at the next settle
+    program = _preempted_while_queued()
+    walk_checked(program)
+    result = run(program)
+    assert result.pools[0].preemptions == 1
+    # serials follow the rows: 3 (who 2) enters p at 3, when 2 (who 1) leaves p's queue; 2 enters p at 100
+    assert samples(result, "in") == [(3, 3.0), (2, 100.0)]

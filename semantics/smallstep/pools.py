@@ -264,6 +264,7 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
     c = _set_pool(c, q, pool._replace(entries=entries, cached=pool.cached - removed))
     if draws != c.workload.machine_draws:
         c = c._replace(workload=c.workload._replace(machine_draws=draws))
+    c = mark_dirty(m, c, q)  # a waiting hold's header may read its own cached prefix
     if is_warm(m, c):
         c = count_pool(c, q, evicted_entries=1 if gone else 0, evicted_units=removed)
     if m.observer:
@@ -510,14 +511,14 @@ def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
     s = c.sessions[serial]
     if s.job is not None:
         c = leave_stage(m, c, s.job[0], s.job[1])
-    if s.growth is not None:
+    if s.growth is not None:  # the growers behind it may fit now
         p = s.growth[0]
         pool = c.pools[p]
-        c = _set_pool(c, p, pool._replace(growers=tuple(x for x in pool.growers if x != serial)))
-    if s.pending is not None:
+        c = mark_dirty(m, _set_pool(c, p, pool._replace(growers=tuple(x for x in pool.growers if x != serial))), p)
+    if s.pending is not None:  # the holds behind it may fit now
         p = s.pending.pools[0]
         pool = c.pools[p]
-        c = _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w.serial != serial)))
+        c = mark_dirty(m, _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w.serial != serial))), p)
     s = c.sessions[serial]._replace(job=None, growth=None, pending=None)
     return c._replace(sessions=c.sessions.set(serial, s), ready=tuple(x for x in c.ready if x != serial))
 
