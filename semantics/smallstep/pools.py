@@ -365,9 +365,12 @@ def _computed(a: Allocation) -> float:
     return a.position if a.advanced else a.units
 
 
-def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None) -> Configuration:
+def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None,
+                 preempted: bool = False) -> Configuration:
     """Every allocation of the session's hold ``hold_id`` goes back, one pool
-    at a time, except a leased one (pool/lease); the hold is left empty."""
+    at a time, except a leased one (pool/lease); the hold is left empty. A
+    preempted hold caches only what it computed (its position: the consumed
+    prefix, advanced by loads), not its allocation."""
     while True:
         s = c.sessions[serial]
         h = next(i for i, x in enumerate(s.holds) if x.hold_id == hold_id)
@@ -380,7 +383,8 @@ def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_
         if a.pool == lease_pool:
             c = start_lease(m, c, serial, hold, a)
         else:
-            c = release_units(m, c, serial, a.pool, a.units, _computed(a), hold.stmt, hold.hold_id)
+            computed = a.position if preempted else _computed(a)
+            c = release_units(m, c, serial, a.pool, a.units, computed, hold.stmt, hold.hold_id)
 
 
 def start_lease(m: Machine, c: Configuration, serial: int, hold: ActiveHold, a: Allocation) -> Configuration:
@@ -545,7 +549,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     target = s.holds[h]
     while True:
         inner = c.sessions[victim].holds[-1]
-        c = release_hold(m, c, victim, inner.hold_id)
+        c = release_hold(m, c, victim, inner.hold_id, preempted=True)
         s = c.sessions[victim]
         frames = s.frames
         while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):
