@@ -397,3 +397,21 @@ def test_a_hold_leaving_the_queue_unblocks_the_next():
     assert result.pools[0].preemptions == 1
     # serials follow the rows: 3 (who 2) enters p at 3, when 2 (who 1) leaves p's queue; 2 enters p at 100
     assert samples(result, "in") == [(3, 3.0), (2, 100.0)]
+
+
+def test_growers_wait_in_stall_order_and_the_head_blocks():
+    # 002 §3 Ties: "A pool's growers: the order they stalled, the head blocking the rest."
+    b = Builder(attrs=("who",))
+    p = b.pool("p", cap=12)
+    d = b.delay("d")
+    who = b.attr("who")
+    b.session(b.branch(binary("Eq", who, 0), [b.hold([(p, 5)], b.run(d, 5))],
+                       [b.branch(binary("Eq", who, 3), [b.hold([(p, 3)], b.run(d, 4))],
+                                 [b.hold([(p, 2)], b.run(d, who),
+                                         b.grow(p, ir.Cond(binary("Eq", who, 1), ir.Num(5.0), ir.Num(3.0))),
+                                         b.observe("grown", now()), b.run(d, 1))])]))
+    program = b.build(arrival=explicit({9: 0.0}, {9: 1.0}, {9: 2.0}, {9: 3.0}), horizon=20)
+    walk_checked(program)
+    # the pool is full (5 + 2 + 2 + 3); session 1 stalls at 1 for 5, session 2 at 2 for 3; at 4 session 3
+    # frees 3, enough for session 2 but not for the head, session 1; at 5 session 0 frees 5: both, in order
+    assert samples(run(program), "grown") == [(1, 5.0), (2, 5.0)]
