@@ -20,28 +20,43 @@ from .values import resolve_index
 
 
 def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
-    """Run the ready session ``serial`` until it blocks or ends."""
+    """Run the ready session ``serial`` until it blocks or ends.
+
+    A rule that changes only its session (set, branch, loop, while, choose,
+    leaving a plain, loop or while block: LOCAL) is a function to the new
+    session; the configuration it stands for is ``c`` with that session, which
+    is stored before the next rule that reads anything else (and after every
+    rule when a step trace observes the run)."""
     blocks = m.program.blocks
     quiet = 0  # statements since the session became ready: it has not blocked
-    while True:
-        s = c.sessions.get(serial)
-        if s is None or s.status != READY:
-            return c
+    s = c.sessions.get(serial)
+    while s is not None and s.status == READY:
         quiet += 1
         if quiet > MAX_QUIET_STATEMENTS:
             fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
                  f"the program loops without letting time pass", c, _current_stmt(s))
         if not s.frames:
-            c = end_session(m, c, serial)
-            continue
-        frame = s.frames[-1]
-        block = blocks[frame.block]
-        if frame.index >= len(block):
-            c = exit_block(m, c, s, frame)
-            continue
-        stmt = block[frame.index]
-        s = s._replace(frames=s.frames[:-1] + (frame._replace(index=frame.index + 1),))
-        c = EXECUTE[type(stmt)](m, c, s, stmt, (frame.block, frame.index))
+            c = end_session(m, _store(c, s), serial)
+        else:
+            frame = s.frames[-1]
+            block = blocks[frame.block]
+            if frame.index >= len(block):
+                if frame.kind == HOLD:
+                    c = exit_hold(m, _store(c, s), s)
+                else:
+                    s = exit_block(m, c, s, frame)
+                    continue
+            else:
+                stmt = block[frame.index]
+                at = (frame.block, frame.index)
+                frames = s.frames[:-1] + (Frame(frame.block, frame.index + 1, frame.kind, frame.origin),)
+                local = LOCAL.get(type(stmt))
+                if local is not None:
+                    s = local(m, c, s, frames, stmt, at)
+                    continue
+                c = EXECUTE[type(stmt)](m, c, s._replace(frames=frames), stmt, at)
+        s = c.sessions.get(serial)
+    return c
 
 
 def _current_stmt(s: Session):
@@ -58,22 +73,21 @@ def _store(c: Configuration, s: Session) -> Configuration:
 # -- leaving a block -------------------------------------------------------------
 
 
-def exit_block(m: Machine, c: Configuration, s: Session, frame: Frame) -> Configuration:
+def exit_block(m: Machine, c: Configuration, s: Session, frame: Frame) -> Session:
+    """session/loop-again, session/while, session/block-exit (local): a
+    loop's body restarts, a while re-reads its guard, a plain block's frame goes."""
     if frame.kind == LOOP:
         s = s._replace(frames=s.frames[:-1] + (frame._replace(index=0),))
-        return _note(m, _store(c, s), "session/loop-again", s)
+        return _note_local(m, c, s, "session/loop-again")
     if frame.kind == WHILE:
         stmt = m.program.blocks[frame.origin[0]][frame.origin[1]]
         env = session_env(m, c, s, frame.origin)
         again = _test(m, c, stmt.guard, env, frame.origin, "while")
-        s = with_draws(s, env)
         frames = s.frames[:-1] + ((frame._replace(index=0),) if again else ())
-        s = s._replace(frames=frames)
-        return _note(m, _store(c, s), "session/while", s, again=again)
-    if frame.kind == HOLD:
-        return exit_hold(m, c, s)
+        s = s._replace(frames=frames, draws=env.draws)
+        return _note_local(m, c, s, "session/while", again=again)
     s = s._replace(frames=s.frames[:-1])
-    return _note(m, _store(c, s), "session/block-exit", s)
+    return _note_local(m, c, s, "session/block-exit")
 
 
 def exit_hold(m: Machine, c: Configuration, s: Session) -> Configuration:
@@ -102,6 +116,13 @@ def _note(m: Machine, c: Configuration, rule: str, s: Session, **fields) -> Conf
     return c
 
 
+def _note_local(m: Machine, c: Configuration, s: Session, rule: str, **fields) -> Session:
+    """Report a local rule: the configuration it stands for is ``c`` with ``s``."""
+    if m.observer:
+        m.notify(rule, _store(c, s), {"session": s.serial, **fields})
+    return s
+
+
 def _test(m: Machine, c: Configuration, guard, env, stmt, what: str) -> bool:
     value = m.compiler.compile(guard)(env)
     if value == 1.0:
@@ -121,14 +142,14 @@ def execute_turn(m, c, s, stmt, at):
     return _note(m, c, "session/turn", c.sessions[s.serial])
 
 
-def execute_set(m, c, s, stmt: ir.Set, at):
-    """session/set: the attribute takes the expression's value."""
+def execute_set(m, c, s, frames, stmt: ir.Set, at) -> Session:
+    """session/set (local): the attribute takes the expression's value."""
     env = session_env(m, c, s, at)
     value = m.compiler.compile(stmt.expr)(env)
     attrs = list(s.attrs)
     attrs[stmt.slot] = value
-    s = s._replace(attrs=tuple(attrs), draws=env.draws)
-    return _note(m, _store(c, s), "session/set", s, attribute=m.program.attrs[stmt.slot], value=value)
+    s = s._replace(frames=frames, attrs=tuple(attrs), draws=env.draws)
+    return _note_local(m, c, s, "session/set", attribute=m.program.attrs[stmt.slot], value=value)
 
 
 def execute_observe(m, c, s, stmt: ir.Observe, at):
@@ -199,33 +220,32 @@ def execute_run(m, c, s, stmt: ir.Run, at):
     return c
 
 
-def execute_branch(m, c, s, stmt: ir.Branch, at):
-    """session/branch: the first block when the guard is 1, the second when 0; any other value is a RunError."""
+def execute_branch(m, c, s, frames, stmt: ir.Branch, at) -> Session:
+    """session/branch (local): the first block when the guard is 1, the second when 0; any other value is a RunError."""
     env = session_env(m, c, s, at)
     taken = _test(m, c, stmt.guard, env, at, "branch")
     block = stmt.then_block if taken else stmt.else_block
-    s = with_draws(s, env)
-    s = s._replace(frames=s.frames + (Frame(block, 0, PLAIN, at),))
-    return _note(m, _store(c, s), "session/branch", s, taken=taken)
+    s = s._replace(frames=frames + (Frame(block, 0, PLAIN, at),), draws=env.draws)
+    return _note_local(m, c, s, "session/branch", taken=taken)
 
 
-def execute_loop(m, c, s, stmt: ir.Loop, at):
-    s = s._replace(frames=s.frames + (Frame(stmt.block, 0, LOOP, at),))
-    return _note(m, _store(c, s), "session/loop", s)
+def execute_loop(m, c, s, frames, stmt: ir.Loop, at) -> Session:
+    """session/loop (local): the body, forever."""
+    s = s._replace(frames=frames + (Frame(stmt.block, 0, LOOP, at),))
+    return _note_local(m, c, s, "session/loop")
 
 
-def execute_while(m, c, s, stmt: ir.While, at):
-    """session/while: the block, again and again while the guard is 1."""
+def execute_while(m, c, s, frames, stmt: ir.While, at) -> Session:
+    """session/while (local): the block, again and again while the guard is 1."""
     env = session_env(m, c, s, at)
     enter = _test(m, c, stmt.guard, env, at, "while")
-    s = with_draws(s, env)
-    if enter:
-        s = s._replace(frames=s.frames + (Frame(stmt.block, 0, WHILE, at),))
-    return _note(m, _store(c, s), "session/while", s, again=enter)
+    frames = frames + (Frame(stmt.block, 0, WHILE, at),) if enter else frames
+    s = s._replace(frames=frames, draws=env.draws)
+    return _note_local(m, c, s, "session/while", again=enter)
 
 
-def execute_choose(m, c, s, stmt: ir.Choose, at):
-    """session/choose: the index with the least keys, then the smallest index."""
+def execute_choose(m, c, s, frames, stmt: ir.Choose, at) -> Session:
+    """session/choose (local): the index with the least keys, then the smallest index."""
     keys = [m.compiler.compile(k) for k in stmt.key]
     attrs = list(s.attrs)
     env = session_env(m, c, s, at)
@@ -237,19 +257,23 @@ def execute_choose(m, c, s, stmt: ir.Choose, at):
         if best is None or key < best:
             best = key
     attrs[stmt.var] = float(best[-1]) if best is not None else 0.0
-    s = with_draws(s, env)._replace(attrs=tuple(attrs))
-    return _note(m, _store(c, s), "session/choose", s, attribute=m.program.attrs[stmt.var], index=attrs[stmt.var])
+    s = s._replace(frames=frames, attrs=tuple(attrs), draws=env.draws)
+    return _note_local(m, c, s, "session/choose", attribute=m.program.attrs[stmt.var], index=attrs[stmt.var])
 
 
 def execute_end(m, c, s, stmt, at):
     return end_session(m, _store(c, s), s.serial)
 
 
+#: Rules that change only their session: (machine, c, session, frames past the statement, stmt, at) -> session.
+LOCAL = {ir.Set: execute_set, ir.Branch: execute_branch, ir.Loop: execute_loop, ir.While: execute_while,
+         ir.Choose: execute_choose}
+
+#: The other statements' rules: (machine, c, session past the statement, stmt, at) -> configuration.
 EXECUTE = {
-    ir.Turn: execute_turn, ir.Set: execute_set, ir.Observe: execute_observe, ir.Hold: execute_hold,
-    ir.Grow: execute_grow, ir.Drop: execute_drop, ir.Release: execute_release, ir.Load: execute_load,
-    ir.Run: execute_run, ir.Branch: execute_branch, ir.Loop: execute_loop, ir.While: execute_while,
-    ir.Choose: execute_choose, ir.End: execute_end,
+    ir.Turn: execute_turn, ir.Observe: execute_observe, ir.Hold: execute_hold, ir.Grow: execute_grow,
+    ir.Drop: execute_drop, ir.Release: execute_release, ir.Load: execute_load, ir.Run: execute_run,
+    ir.End: execute_end,
 }
 
 
