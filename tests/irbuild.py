@@ -162,7 +162,9 @@ class Builder:
         return ir.Observe(self.observes.index(name), expr(e))
 
     def run(self, stage, work, *also) -> ir.Run:
-        return ir.Run(ir.Ref(stage, 1, None), "Plain", ir.Cost(ir.CostTarget("Stage", stage, 1), expr(work)), None,
+        targets = tuple(ir.CostTarget("Stage", s, 1) for s in sorted({stage, *also}))
+        target = targets[0] if len(targets) == 1 else ir.JointTarget(targets)
+        return ir.Run(ir.Ref(stage, 1, None), "Plain", ir.Cost(target, expr(work)), None,
                       tuple(ir.Ref(s, 1, None) for s in also) if also else None)
 
     def run_ref(self, ref: ir.Ref, work) -> ir.Run:

@@ -25,13 +25,16 @@ pyserq = pytest.importorskip("pyserq")
 
 
 def reference(program: ir.Program) -> dict:
-    """pyserq's report of ``program``, as IR version 14 (where a choose's count is an expression)."""
+    """pyserq's report of ``program``, as IR version 14 (where a choose's count is an expression and a run
+    over several stages names its share)."""
     obj = json.loads(codec.dumps(program))
     obj["version"] = 14
     for block in obj["blocks"]:
         for stmt in block:
             if isinstance(stmt, dict) and "Choose" in stmt:
                 stmt["Choose"]["count"] = {"Num": float(stmt["Choose"]["count"])}
+            if isinstance(stmt, dict) and "Run" in stmt and stmt["Run"].get("also"):
+                stmt["Run"]["share"] = program.share
     return json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(obj))).json())
 
 
@@ -137,3 +140,18 @@ def test_a_preempted_hold_leaves_the_queue_it_waited_in():
     from test_smallstep_pools import _preempted_while_queued
 
     assert_same(_preempted_while_queued())
+
+
+@pytest.mark.parametrize("share", ["MaxMin", "Bottleneck"])
+def test_flows_under_both_shares(share):
+    # 002 §3 Stages: flows under share maxmin (progressive filling) and bottleneck (min over s of φ_s / n_s)
+    b = Builder(attrs=("who",))
+    la = b.ps("a", 1)
+    lb = b.ps("b", 3)
+    lc = b.ps("c", 2)
+    who = b.attr("who")
+    b.session(b.run(b.delay("d"), binary("Mul", who, 0.3)),
+              b.branch(binary("Lt", who, 2), [b.run(la, 2, lb)],
+                       [b.branch(binary("Lt", who, 4), [b.run(lb, 1.5, lc)], [b.run(lc, 1)])]),
+              b.observe("done", now()))
+    assert_same(b.build(arrival=explicit(*[{9: float(k)} for k in range(6)]), horizon=20, share=share))
