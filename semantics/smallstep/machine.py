@@ -13,7 +13,7 @@ import math
 
 from .. import ir
 from ..errors import RunError
-from .configuration import READY, Configuration, PoolStats, Session, StageStats, replace_at
+from .configuration import READY, Configuration, PoolStats, Session, replace_at
 from .rng import derive_stream
 from .values import Env, ExpressionCompiler
 
@@ -167,15 +167,16 @@ def with_draws(s: Session, env: Env) -> Session:
     return s if env.draws == s.draws else s._replace(draws=env.draws)
 
 
-def make_ready(m: Machine, c: Configuration, s: Session) -> Configuration:
-    """``s`` becomes ready: it joins the end of the ready sequence."""
+def make_ready(m: Machine, c: Configuration, s: Session, **changes) -> Configuration:
+    """``s`` becomes ready: it joins the end of the ready sequence (in the
+    same update as ``changes``, other fields of the configuration)."""
     instant, count = s.readies
     count = count + 1 if instant == c.time else 1
     if count > MAX_READIES_PER_INSTANT:
         raise RunError(f"session {s.serial} became ready {MAX_READIES_PER_INSTANT} times at one instant "
                        f"(time {c.time:g}): the program makes no progress", time=c.time)
     s = s._replace(status=READY, readies=(c.time, count), job=None, growth=None, pending=None)
-    return c._replace(sessions=c.sessions.set(s.serial, s), ready=c.ready + (s.serial,))
+    return c._replace(sessions=c.sessions.set(s.serial, s), ready=c.ready + (s.serial,), **changes)
 
 
 def is_warm(m: Machine, c: Configuration) -> bool:
@@ -197,13 +198,6 @@ def explain_pool(c: Configuration, p: int, line: str, limit: int = 5) -> Configu
         return c
     new = old._replace(explanations=old.explanations + (line,))
     return c._replace(statistics=stats._replace(pools=replace_at(stats.pools, p, new)))
-
-
-def count_stage(c: Configuration, s: int, **increments) -> Configuration:
-    stats = c.statistics
-    old: StageStats = stats.stages[s]
-    new = old._replace(**{k: getattr(old, k) + v for k, v in increments.items()})
-    return c._replace(statistics=stats._replace(stages=replace_at(stats.stages, s, new)))
 
 
 def mark_dirty(m: Machine, c: Configuration, p: int) -> Configuration:

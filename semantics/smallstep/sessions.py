@@ -157,9 +157,11 @@ def execute_observe(m, c, s, stmt: ir.Observe, at):
     env = session_env(m, c, s, at)
     value = m.compiler.compile(stmt.expr)(env)
     s = with_draws(s, env)
-    c = _store(c, s)
     if is_warm(m, c):
-        c = workload.record_sample(m, c, s.serial, int(s.attrs[m.program.slot_turn]), stmt.index, value)
+        c = workload.record_sample(m, c, s.serial, int(s.attrs[m.program.slot_turn]), stmt.index, value,
+                                   sessions=c.sessions.set(s.serial, s))
+    else:
+        c = _store(c, s)
     return _note(m, c, "session/observe", s, name=m.program.observes[stmt.index], value=value)
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import bisect
 import math
 
-from .configuration import (AT_STAGE, Configuration, FlowState, Job, StageState, insert_event, remove_event,
+from .configuration import (AT_STAGE, Configuration, FlowState, Job, StageState, StageStats, insert_event, remove_event,
                             replace_at, Event)
-from .machine import Machine, count_stage, is_warm, make_ready
+from .machine import Machine, is_warm, make_ready
 from .values import Env
 
 FLOW = -1  # the stage field of a session's job while it is a flow
@@ -339,13 +339,21 @@ def complete_flow(m: Machine, c: Configuration) -> Configuration:
 
 
 def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every=None) -> Configuration:
+    """The job's completion is counted (at or after the warm-up); its session becomes ready."""
+    stats = c.statistics
     if is_warm(m, c):
+        counted = list(stats.stages)
         for t in every or (s,):
-            c = count_stage(c, t, completed=1, wait_sum=job.started - job.arrived, service_sum=c.time - job.started)
+            old = counted[t]
+            counted[t] = StageStats(old.completed + 1, old.wait_sum + job.started - job.arrived,
+                                    old.service_sum + c.time - job.started)
+        stats = stats._replace(stages=tuple(counted))
     if m.observer:
+        c = c._replace(statistics=stats)
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.owner is not None:
-        return make_ready(m, c, c.sessions[job.owner])
+        return make_ready(m, c, c.sessions[job.owner], statistics=stats)
+    c = c._replace(statistics=stats)
     if job.spill is not None:
         from .pools import land_spill
 

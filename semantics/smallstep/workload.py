@@ -214,8 +214,11 @@ def take_turn(m: Machine, c: Configuration, serial: int) -> Configuration:
     return c
 
 
-def record_sample(m: Machine, c: Configuration, serial: int, turn: int, index: int, value: float) -> Configuration:
-    """An observation's sample (time, session serial, turn number, value)."""
+def record_sample(m: Machine, c: Configuration, serial: int, turn: int, index: int, value: float,
+                  **changes) -> Configuration:
+    """An observation's sample (time, session serial, turn number, value), in
+    the same update as ``changes``, other fields of the configuration."""
     stats = c.statistics
     sample = (c.time, serial, turn, value)
-    return c._replace(statistics=stats._replace(observes=replace_at(stats.observes, index, (sample, stats.observes[index]))))
+    observes = replace_at(stats.observes, index, (sample, stats.observes[index]))
+    return c._replace(statistics=stats._replace(observes=observes), **changes)
