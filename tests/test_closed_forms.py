@@ -142,20 +142,20 @@ def build_mmc_case(ci_cap: float, horizon: float, campaign_horizon: float) -> Ca
     )
 
 
-# Horizons. The default suite's are what about 60 s of both cores allow
-# (serq-ref ran some 3 000 arrivals a second when they were chosen). Its CI
+# Horizons. The default suite's take about 35 s of both cores (serq-ref
+# runs some 11 000 M/M/1 arrivals a second on an idle core). Its CI
 # caps are twice the mean relative CI that forty seeds gave at that horizon
 # on pyserq (the same program), rounded up to 0.05: a run is held to be about
 # as informative as the horizon was chosen to make it, and its check then
-# resolves errors of three such CIs (from about 10 % for the closed loops to
-# about 50 % for M/M/1 at rho 0.9 and H2 service; precision is the
-# campaign's job). The campaign's are per seed, sized to what
-# about half an hour of both cores allows at that speed (some 3.3 million
-# arrivals in all): the mean over its seeds then has a standard error (from
-# pyserq's spread at these horizons) of about 1 % of the exact value for the
-# closed loops, PS and M/M/1 at low load, 1.2-2 % for M/M/1 at 0.8, PK and
-# Erlang C, and 2.6 % for M/M/1 at 0.9 and H2 service, whose variance grows
-# as (1 - rho)^-4.
+# resolves errors of three mean CIs (about 15 % for the closed loops, 30-50 %
+# for most open queues, 45-70 % for M/M/1 at rho 0.9 and H2 service:
+# gross errors only; precision is the campaign's job). The campaign's are per seed, sized to what
+# about half an hour of both cores allows (some 20 million arrivals in all,
+# at about 11 000 a second on an idle core): the mean over its seeds then has
+# a standard error (from pyserq's spread at these horizons) of about 0.5 %
+# of the exact value for the closed loops, PS and M/M/1 at low load,
+# 0.5-0.8 % for M/M/1 at 0.8, PK and Erlang C, and about 1 % for M/M/1 at
+# 0.9 and H2 service, whose variance grows as (1 - rho)^-4.
 LAWS = cf.SERVICE_LAWS
 CASES: dict[str, Case] = {
     case.name: case
