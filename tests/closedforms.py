@@ -109,8 +109,9 @@ def assemble_program(
     (blocks 0 and 1), the session's blocks from block 2 on (the first is the
     session's), the attributes ``t0`` (a time) and ``s`` (a plain number the
     client draws; the server's ``run`` converts it with ``cost(svc, s)``, as
-    the reference's examples do) and the observations ``response`` and
-    ``wait``."""
+    the reference's examples do), both typed ``Size`` (pyserq refuses a
+    workload-side set of any other type, or of a cost), and the observations
+    ``response`` and ``wait``."""
     blocks = ((), ()) + tuple(tuple(stmt for stmt, _ in block) for block in session)
     sides = ((), ()) + tuple(tuple(side for _, side in block) for block in session)
     return ir.Program(
