@@ -270,6 +270,24 @@ def describe(name: str, check: Check, estimate: Measure) -> str:
 
 
 # --------------------------------------------------------------------------
+# The programs are well formed
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_program_validates_and_links(name: str) -> None:
+    """Every case's program is IR this project accepts from any source: it
+    validates against the IR's JSON Schema and links without a warning, as a
+    loaded file must (semantics/pipeline.py: schema, then link)."""
+    from ir_schema import validate
+    from semantics.link import link
+    from semantics.sourcemap import SourceMap
+
+    program = CASES[name].build(CASES[name].horizon, 1)
+    validate(codec.encode_program(program))
+    assert link(program, SourceMap(file=name)) == []
+
+
+# --------------------------------------------------------------------------
 # The exact values themselves, on cases where two formulas must meet
 
 
