@@ -107,3 +107,91 @@ def test_console_entry_point_module_form():
     # `python -m semantics` is the console script (issue 2, Skeleton)
     proc = subprocess.run([sys.executable, "-m", "semantics", "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("serq-ref ")
+
+
+# --------------------------------------------------------------------------
+# End to end: run, trace, dump, determinism (issue 3, the CLI paragraph)
+# --------------------------------------------------------------------------
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+LEASE = os.path.join(EXAMPLES, "pools", "lease.sq")
+MM1 = os.path.join(EXAMPLES, "single-turn", "mm1.sq")
+
+
+def test_run_text_report_first_line(capsys):
+    code, out, err = run_cli(capsys, "run", MM1, "--horizon", "200", "--warmup", "10", "--seed", "3")
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert first.startswith("run: horizon 200 end 200 warmup 10 seed 3 events ")
+    for word in ("arrivals", "ended", "turns", "mean live"):
+        assert f" {word} " in first
+
+
+def test_run_json_fields(capsys):
+    code, out, err = run_cli(capsys, "run", MM1, "--horizon", "200", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert list(report)[:10] == ["serq_version", "horizon", "end", "warmup", "seed", "events", "arrivals", "ended",
+                                 "turns", "mean_live"]
+    assert set(report["observes"]) == {"sojourn", "wait", "slow"}
+    assert set(report["observes"]["sojourn"]) == {"count", "mean", "ci", "cv2", "p99"}
+    assert report["stages"][0]["name"] == "server"
+
+
+def test_same_seed_same_bytes(capsys):
+    # brief: "Same program, same seed: the same result, byte for byte."
+    outs = [run_cli(capsys, "run", MM1, "--horizon", "300", "--seed", "11")[1] for _ in range(2)]
+    assert outs[0] == outs[1]
+    other = run_cli(capsys, "run", MM1, "--horizon", "300", "--seed", "12")[1]
+    assert other != outs[0]
+
+
+def test_same_seed_same_bytes_across_processes():
+    # no dependence on Python's salted hash(): two processes, different PYTHONHASHSEED
+    outs = []
+    for salt in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=salt)
+        proc = subprocess.run([sys.executable, "-m", "semantics", "run", MM1, "--horizon", "300", "--json"],
+                              capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1]
+
+
+def test_dump_writes_observations_and_gauges(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", MM1, "--horizon", "100", "--warmup", "0", "--dump", str(tmp_path / "d"))
+    assert code == 0, err
+    sojourn = (tmp_path / "d" / "sojourn.csv").read_text().splitlines()
+    assert sojourn[0] == "time,session,turn,value" and len(sojourn) > 10
+    gauge = (tmp_path / "d" / "gauge" / "jobs.csv").read_text().splitlines()
+    assert gauge[0] == "time,value" and len(gauge) > 10
+
+
+def test_trace_is_one_json_object_per_line_with_a_rule_name(capsys):
+    code, out, err = run_cli(capsys, "trace", LEASE, "--steps", "12")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 12
+    steps = [json.loads(line) for line in lines]
+    assert all(list(s)[:2] == ["rule", "time"] for s in steps)
+    assert steps[0]["rule"] == "workload/arrive"
+    assert any(s["rule"] == "pool/admit" for s in steps)
+
+
+def test_trace_from_skips_earlier_rules(capsys):
+    code, out, err = run_cli(capsys, "trace", LEASE, "--from", "3")
+    assert code == 0, err
+    times = [json.loads(line)["time"] for line in out.splitlines()]
+    assert times and min(times) >= 3
+
+
+def test_run_time_error_names_the_statement(capsys, tmp_path):
+    # seed 002 §3 Branching: "any other value ... is a run-time error"
+    f = tmp_path / "guard.sq"
+    f.write_text("stage s : fifo;\nworkload { arrive poisson(1); }\nsession {\n  set g = ~uniform(0, 2);\n"
+                 "  branch (g) { run s (1); }\n}\nrun { horizon 10; }\n")
+    code, out, err = run_cli(capsys, "run", str(f))
+    assert code == 1 and out == ""
+    assert f"{f}:5:3: error: the branch guard is" in err
+    # the source line (indented by two) and a caret under column 3
+    assert "\n    branch (g) { run s (1); }\n    ^" in err
