@@ -215,11 +215,9 @@ def execute_run(m, c, s, stmt: ir.Run, at):
     if not work == work:
         fail("the run's work is NaN", c, at)
     s = with_draws(s, env)
-    c = _store(c, s)
     if work <= 0:
-        return _note(m, c, "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
-    c = stages.enter_stage(m, c, tuple(targets), s.serial, work)
-    return c
+        return _note(m, _store(c, s), "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
+    return stages.enter_stage(m, c, tuple(targets), s, work)
 
 
 def execute_branch(m, c, s, frames, stmt: ir.Branch, at) -> Session:

@@ -107,9 +107,11 @@ def remaining_work(m: Machine, c: Configuration, s: int) -> float:
 # -- entering a stage ----------------------------------------------------------
 
 
-def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner: int | None, work: float,
+def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner, work: float,
                 spill=None) -> Configuration:
-    """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages); its id is the next sequence number."""
+    """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages);
+    its id is the next sequence number. ``owner``: the session (its record as
+    the run statement left it), or None for a spill write."""
     job_id = c.sequence
     if len(stages) > 1 or stages[0] in m.flow_stages:
         return enter_flow(m, c, stages, owner, work, spill, job_id)
@@ -119,20 +121,23 @@ def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner: in
     return enter_ps(m, c, s, owner, work, spill, job_id)
 
 
-def _set_owner_at(c: Configuration, owner: int | None, stage: int, job_id: int) -> Configuration:
+def _at_stage(c: Configuration, owner, stage: int, job_id: int):
+    """The sessions with ``owner`` (a session record or None) at the stage."""
     if owner is None:
-        return c
-    s = c.sessions[owner]
-    return c._replace(sessions=c.sessions.set(owner, s._replace(status=AT_STAGE, job=(stage, job_id))))
+        return c.sessions
+    return c.sessions.set(owner.serial, owner._replace(status=AT_STAGE, job=(stage, job_id)))
+
+
+def _serial(owner) -> int | None:
+    return None if owner is None else owner.serial
 
 
 def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
     """stage/fifo-enter: the job joins the end of the stage's line; it starts
     at once when a server is free (stage/fifo-start)."""
     st = c.stages[s]
-    sessions = c.sessions
-    if owner is not None:
-        sessions = sessions.set(owner, sessions[owner]._replace(status=AT_STAGE, job=(s, job_id)))
+    sessions = _at_stage(c, owner, s, job_id)
+    owner = _serial(owner)
     if _in_service(st.jobs) < m.servers[s] and not any(j.started != j.started for j in st.jobs):
         due = (c.time + work, job_id + 1)
         job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
@@ -185,14 +190,14 @@ def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
 
 def enter_ps(m, c, s, owner, work, spill, job_id) -> Configuration:
     """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
-    c = c._replace(sequence=job_id + 1)
+    c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, s, job_id))
+    owner = _serial(owner)
     st = _advance_virtual(c, c.stages[s])
     tag = st.virtual + work
     job = Job(job_id, owner, tag, c.time, c.time, None, spill, (s,), 0.0)
     i = bisect.bisect_right(st.jobs, (tag, job_id), key=_tag_order)
     st = st._replace(jobs=st.jobs[:i] + (job,) + st.jobs[i:])
     c = c._replace(stages=replace_at(c.stages, s, st))
-    c = _set_owner_at(c, owner, s, job_id)
     c = reschedule_ps(m, c, s)
     if m.observer:
         m.notify("stage/ps-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work,
@@ -237,11 +242,11 @@ def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
 
 def enter_flow(m, c, stages, owner, work, spill, job_id) -> Configuration:
     """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
-    c = c._replace(sequence=job_id + 1)
+    c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, FLOW, job_id))
+    owner = _serial(owner)
     fl = _advance_flows(c)
     job = Job(job_id, owner, work, c.time, c.time, None, spill, tuple(stages), 0.0)
     c = c._replace(flows=fl._replace(flows=fl.flows + (job,)))
-    c = _set_owner_at(c, owner, FLOW, job_id)
     c = reschedule_flows(m, c)
     if m.observer:
         m.notify("stage/flow-enter", c, {"stages": [m.stage_name(s) for s in stages], "job": job_id,
@@ -312,8 +317,8 @@ def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     st = c.stages[s]
     k = next(k for k, j in enumerate(st.jobs) if j.job_id == job_id)
     job = st.jobs[k]
-    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:])))
-    c = _finish_job(m, c, s, job, "stage/fifo-complete")
+    c = _finish_job(m, c, s, job, "stage/fifo-complete",
+                    stages=replace_at(c.stages, s, st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:])))
     return start_fifo(m, c, s)
 
 
@@ -338,8 +343,9 @@ def complete_flow(m: Machine, c: Configuration) -> Configuration:
     return _finish_job(m, c, job.stages[0], job, "stage/flow-complete", every=job.stages)
 
 
-def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every=None) -> Configuration:
-    """The job's completion is counted (at or after the warm-up); its session becomes ready."""
+def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every=None, **changes) -> Configuration:
+    """The job's completion is counted (at or after the warm-up); its session
+    becomes ready; in the same update as ``changes`` (the stage without the job)."""
     stats = c.statistics
     if is_warm(m, c):
         counted = list(stats.stages)
@@ -349,11 +355,12 @@ def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every
                                     old.service_sum + c.time - job.started)
         stats = stats._replace(stages=tuple(counted))
     if m.observer:
-        c = c._replace(statistics=stats)
+        c = c._replace(statistics=stats, **changes)
+        changes = {}
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.owner is not None:
-        return make_ready(m, c, c.sessions[job.owner], statistics=stats)
-    c = c._replace(statistics=stats)
+        return make_ready(m, c, c.sessions[job.owner], statistics=stats, **changes)
+    c = c._replace(statistics=stats, **changes)
     if job.spill is not None:
         from .pools import land_spill
 
