@@ -163,6 +163,18 @@ def test_a_loop_without_time_hits_the_statement_backstop():
         run(b.build(horizon=5))
 
 
+def test_a_closed_workload_whose_sessions_end_at_once_hits_the_backstop():
+    # 000 Pool: "A request that can never fit ... is rejected and its session ends"; under arrive closed the
+    # session is replaced at once, so without a backstop the run would replace sessions forever at time 0
+    # (a Hypothesis run of test_same_seed_same_run found this livelock).
+    b = Builder()
+    p = b.pool("p", cap=10)
+    d = b.delay("d")
+    b.session(b.hold([(p, 20)], b.run(d, 1)), b.end())
+    with pytest.raises(RunError, match="arrive closed: 1000 sessions ended at one instant"):
+        run(b.build(arrival=ir.Closed(2), horizon=5))
+
+
 def test_observations_after_warmup_and_is_test():
     # 002 §3 Statistics: "observe x = e records a sample after warm-up with the time, session and turn";
     # a test is an expression whose outermost operator is a comparison, &&, || or !

@@ -220,6 +220,7 @@ class Workload(NamedTuple):
     arrivals_draws: int  # position of the arrivals stream
     workload_draws: int  # position of the workload stream (trace choice)
     machine_draws: int  # position of the machine's stream (eviction, spill, capacities)
+    replaced: tuple[float, int]  # (instant, closed-workload replacements at that instant)
 
 
 class Configuration(NamedTuple):

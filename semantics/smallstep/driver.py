@@ -45,7 +45,7 @@ def initial_configuration(m: Machine) -> Configuration:
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
-        workload=Workload(0, 0, 0, 0, 0), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map())
+        workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
 def take_event(m: Machine, c: Configuration) -> Configuration:

@@ -304,5 +304,5 @@ def end_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     if m.observer:
         m.notify("session/end", c, {"session": serial})
     if isinstance(m.program.arrival, ir.Closed):
-        c = workload.spawn(m, c)
+        c = workload.replace_closed(m, c)
     return c

@@ -27,7 +27,7 @@ import os
 from .. import ir
 from ..errors import RunError
 from .configuration import PLAIN, READY, Configuration, Event, Frame, Session, insert_event, replace_at
-from .machine import Machine
+from .machine import MAX_READIES_PER_INSTANT, Machine
 from .rng import derive_stream, draw_uniform, sample_distribution
 from .values import Env
 
@@ -123,6 +123,24 @@ def arrive(m: Machine, c: Configuration) -> Configuration:
         c = c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1, workload=w)
     else:
         c = c._replace(workload=w)
+    return spawn(m, c)
+
+
+def replace_closed(m: Machine, c: Configuration) -> Configuration:
+    """workload/replace: under ``arrive closed`` a session that ends is
+    replaced at once. Backstop: sessions that end without letting time pass
+    (a hold rejected at once, say) would be replaced forever at one instant;
+    past MAX_READIES_PER_INSTANT replacements at one instant the run stops
+    with an error, as for the session backstops (SERQ-FACTS.md)."""
+    instant, count = c.workload.replaced
+    count = count + 1 if instant == c.time else 1
+    if count > MAX_READIES_PER_INSTANT:
+        raise RunError(
+            f"arrive closed: {count - 1} sessions ended at one instant without letting time pass, and each is "
+            "replaced at once, so the run cannot advance",
+            time=c.time,
+        )
+    c = c._replace(workload=c.workload._replace(replaced=(c.time, count)))
     return spawn(m, c)
 
 
