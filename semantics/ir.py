@@ -464,3 +464,10 @@ class Program:
 
 #: The built-in attributes, in slot order (FORMAT.md, Program).
 BUILTIN_ATTRS = ("cached", "serial", "turn_no", "new", "out", "think", "more", "forced", "computed")
+
+#: The Program fields that give the built-ins' slots, as a program compiled
+#: here sets them (``Program(..., **BUILTIN_SLOTS)``): slots 0 to 8.
+BUILTIN_SLOTS: dict[str, int] = {
+    f"slot_{name}": slot
+    for slot, name in enumerate(("cached", "serial", "turn", "new", "out", "think", "more", "forced", "computed"))
+}

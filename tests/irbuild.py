@@ -223,5 +223,4 @@ class Builder:
             pools=tuple(self.pools), stages=tuple(self.stages), arrival=arrival or ir.Batch(1), trace=trace,
             trace_ordered=trace_ordered, init=0, turn=1, session=self.session_block, blocks=tuple(self.blocks),
             horizon=float(horizon), warmup=float(warmup), seed=seed, arrivals=arrivals,
-            slot_cached=0, slot_serial=1, slot_turn=2, slot_new=3, slot_out=4, slot_think=5, slot_more=6,
-            slot_forced=7, slot_computed=8, hidden=(), share=share, gauges=tuple(self.gauges))
+            **ir.BUILTIN_SLOTS, hidden=(), share=share, gauges=tuple(self.gauges))
