@@ -111,6 +111,8 @@ class Machine:
         self.flow_stages = frozenset(flow_stages)
         self.dependents = tuple(tuple(sorted({q} | waits_at.get(q, set()))) for q in range(len(program.pools)))
         self.volatile = frozenset(volatile)
+        #: per pool: whether a stage serves it (``admit via``), so that settle does not retry its admissions
+        self.admitted_via_stage = tuple(p.admit_via is not None for p in program.pools)
         self.flow_capacity = {}
         for s in sorted(flow_stages):
             kind = program.stages[s].kind
@@ -159,7 +161,9 @@ class Machine:
 
 
 def session_env(m: Machine, c: Configuration, s: Session, stmt=None) -> Env:
-    return Env(c, s.attrs, s.serial, m.session_stream(s.serial), s.draws, stmt)
+    serial = s.serial
+    stream = m.session_streams.get(serial) or m.session_stream(serial)
+    return Env(c, s.attrs, serial, stream, s.draws, stmt)
 
 
 def with_draws(s: Session, env: Env) -> Session:

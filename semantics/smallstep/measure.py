@@ -39,7 +39,7 @@ def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
     areas = c.statistics.areas
     if dt <= 0:
         return areas
-    return tuple(a + level * dt for a, level in zip(areas, levels(m, c)))
+    return tuple([a + level * dt for a, level in zip(areas, levels(m, c))])
 
 
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:

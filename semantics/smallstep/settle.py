@@ -25,14 +25,14 @@ from .sessions import run_session
 def settle(m: Machine, c: Configuration) -> Configuration:
     """Run ready sessions and retry pools until nothing changes."""
     volatile = m.volatile
-    admit_via = [p.admit_via is not None for p in m.program.pools]
+    admit_via = m.admitted_via_stage
     while True:
         while c.ready:
             serial = c.ready[0]
             c = run_session(m, c._replace(ready=c.ready[1:]), serial)
-        tried = sorted(c.dirty | volatile)
-        if not tried:
+        if not c.dirty and not volatile:
             return c
+        tried = sorted(c.dirty | volatile)
         c = c._replace(dirty=frozenset())
         for p in tried:
             c = retry_growers(m, c, p)

@@ -138,7 +138,8 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
     st = c.stages[s]
     sessions = _at_stage(c, owner, s, job_id)
     owner = _serial(owner)
-    if _in_service(st.jobs) < m.servers[s] and not any(j.started != j.started for j in st.jobs):
+    busy = _in_service(st.jobs)
+    if busy < m.servers[s] and busy == len(st.jobs):  # a server is free and no job waits
         due = (c.time + work, job_id + 1)
         job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
         c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))), sessions=sessions,
@@ -157,7 +158,7 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
 
 def _in_service(jobs) -> int:
     """Jobs whose service has started (``started`` is NaN while a job waits)."""
-    return sum(1 for j in jobs if j.started == j.started)
+    return len([j for j in jobs if j.started == j.started])
 
 
 def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
