@@ -35,21 +35,23 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
         if quiet > MAX_QUIET_STATEMENTS:
             fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
                  f"the program loops without letting time pass", c, _current_stmt(s))
-        if not s.frames:
+        frames = s.frames
+        if not frames:
             c = end_session(m, _store(c, s), serial)
         else:
-            frame = s.frames[-1]
-            block = blocks[frame.block]
-            if frame.index >= len(block):
-                if frame.kind == HOLD:
+            frame = frames[-1]
+            block_index, index, kind, origin = frame
+            block = blocks[block_index]
+            if index >= len(block):
+                if kind == HOLD:
                     c = exit_hold(m, _store(c, s), s)
                 else:
                     s = exit_block(m, c, s, frame)
                     continue
             else:
-                stmt = block[frame.index]
-                at = (frame.block, frame.index)
-                frames = s.frames[:-1] + (Frame(frame.block, frame.index + 1, frame.kind, frame.origin),)
+                stmt = block[index]
+                at = (block_index, index)
+                frames = frames[:-1] + (Frame(block_index, index + 1, kind, origin),)
                 local = LOCAL.get(type(stmt))
                 if local is not None:
                     s = local(m, c, s, frames, stmt, at)
@@ -149,7 +151,9 @@ def execute_set(m, c, s, frames, stmt: ir.Set, at) -> Session:
     attrs = list(s.attrs)
     attrs[stmt.slot] = value
     s = s._replace(frames=frames, attrs=tuple(attrs), draws=env.draws)
-    return _note_local(m, c, s, "session/set", attribute=m.program.attrs[stmt.slot], value=value)
+    if m.observer:
+        _note_local(m, c, s, "session/set", attribute=m.program.attrs[stmt.slot], value=value)
+    return s
 
 
 def execute_observe(m, c, s, stmt: ir.Observe, at):
@@ -162,7 +166,9 @@ def execute_observe(m, c, s, stmt: ir.Observe, at):
                                    sessions=c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
-    return _note(m, c, "session/observe", s, name=m.program.observes[stmt.index], value=value)
+    if m.observer:
+        _note(m, c, "session/observe", s, name=m.program.observes[stmt.index], value=value)
+    return c
 
 
 def execute_hold(m, c, s, stmt: ir.Hold, at):
