@@ -16,8 +16,9 @@ import sys
 import pytest
 
 from semantics.cli import main
+from shared_paths import SHARED
 
-ORACLE = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "oracle")
+ORACLE = str(SHARED / "oracle")
 ORACLE_IR = sorted(glob.glob(os.path.join(ORACLE, "**", "*.ir.json"), recursive=True))
 
 

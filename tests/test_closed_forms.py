@@ -421,7 +421,7 @@ def test_example_closed_form(label: str, short_runs: dict[tuple[str, str], dict[
 
 def run_pyserq(program: ir.Program) -> dict:
     """The pyserq report of ``program`` (IR v13 read as v14, pyserq's)."""
-    pyserq = pytest.importorskip("pyserq")
+    import pyserq  # a test dependency (extra `test`): never skipped
     encoded = codec.encode_program(program)
     encoded["version"] = 14
     return json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(encoded))).json())

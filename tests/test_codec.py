@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from semantics import codec, ir
+from shared_paths import SHARED
 
-ORACLE = Path("/work/shared/oracle")
+ORACLE = (SHARED / "oracle")
 ORACLE_IR_FILES = sorted(ORACLE.glob("**/*.ir.json"))
 
 

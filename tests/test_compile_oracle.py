@@ -19,9 +19,10 @@ import pytest
 
 from semantics import codec, ir
 from semantics.compiler import compile_file, compile_source
+from shared_paths import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent
-ORACLE = Path("/work/shared/oracle/vllm")
+ORACLE = (SHARED / "oracle/vllm")
 PROGRAM = ROOT / "examples" / "oracle" / "vllm_request.sq"
 SCENARIOS = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 
@@ -47,7 +48,6 @@ def scenario_sessions(scenario: dict, program: ir.Program) -> ir.Sessions:
         for r in scenario["requests"]))
 
 
-@pytest.mark.skipif(not ORACLE.exists(), reason="the shared oracle directory is not on this machine")
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_vllm_request_compiles_to_the_oracle_ir(name: str) -> None:
     scenario = json.loads((ORACLE / f"{name}.json").read_text())
@@ -70,10 +70,9 @@ def test_vllm_request_source_map_names_the_hold_and_the_observations() -> None:
     assert source_map.run is not None and source_map.arrival is not None
 
 
-SERVE_ORACLE = Path("/work/shared/oracle/serve")
+SERVE_ORACLE = (SHARED / "oracle/serve")
 
 
-@pytest.mark.skipif(not SERVE_ORACLE.exists(), reason="the shared oracle directory is not on this machine")
 @pytest.mark.parametrize("name", ("admission", "newest_first", "newest_first_preempt", "prefill_first"))
 def test_vllm_request_with_a_serve_order_compiles_to_the_serve_oracle_ir(name: str) -> None:
     """The oracle's serve/ scenarios: the same program with the engine's

@@ -28,6 +28,7 @@ from semantics.compiler import compile_file, compile_source
 from semantics.errors import RunError
 from semantics.link import link
 from semantics.smallstep.driver import run
+from shared_paths import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = ROOT / "examples"
@@ -86,7 +87,7 @@ def run_here(program: ir.Program, base_dir: str | None = None):
 def run_on_reference_engine(program: ir.Program):
     """Run IR compiled here on pyserq, the reference implementation's engine
     (a peer; it reads IR version 14, whose nodes include version 13's)."""
-    pyserq = pytest.importorskip("pyserq")
+    import pyserq  # a test dependency (extra `test`): never skipped
     value = codec.encode_program(program)
     value["version"] = 14
     for block in value["blocks"]:
@@ -109,7 +110,7 @@ def test_every_required_example_exists():
 
 def test_the_replay_trace_is_the_shared_short_base_trace():
     # Seed 002, section 8: the replay reads "the short-context trace" (short_base.csv).
-    shared = Path("/work/shared/traces/short_base.csv")
+    shared = (SHARED / "traces/short_base.csv")
     assert (EXAMPLES_DIR / "replay/short_base.csv").read_bytes() == shared.read_bytes()
 
 
@@ -216,7 +217,7 @@ def test_example_runs_briefly_and_observes(path: Path):
 # lib/vllm.sq against the real vLLM scheduler's answers
 # --------------------------------------------------------------------------
 
-ORACLE_VLLM = Path("/work/shared/oracle/vllm")
+ORACLE_VLLM = (SHARED / "oracle/vllm")
 SCENARIOS = sorted(p for p in ORACLE_VLLM.glob("*.json") if p.name.count(".") == 1 and p.stem != "a100_engine")
 
 #: One request per session, on the step clock: cost 1, so a time is a step.
@@ -354,7 +355,7 @@ CACHE_REPLAY_SETS = {
     "sessions": 3, "spacing": 3, "token_budget": 64, "max_seqs": 4, "blocks": 20,
     "c_it": 1, "d_decoder": 0, "e_context": 0, "a_prefill": 0, "b_attention": 0, "c0": 0,
 }  # fmt: skip
-CACHE_REPLAY_ANSWER = Path("/work/shared/oracle/prefix_cache/cache_trace.out.csv")
+CACHE_REPLAY_ANSWER = (SHARED / "oracle/prefix_cache/cache_trace.out.csv")
 
 
 def compile_cache_replay() -> ir.Program:
@@ -373,7 +374,7 @@ def read_cache_replay_answer() -> dict[tuple[int, int], tuple[float, float, floa
 
 
 def test_the_cache_trace_is_the_oracles():
-    shared = Path("/work/shared/oracle/prefix_cache/cache_trace.csv")
+    shared = (SHARED / "oracle/prefix_cache/cache_trace.csv")
     assert (EXAMPLES_DIR / "data/cache_trace.csv").read_bytes() == shared.read_bytes()
 
 

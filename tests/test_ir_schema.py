@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 import ir_schema
 from semantics import codec, ir
 from semantics.errors import ProgramError
+from shared_paths import SHARED
 
-ORACLE = Path("/work/shared/oracle")
+ORACLE = (SHARED / "oracle")
 ORACLE_IR_FILES = sorted(ORACLE.glob("**/*.ir.json"))
 
 

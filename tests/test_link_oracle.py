@@ -15,14 +15,14 @@ import pytest
 from semantics import codec
 from semantics.link import link
 from semantics.sourcemap import SourceMap
+from shared_paths import SHARED
 
-ORACLE = os.environ.get("SERQ_ORACLE", "/work/shared/oracle")
+ORACLE = os.environ.get("SERQ_ORACLE", str(SHARED / "oracle"))
 IR_FILES = sorted(glob.glob(os.path.join(ORACLE, "**", "*.ir.json"), recursive=True))
 
 
 def test_the_oracle_has_ir_files():
-    if not os.path.isdir(ORACLE):
-        pytest.skip(f"no oracle directory at {ORACLE}")
+    assert os.path.isdir(ORACLE), f"no oracle directory at {ORACLE}"
     assert IR_FILES
 
 

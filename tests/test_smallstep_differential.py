@@ -21,7 +21,7 @@ from irbuild import Builder, binary, now
 from semantics import codec, ir
 from semantics.smallstep.driver import run
 
-pyserq = pytest.importorskip("pyserq")
+import pyserq  # noqa: E402 - a test dependency (extra `test`): never skipped
 
 
 def reference(program: ir.Program) -> dict:

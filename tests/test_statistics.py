@@ -269,7 +269,7 @@ def make_queue_ir(seed: float, horizon: float) -> dict:
 def test_summaries_agree_with_the_reference_implementation(seed, horizon):
     """The reference's samples and change points, summarised here, give its
     figures: count, mean, cv2 and p99 to rounding, the CI up to the t quantile."""
-    pyserq = pytest.importorskip("pyserq")
+    import pyserq  # a test dependency (extra `test`): never skipped
     run = pyserq.run(pyserq.Program.from_json(json.dumps(make_queue_ir(seed, horizon))))
     for name, is_test in (("resp", False), ("slow", True)):
         theirs = run.observe(name)
