@@ -1217,6 +1217,24 @@ def collect_set_names(stmts) -> list[str]:
     return names
 
 
+def map_operands(expr: ast.Expr, f, body=None) -> ast.Expr:
+    """``expr`` with ``f`` applied to each operand it has (an aggregate's body
+    with ``body`` when given); a name or a number is returned as it is."""
+    if isinstance(expr, ast.FunctionCall):
+        return ast.FunctionCall(expr.function, tuple(f(a) for a in expr.args), span=expr.span)
+    if isinstance(expr, ast.Sample):
+        return ast.Sample(expr.distribution, tuple(f(a) for a in expr.args), span=expr.span)
+    if isinstance(expr, ast.Unary):
+        return ast.Unary(expr.op, f(expr.operand), span=expr.span)
+    if isinstance(expr, ast.Binary):
+        return ast.Binary(expr.op, f(expr.left), f(expr.right), span=expr.span)
+    if isinstance(expr, ast.Cond):
+        return ast.Cond(f(expr.test), f(expr.then), f(expr.otherwise), span=expr.span)
+    if isinstance(expr, ast.Over):
+        return ast.Over(expr.aggregate, expr.variable, f(expr.count), (body or f)(expr.body), span=expr.span)
+    return expr
+
+
 def substitute(expr: ast.Expr, bound: Mapping[str, ast.Expr]) -> ast.Expr:
     """``expr`` with every unindexed name in ``bound`` (``hit``, ``P.hit``) replaced by its expression."""
     if not bound:
@@ -1228,22 +1246,11 @@ def substitute(expr: ast.Expr, bound: Mapping[str, ast.Expr]) -> ast.Expr:
         parts = tuple(ast.PathPart(p.name, None if p.index is None else substitute(p.index, bound))
                       for p in expr.path.parts)
         return ast.Name(ast.Path(parts, span=expr.path.span), span=expr.span)
-    if isinstance(expr, ast.FunctionCall):
-        return ast.FunctionCall(expr.function, tuple(substitute(a, bound) for a in expr.args), span=expr.span)
-    if isinstance(expr, ast.Sample):
-        return ast.Sample(expr.distribution, tuple(substitute(a, bound) for a in expr.args), span=expr.span)
-    if isinstance(expr, ast.Unary):
-        return ast.Unary(expr.op, substitute(expr.operand, bound), span=expr.span)
-    if isinstance(expr, ast.Binary):
-        return ast.Binary(expr.op, substitute(expr.left, bound), substitute(expr.right, bound), span=expr.span)
-    if isinstance(expr, ast.Cond):
-        return ast.Cond(substitute(expr.test, bound), substitute(expr.then, bound), substitute(expr.otherwise, bound),
-                        span=expr.span)
-    if isinstance(expr, ast.Over):
+    body = None
+    if isinstance(expr, ast.Over):  # the aggregate's variable shadows a binding of its name
         inner = {k: v for k, v in bound.items() if k != expr.variable}
-        return ast.Over(expr.aggregate, expr.variable, substitute(expr.count, bound), substitute(expr.body, inner),
-                        span=expr.span)
-    return expr
+        body = lambda e: substitute(e, inner)  # noqa: E731
+    return map_operands(expr, lambda e: substitute(e, bound), body)
 
 
 def rename_option(option: ast.Option, renames: Mapping[str, str]) -> ast.Option:
@@ -1283,21 +1290,7 @@ def rename_expr(expr: ast.Expr, subst: Mapping[str, ast.Name]) -> ast.Expr:
         if first.name in subst:
             parts = (ast.PathPart(subst[first.name].path.dotted, parts[0].index),) + parts[1:]
         return ast.Name(ast.Path(parts, span=expr.path.span), span=expr.span)
-    if isinstance(expr, ast.FunctionCall):
-        return ast.FunctionCall(expr.function, tuple(rename_expr(a, subst) for a in expr.args), span=expr.span)
-    if isinstance(expr, ast.Sample):
-        return ast.Sample(expr.distribution, tuple(rename_expr(a, subst) for a in expr.args), span=expr.span)
-    if isinstance(expr, ast.Unary):
-        return ast.Unary(expr.op, rename_expr(expr.operand, subst), span=expr.span)
-    if isinstance(expr, ast.Binary):
-        return ast.Binary(expr.op, rename_expr(expr.left, subst), rename_expr(expr.right, subst), span=expr.span)
-    if isinstance(expr, ast.Cond):
-        return ast.Cond(rename_expr(expr.test, subst), rename_expr(expr.then, subst),
-                        rename_expr(expr.otherwise, subst), span=expr.span)
-    if isinstance(expr, ast.Over):
-        return ast.Over(expr.aggregate, expr.variable, rename_expr(expr.count, subst), rename_expr(expr.body, subst),
-                        span=expr.span)
-    return expr
+    return map_operands(expr, lambda e: rename_expr(e, subst))
 
 
 def desugar_program(file: str, items: tuple[ast.Item, ...], sets: Mapping[str, float] | None) -> Kernel:
