@@ -224,3 +224,22 @@ class Builder:
             trace_ordered=trace_ordered, init=0, turn=1, session=self.session_block, blocks=tuple(self.blocks),
             horizon=float(horizon), warmup=float(warmup), seed=seed, arrivals=arrivals,
             **ir.BUILTIN_SLOTS, hidden=(), share=share, gauges=tuple(self.gauges))
+
+
+def explicit(*rows) -> ir.Sessions:
+    """Explicit sessions, all at time 0: each row a dict slot -> value."""
+    return ir.Sessions(tuple(ir.SessionSpec(tuple(sorted(r.items())), None) for r in rows))
+
+
+def build_lifo_grower_program(victim_body, horizon=30) -> ir.Program:
+    """Two sessions on a pool of 10 under preempt lifo: session 0 holds 4,
+    runs 1 s, grows by 4 and runs 2 s; session 1 (admitted after it) holds 4
+    and runs ``victim_body(builder, pool, delay_stage)``, a list of statements,
+    so session 0's grow preempts it. Slot 9 is ``who``."""
+    b = Builder(attrs=("who",))
+    p = b.pool("p", cap=10, lifo=True)
+    d = b.delay("d")
+    b.session(b.branch(binary("Eq", b.attr("who"), 0),
+                       [b.hold([(p, 4)], b.run(d, 1), b.grow(p, 4), b.run(d, 2))],
+                       victim_body(b, p, d)))
+    return b.build(arrival=explicit({9: 0.0}, {9: 1.0}), horizon=horizon)

@@ -17,7 +17,7 @@ import math
 
 import pytest
 
-from irbuild import Builder, binary, now
+from irbuild import Builder, binary, build_lifo_grower_program, explicit, now
 from semantics import codec, ir
 from semantics.smallstep.driver import run
 
@@ -36,10 +36,6 @@ def reference(program: ir.Program) -> dict:
             if isinstance(stmt, dict) and "Run" in stmt and stmt["Run"].get("also"):
                 stmt["Run"]["share"] = program.share
     return json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(obj))).json())
-
-
-def explicit(*rows):
-    return ir.Sessions(tuple(ir.SessionSpec(tuple(sorted(r.items())), None) for r in rows))
 
 
 def assert_same(program: ir.Program) -> None:
@@ -71,14 +67,8 @@ def assert_same(program: ir.Program) -> None:
 
 
 def test_preempt_lifo_and_waiting():
-    b = Builder(attrs=("who",))
-    p = b.pool("p", cap=10, lifo=True)
-    d = b.delay("d")
-    who = b.attr("who")
-    b.session(b.branch(binary("Eq", who, 0),
-                       [b.hold([(p, 4)], b.run(d, 1), b.grow(p, 4), b.run(d, 2))],
-                       [b.hold([(p, 4)], b.load(p, 3), b.observe("computed", b.attr("computed")), b.run(d, 10))]))
-    assert_same(b.build(arrival=explicit({9: 0.0}, {9: 1.0}), horizon=30))
+    assert_same(build_lifo_grower_program(lambda b, p, d: [
+        b.hold([(p, 4)], b.load(p, 3), b.observe("computed", b.attr("computed")), b.run(d, 10))]))
 
 
 def test_eviction_orders_and_dead_entries():

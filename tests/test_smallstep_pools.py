@@ -7,16 +7,11 @@ import math
 
 import pytest
 
-from irbuild import Builder, binary, now
+from irbuild import Builder, binary, build_lifo_grower_program, explicit, now
 from semantics import ir
 from semantics.errors import RunError
 from semantics.smallstep.driver import configurations, run, trace
 from semantics.smallstep.invariants import check_invariants
-
-
-def explicit(*rows):
-    """Explicit sessions, all at time 0: each row a dict slot -> value."""
-    return ir.Sessions(tuple(ir.SessionSpec(tuple(sorted(r.items())), None) for r in rows))
 
 
 def samples(result, name):
@@ -163,14 +158,8 @@ def test_grow_waits_under_preempt_none():
 def test_preempt_lifo_takes_the_most_recently_admitted_holder():
     # 000 preempt: "lifo: The most recently admitted holder ... is preempted ... it re-enters the head of the
     # queue to execute its hold again"; for a pool that is no engine's memory, its most recently admitted holder
-    b = Builder(attrs=("who",))
-    p = b.pool("p", cap=10, lifo=True)
-    d = b.delay("d")
-    who = b.attr("who")
-    b.session(b.branch(binary("Eq", who, 0),
-                       [b.hold([(p, 4)], b.run(d, 1), b.grow(p, 4), b.run(d, 2))],
-                       [b.hold([(p, 4)], b.observe("start", now()), b.run(d, 10)), b.observe("done", now())]))
-    program = b.build(arrival=explicit({9: 0.0}, {9: 1.0}), horizon=30)
+    program = build_lifo_grower_program(lambda b, p, d: [
+        b.hold([(p, 4)], b.observe("start", now()), b.run(d, 10)), b.observe("done", now())])
     walk_checked(program)
     result = run(program)
     assert result.pools[0].preemptions == 1
@@ -195,14 +184,8 @@ def test_self_preemption_is_counted_stuck():
 
 def test_preempted_hold_finds_computed_set():
     # 002 §3 Pools: "The re-executed hold finds computed set to the position the hold had computed"
-    b = Builder(attrs=("who",))
-    p = b.pool("p", cap=10, lifo=True)
-    d = b.delay("d")
-    who = b.attr("who")
-    b.session(b.branch(binary("Eq", who, 0),
-                       [b.hold([(p, 4)], b.run(d, 1), b.grow(p, 4), b.run(d, 2))],
-                       [b.hold([(p, 4)], b.load(p, 3), b.observe("computed", b.attr("computed")), b.run(d, 10))]))
-    result = run(b.build(arrival=explicit({9: 0.0}, {9: 1.0}), horizon=30))
+    result = run(build_lifo_grower_program(lambda b, p, d: [
+        b.hold([(p, 4)], b.load(p, 3), b.observe("computed", b.attr("computed")), b.run(d, 10))]))
     assert samples(result, "computed") == [(1, 0.0), (1, 3.0)]
 
 

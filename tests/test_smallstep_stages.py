@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from irbuild import Builder, binary, now
+from irbuild import Builder, binary, explicit, now
 from semantics import ir
 from semantics.errors import RunError
 from semantics.smallstep.driver import run, trace
-
-
-def explicit(*rows):
-    return ir.Sessions(tuple(ir.SessionSpec(tuple(sorted(r.items())), None) for r in rows))
 
 
 def done_times(result, name="done"):
