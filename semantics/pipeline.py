@@ -88,14 +88,16 @@ def load(path: str, overrides: Overrides = Overrides()) -> Loaded:
     if ext == ".sq":
         from .compiler import compile_file
 
-        program, smap = compile_file(path, sets=dict(overrides.sets) or None, arrivals=overrides.arrivals)
+        program, smap = compile_file(path, sets=dict(overrides.sets) or None)
     else:
         if overrides.sets:
             raise UsageError("--set applies to .sq programs; an IR file's constants are already folded")
-        program = load_ir_text(text, path)
+        program = load_ir_text(text, path)  # validated against the schema as it was read
         smap = SourceMap(file=path)
-    program = apply_overrides(program, overrides)
-    validate_schema(codec.encode_program(program), path)
+    overridden = apply_overrides(program, overrides)
+    if ext == ".sq" or overridden is not program:
+        validate_schema(codec.encode_program(overridden), path)
+    program = overridden
     from .link import link
 
     warnings = link(program, smap)
