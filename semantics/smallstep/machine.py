@@ -54,6 +54,7 @@ class Machine:
 
     def __init__(self, program: ir.Program, observer=None, trace_sessions=()):
         from . import stages as stage_rules  # the observables read stage state
+        from .sessions import compile_ops  # the statements' rules
 
         self.program = program
         self.observer = observer
@@ -81,6 +82,9 @@ class Machine:
         self.holds: dict[tuple[int, int], CompiledHold] = {}
         self.statements: dict[tuple[int, int], tuple] = {}
         self._scan_program()
+        self.closed = isinstance(program.arrival, ir.Closed)
+        #: per block, its statements with their rules and compiled expressions (sessions.Op)
+        self.ops = compile_ops(self)
 
     # -- the static facts ---------------------------------------------------
 

@@ -107,7 +107,7 @@ def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, rese
     c = explain_pool(c, p, f"session {serial} rejected: {what} above cap {m.caps[p]:g}")
     if m.observer:
         m.notify("pool/reject", c, {"session": serial, "pool": m.pool_name(p), "units": units, "reserve": reserve})
-    return end_session(m, c, serial)
+    return end_session(m, c, c.sessions[serial])
 
 
 # -- admission -------------------------------------------------------------------

@@ -12,24 +12,68 @@ load are pool rules (pools.py).
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple
+
 from .. import ir
 from .configuration import HOLD, LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session
-from .machine import MAX_QUIET_STATEMENTS, Machine, fail, is_warm, session_env, with_draws
+from .machine import MAX_QUIET_STATEMENTS, Machine, fail, session_env
 from . import pools, stages, workload
 from .values import resolve_index
+
+
+class Op(NamedTuple):
+    """A statement ready to run: its rule, whether the rule is local (changes
+    only its session), the statement, where it is (block, index), and the
+    expressions the rule reads, compiled once per program."""
+
+    rule: Callable
+    local: bool
+    stmt: object
+    at: tuple[int, int]
+    exprs: tuple
+
+
+def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
+    """Every block's statements as Ops (the machine keeps them: ``m.ops``)."""
+    compile_ = m.compiler.compile
+    blocks = []
+    for b, block in enumerate(m.program.blocks):
+        ops = []
+        for i, stmt in enumerate(block):
+            kind = type(stmt)
+            if kind is ir.Set or kind is ir.Observe:
+                exprs = (compile_(stmt.expr),)
+            elif kind is ir.Branch or kind is ir.While:
+                exprs = (compile_(stmt.guard),)
+            elif kind is ir.Choose:
+                exprs = tuple(compile_(k) for k in stmt.key)
+            elif kind is ir.Run:
+                refs = (stmt.stage,) + tuple(stmt.also or ())
+                fixed = tuple(r.base for r in refs) if all(r.index is None for r in refs) else None
+                exprs = (compile_(stmt.work), refs, fixed)
+            else:
+                exprs = ()
+            local = LOCAL.get(kind)
+            ops.append(Op(local or EXECUTE[kind], local is not None, stmt, (b, i), exprs))
+        blocks.append(tuple(ops))
+    return tuple(blocks)
 
 
 def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     """Run the ready session ``serial`` until it blocks or ends.
 
+    Each statement's rule gets the session with its frame past the statement
+    (``frames``) and an evaluation environment set to the moment (``env``,
+    scratch space of this run: the rule writes back the stream's position).
     A rule that changes only its session (set, branch, loop, while, choose,
-    leaving a plain, loop or while block: LOCAL) is a function to the new
+    leaving a plain, loop or while block: local) is a function to the new
     session; the configuration it stands for is ``c`` with that session, which
     is stored before the next rule that reads anything else (and after every
     rule when a step trace observes the run)."""
-    blocks = m.program.blocks
+    ops = m.ops
     quiet = 0  # statements since the session became ready: it has not blocked
     s = c.sessions.get(serial)
+    env = None if s is None else session_env(m, c, s)
     while s is not None and s.status == READY:
         quiet += 1
         if quiet > MAX_QUIET_STATEMENTS:
@@ -37,26 +81,28 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
                  f"the program loops without letting time pass", c, _current_stmt(s))
         frames = s.frames
         if not frames:
-            c = end_session(m, _store(c, s), serial)
+            c = end_session(m, c, s)
         else:
             frame = frames[-1]
             block_index, index, kind, origin = frame
-            block = blocks[block_index]
-            if index >= len(block):
+            code = ops[block_index]
+            if index >= len(code):
                 if kind == HOLD:
                     c = exit_hold(m, _store(c, s), s)
                 else:
                     s = exit_block(m, c, s, frame)
                     continue
             else:
-                stmt = block[index]
-                at = (block_index, index)
+                op = code[index]
                 frames = frames[:-1] + (Frame(block_index, index + 1, kind, origin),)
-                local = LOCAL.get(type(stmt))
-                if local is not None:
-                    s = local(m, c, s, frames, stmt, at)
+                env.config = c
+                env.attrs = s.attrs
+                env.draws = s.draws
+                env.stmt = op.at
+                if op.local:
+                    s = op.rule(m, c, s, frames, op, env)
                     continue
-                c = EXECUTE[type(stmt)](m, c, s._replace(frames=frames), stmt, at)
+                c = op.rule(m, c, s, frames, op, env)
         s = c.sessions.get(serial)
     return c
 
@@ -84,7 +130,7 @@ def exit_block(m: Machine, c: Configuration, s: Session, frame: Frame) -> Sessio
     if frame.kind == WHILE:
         stmt = m.program.blocks[frame.origin[0]][frame.origin[1]]
         env = session_env(m, c, s, frame.origin)
-        again = _test(m, c, stmt.guard, env, frame.origin, "while")
+        again = _test(c, m.compiler.compile(stmt.guard), env, frame.origin, "while")
         frames = s.frames[:-1] + ((frame._replace(index=0),) if again else ())
         s = s._replace(frames=frames, draws=env.draws)
         return _note_local(m, c, s, "session/while", again=again)
@@ -125,8 +171,8 @@ def _note_local(m: Machine, c: Configuration, s: Session, rule: str, **fields) -
     return s
 
 
-def _test(m: Machine, c: Configuration, guard, env, stmt, what: str) -> bool:
-    value = m.compiler.compile(guard)(env)
+def _test(c: Configuration, guard, env, stmt, what: str) -> bool:
+    value = guard(env)
     if value == 1.0:
         return True
     if value == 0.0:
@@ -136,125 +182,126 @@ def _test(m: Machine, c: Configuration, guard, env, stmt, what: str) -> bool:
 
 
 # -- statements --------------------------------------------------------------------
+#
+# Every rule is (machine, c, session, frames past the statement, op, env):
+# a local rule returns the new session, the others the new configuration.
 
 
-def execute_turn(m, c, s, stmt, at):
+def _past(s: Session, frames, env) -> Session:
+    """The session past its statement, its stream where ``env`` left it."""
+    return s._replace(frames=frames, draws=env.draws)
+
+
+def execute_turn(m, c, s, frames, op, env):
     """session/turn: the next turn's attributes."""
-    c = workload.take_turn(m, _store(c, s), s.serial)
+    c = workload.take_turn(m, _store(c, _past(s, frames, env)), s.serial)
     return _note(m, c, "session/turn", c.sessions[s.serial])
 
 
-def execute_set(m, c, s, frames, stmt: ir.Set, at) -> Session:
+def execute_set(m, c, s, frames, op, env) -> Session:
     """session/set (local): the attribute takes the expression's value."""
-    env = session_env(m, c, s, at)
-    value = m.compiler.compile(stmt.expr)(env)
-    attrs = list(s.attrs)
-    attrs[stmt.slot] = value
-    s = s._replace(frames=frames, attrs=tuple(attrs), draws=env.draws)
+    value = op.exprs[0](env)
+    slot = op.stmt.slot
+    attrs = s.attrs
+    s = s._replace(frames=frames, attrs=attrs[:slot] + (value,) + attrs[slot + 1:], draws=env.draws)
     if m.observer:
-        _note_local(m, c, s, "session/set", attribute=m.program.attrs[stmt.slot], value=value)
+        _note_local(m, c, s, "session/set", attribute=m.program.attrs[slot], value=value)
     return s
 
 
-def execute_observe(m, c, s, stmt: ir.Observe, at):
+def execute_observe(m, c, s, frames, op, env):
     """session/observe: a sample, kept after the warm-up with the time, the session and its turn."""
-    env = session_env(m, c, s, at)
-    value = m.compiler.compile(stmt.expr)(env)
-    s = with_draws(s, env)
-    if is_warm(m, c):
-        c = workload.record_sample(m, c, s.serial, int(s.attrs[m.program.slot_turn]), stmt.index, value,
+    value = op.exprs[0](env)
+    s = _past(s, frames, env)
+    index = op.stmt.index
+    if c.time >= m.program.warmup:
+        c = workload.record_sample(m, c, s.serial, int(s.attrs[m.program.slot_turn]), index, value,
                                    sessions=c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
     if m.observer:
-        _note(m, c, "session/observe", s, name=m.program.observes[stmt.index], value=value)
+        _note(m, c, "session/observe", s, name=m.program.observes[index], value=value)
     return c
 
 
-def execute_hold(m, c, s, stmt: ir.Hold, at):
-    return pools.enter_hold(m, _store(c, s), s.serial, at, preempted=False)
+def execute_hold(m, c, s, frames, op, env):
+    return pools.enter_hold(m, _store(c, _past(s, frames, env)), s.serial, op.at, preempted=False)
 
 
-def _pool_of(m, c, s, ref: ir.Ref, at) -> tuple[int, Session]:
-    env = session_env(m, c, s, at)
-    p = resolve_index(ref, m.compiler.compile_ref_index(ref), env, "pool")
-    return p, with_draws(s, env)
+def _pool_of(m, s, ref: ir.Ref, env) -> int:
+    return resolve_index(ref, m.compiler.compile_ref_index(ref), env, "pool")
 
 
-def execute_grow(m, c, s, stmt: ir.Grow, at):
-    p, s = _pool_of(m, c, s, stmt.ref, at)
-    env = session_env(m, c, s, at)
-    amount = max(0.0, m.compiler.compile(stmt.amount)(env))
-    c = _store(c, with_draws(s, env))
-    c, _ = pools.grow(m, c, s.serial, p, amount, at)
+def execute_grow(m, c, s, frames, op, env):
+    p = _pool_of(m, s, op.stmt.ref, env)
+    amount = max(0.0, m.compiler.compile(op.stmt.amount)(env))
+    c = _store(c, _past(s, frames, env))
+    c, _ = pools.grow(m, c, s.serial, p, amount, op.at)
     return c
 
 
-def execute_drop(m, c, s, stmt: ir.Drop, at):
-    p, s = _pool_of(m, c, s, stmt.ref, at)
-    return pools.drop_statement(m, _store(c, s), s.serial, p)
+def execute_drop(m, c, s, frames, op, env):
+    p = _pool_of(m, s, op.stmt.ref, env)
+    return pools.drop_statement(m, _store(c, _past(s, frames, env)), s.serial, p)
 
 
-def execute_release(m, c, s, stmt: ir.Release, at):
-    p, s = _pool_of(m, c, s, stmt.ref, at)
-    return pools.release_statement(m, _store(c, s), s.serial, p)
+def execute_release(m, c, s, frames, op, env):
+    p = _pool_of(m, s, op.stmt.ref, env)
+    return pools.release_statement(m, _store(c, _past(s, frames, env)), s.serial, p)
 
 
-def execute_load(m, c, s, stmt: ir.Load, at):
-    p, s = _pool_of(m, c, s, stmt.ref, at)
-    env = session_env(m, c, s, at)
-    amount = max(0.0, m.compiler.compile(stmt.amount)(env))
-    return pools.load_statement(m, _store(c, with_draws(s, env)), s.serial, p, amount, at)
+def execute_load(m, c, s, frames, op, env):
+    p = _pool_of(m, s, op.stmt.ref, env)
+    amount = max(0.0, m.compiler.compile(op.stmt.amount)(env))
+    return pools.load_statement(m, _store(c, _past(s, frames, env)), s.serial, p, amount, op.at)
 
 
-def execute_run(m, c, s, stmt: ir.Run, at):
+def execute_run(m, c, s, frames, op, env):
     """session/run: a job of ``work`` at the stage (or, with several stages,
     one flow holding them all). A run of zero work completes at once."""
-    env = session_env(m, c, s, at)
-    targets = []
-    for ref in (stmt.stage,) + tuple(stmt.also or ()):
-        targets.append(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage"))
+    work_of, refs, targets = op.exprs
+    if targets is None:
+        targets = tuple(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage") for ref in refs)
     for t in targets:
         if m.kinds[t] == "step":
-            fail(f"run on step stage {m.stage_name(t)}: step stages are not implemented yet", c, at)
-    work = m.compiler.compile(stmt.work)(env)
+            fail(f"run on step stage {m.stage_name(t)}: step stages are not implemented yet", c, op.at)
+    work = work_of(env)
     if not work == work:
-        fail("the run's work is NaN", c, at)
-    s = with_draws(s, env)
+        fail("the run's work is NaN", c, op.at)
+    s = _past(s, frames, env)
     if work <= 0:
         return _note(m, _store(c, s), "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
-    return stages.enter_stage(m, c, tuple(targets), s, work)
+    return stages.enter_stage(m, c, targets, s, work)
 
 
-def execute_branch(m, c, s, frames, stmt: ir.Branch, at) -> Session:
+def execute_branch(m, c, s, frames, op, env) -> Session:
     """session/branch (local): the first block when the guard is 1, the second when 0; any other value is a RunError."""
-    env = session_env(m, c, s, at)
-    taken = _test(m, c, stmt.guard, env, at, "branch")
+    stmt = op.stmt
+    taken = _test(c, op.exprs[0], env, op.at, "branch")
     block = stmt.then_block if taken else stmt.else_block
-    s = s._replace(frames=frames + (Frame(block, 0, PLAIN, at),), draws=env.draws)
+    s = s._replace(frames=frames + (Frame(block, 0, PLAIN, op.at),), draws=env.draws)
     return _note_local(m, c, s, "session/branch", taken=taken)
 
 
-def execute_loop(m, c, s, frames, stmt: ir.Loop, at) -> Session:
+def execute_loop(m, c, s, frames, op, env) -> Session:
     """session/loop (local): the body, forever."""
-    s = s._replace(frames=frames + (Frame(stmt.block, 0, LOOP, at),))
+    s = s._replace(frames=frames + (Frame(op.stmt.block, 0, LOOP, op.at),))
     return _note_local(m, c, s, "session/loop")
 
 
-def execute_while(m, c, s, frames, stmt: ir.While, at) -> Session:
+def execute_while(m, c, s, frames, op, env) -> Session:
     """session/while (local): the block, again and again while the guard is 1."""
-    env = session_env(m, c, s, at)
-    enter = _test(m, c, stmt.guard, env, at, "while")
-    frames = frames + (Frame(stmt.block, 0, WHILE, at),) if enter else frames
+    enter = _test(c, op.exprs[0], env, op.at, "while")
+    frames = frames + (Frame(op.stmt.block, 0, WHILE, op.at),) if enter else frames
     s = s._replace(frames=frames, draws=env.draws)
     return _note_local(m, c, s, "session/while", again=enter)
 
 
-def execute_choose(m, c, s, frames, stmt: ir.Choose, at) -> Session:
+def execute_choose(m, c, s, frames, op, env) -> Session:
     """session/choose (local): the index with the least keys, then the smallest index."""
-    keys = [m.compiler.compile(k) for k in stmt.key]
+    stmt = op.stmt
+    keys = op.exprs
     attrs = list(s.attrs)
-    env = session_env(m, c, s, at)
     best = None
     for j in range(stmt.count):
         attrs[stmt.var] = float(j)
@@ -267,15 +314,15 @@ def execute_choose(m, c, s, frames, stmt: ir.Choose, at) -> Session:
     return _note_local(m, c, s, "session/choose", attribute=m.program.attrs[stmt.var], index=attrs[stmt.var])
 
 
-def execute_end(m, c, s, stmt, at):
-    return end_session(m, _store(c, s), s.serial)
+def execute_end(m, c, s, frames, op, env):
+    return end_session(m, c, _past(s, frames, env))
 
 
-#: Rules that change only their session: (machine, c, session, frames past the statement, stmt, at) -> session.
+#: Rules that change only their session.
 LOCAL = {ir.Set: execute_set, ir.Branch: execute_branch, ir.Loop: execute_loop, ir.While: execute_while,
          ir.Choose: execute_choose}
 
-#: The other statements' rules: (machine, c, session past the statement, stmt, at) -> configuration.
+#: The other statements' rules.
 EXECUTE = {
     ir.Turn: execute_turn, ir.Observe: execute_observe, ir.Hold: execute_hold, ir.Grow: execute_grow,
     ir.Drop: execute_drop, ir.Release: execute_release, ir.Load: execute_load, ir.Run: execute_run,
@@ -286,29 +333,31 @@ EXECUTE = {
 # -- the end ------------------------------------------------------------------------
 
 
-def end_session(m: Machine, c: Configuration, serial: int) -> Configuration:
+def end_session(m: Machine, c: Configuration, s: Session) -> Configuration:
     """session/end: every hold is released (cached prefixes stay: the cache
     does not know the session left), every lease ends, the session leaves;
-    under ``arrive closed`` a new session arrives at once in its place."""
-    s = c.sessions[serial]
-    if s.job is not None or s.growth is not None or s.pending is not None:
-        c = pools.detach(m, c, serial)
-    while c.sessions[serial].holds:
-        c = pools.release_hold(m, c, serial, c.sessions[serial].holds[-1].hold_id)
+    under ``arrive closed`` a new session arrives at once in its place.
+    ``s`` is the session's latest record (``c`` may hold an older one)."""
+    serial = s.serial
+    if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
+        c = _store(c, s)
+        if s.job is not None or s.growth is not None or s.pending is not None:
+            c = pools.detach(m, c, serial)
+        while c.sessions[serial].holds:
+            c = pools.release_hold(m, c, serial, c.sessions[serial].holds[-1].hold_id)
+            s = c.sessions[serial]
+            c = _store(c, s._replace(holds=s.holds[:-1]))
+        while c.sessions[serial].leases:
+            c = pools.end_lease(m, c, serial, c.sessions[serial].leases[0].lease_id, expired=False)
         s = c.sessions[serial]
-        c = _store(c, s._replace(holds=s.holds[:-1]))
-    while c.sessions[serial].leases:
-        c = pools.end_lease(m, c, serial, c.sessions[serial].leases[0].lease_id, expired=False)
-    s = c.sessions[serial]
-    if m.keeps_ended_attrs:
-        c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
+    ended_attrs = c.ended_attrs.set(serial, s.attrs) if m.keeps_ended_attrs else c.ended_attrs
     stats = c.statistics
-    if is_warm(m, c):
+    if c.time >= m.program.warmup:
         stats = stats._replace(ended=stats.ended + 1)
-    c = c._replace(sessions=c.sessions.delete(serial), statistics=stats)
+    c = c._replace(sessions=c.sessions.delete(serial), statistics=stats, ended_attrs=ended_attrs)
     m.session_streams.pop(serial, None)
     if m.observer:
         m.notify("session/end", c, {"session": serial})
-    if isinstance(m.program.arrival, ir.Closed):
+    if m.closed:
         c = workload.replace_closed(m, c)
     return c
