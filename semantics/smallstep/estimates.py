@@ -11,9 +11,10 @@ One event feeds a stage's estimator: the completion of a job at the stage,
 with the job's start time (when it began service: for a fifo stage when a
 server took it, for ps, delay and step stages when it joined the stage), its
 wait (start minus the time it joined the stage) and its service (completion
-minus start). A run of zero work makes no job and no completion, a job taken
-off the stage unfinished (a preemption) none either. Completions update, in
-the order they happen:
+minus start). A run over several stages completes at each of them. A run of
+zero work makes no job and no completion, a job taken off the stage
+unfinished (a preemption) none either. Completions update, in the order they
+happen:
 
 - the mean service ŝ and the mean wait Ŵ: the first completion's values,
   then exponentially weighted averages ``(1 - WEIGHT) * old + WEIGHT * new``;
@@ -26,8 +27,8 @@ The readers (none depends on the time of reading, and nothing resets at the
 end of the warmup):
 
 - λ̂ = 1 / gap when there is a gap and it is positive, else 0;
-- ρ̂ = min(λ̂ ŝ, RHO_CAP) when λ̂ is, else 0: not divided by a fifo stage's
-  servers, so a busy fifo(c) reads the cap;
+- ρ̂ = min(λ̂ ŝ, RHO_CAP) (so 0 while λ̂ is 0): not divided by a fifo
+  stage's servers, so a busy fifo(c) reads the cap;
 - Ŵ = the weighted wait (0 before the first completion);
 - price(s, s_hit, ds) = ds + λ̂ (s_m² − s_hit²) / (2 (1 − ρ̂)) + λ̂ Ŵ ds / (1 − ρ̂)
   with s_m = s_hit + ds, the estimates of the stage s: the extra wait a miss
