@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pyserq
-from semantics import codec
+from semantics import codec, ir
 from semantics.compiler import compile_source
 from semantics.smallstep.estimates import (
     RHO_CAP,
@@ -74,10 +74,12 @@ def run_on_pyserq(text: str) -> dict[str, list[list[float]]]:
     """pyserq's samples of each observation of the serQ program ``text``, as
     ``[time, session, value]`` in sample order (IR version 14: a run over
     several stages names the program's share)."""
-    program, _ = compile_source(rewrite_prices(text), "<probe>")
+    hit_is_a_stage = ir.FUNCTIONS["Price"][1][1] == "s"  # until the front end reads price as pyserq does
+    program, _ = compile_source(rewrite_prices(text) if hit_is_a_stage else text, "<probe>")
     encoded = codec.encode_program(program)
     encoded["version"] = 14
-    unpack_prices(encoded)
+    if hit_is_a_stage:
+        unpack_prices(encoded)
     for block in encoded["blocks"]:
         for statement in block:
             if isinstance(statement, dict) and "Run" in statement and statement["Run"].get("also"):
