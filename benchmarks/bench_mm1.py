@@ -2,9 +2,11 @@
 small-step semantics, by SimPy, and (for context) by pyserq, the Rust serQ
 reference implementation, in one process.
 
-Every engine runs the same queue for the same horizon: Poisson arrivals at
-rate 0.8, exponential service of mean 1, one FIFO server, each customer's
-sojourn recorded. Each run is timed whole (``time.perf_counter`` around
+Every engine runs the same queue for the same horizon and measures the same
+things: Poisson arrivals at rate 0.8, exponential service of mean 1, one FIFO
+server; each customer's sojourn recorded (with its time and customer), and
+the server's time-average number present, utilisation, completions, mean
+wait and mean service (what serq-ref's run result holds for the program). Each run is timed whole (``time.perf_counter`` around
 building the model, running it and collecting its result) and repeated; the
 figure is arrivals simulated per wall-clock second, the best and the median
 over the repetitions. The ratio serq-ref / SimPy is the issue's target: at
@@ -30,9 +32,6 @@ import sys
 import time
 from typing import Callable, NamedTuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
-import closedforms  # noqa: E402  (tests/closedforms.py: the IR builders)
 
 #: The queue: arrival rate, mean service (so rho = 0.8), the seed.
 ARRIVAL_RATE = 0.8
@@ -58,13 +57,33 @@ class Timing(NamedTuple):
 # The three engines: each function builds, runs and summarises one run and
 # returns the number of arrivals it simulated.
 
+#: The queue in serQ (seed 002 syntax): the program serq-ref and pyserq run.
+PROGRAM = """
+stage server : fifo(1);
+workload {{ arrive poisson({rate}); }}
+session {{
+  set arrived = now;
+  run server (~exp({mean}));
+  observe sojourn = now - arrived;
+}}
+run {{ horizon {horizon}; seed {seed}; }}
+"""
+
+
+def build_program(horizon: float):
+    """The IR of PROGRAM for ``horizon`` (compiled by serq-ref's front end)."""
+    from semantics.compiler import compile_source
+
+    text = PROGRAM.format(rate=ARRIVAL_RATE, mean=MEAN_SERVICE, horizon=horizon, seed=SEED)
+    program, _ = compile_source(text, "<bench_mm1>")
+    return program
+
 
 def run_serq_ref(horizon: float) -> int:
-    """serq-ref: build the M/M/1 IR and run the small-step driver on it."""
+    """serq-ref: compile the program and run the small-step driver on it."""
     from semantics.smallstep import driver
 
-    program = build_program(horizon)
-    result = driver.run(program)
+    result = driver.run(build_program(horizon))
     return result.arrivals
 
 
@@ -80,42 +99,77 @@ def run_pyserq(horizon: float) -> int:
     return report["arrivals"]
 
 
+class SimpyReport(NamedTuple):
+    """What the SimPy model measures: what serq-ref's run result holds for
+    PROGRAM (samples of the sojourn with time and customer; the server's
+    time-average number present and utilisation, completions, wait and
+    service sums; the time-average number of customers in the system)."""
+
+    arrivals: int
+    sojourns: list
+    mean_number: float
+    utilization: float
+    completed: int
+    mean_wait: float
+    mean_service: float
+
+
 def run_simpy(horizon: float) -> int:
     """SimPy: the same queue written as SimPy processes. As in serQ's
     ``poisson(rate)``, the first arrival is at time 0; every customer draws
     its service, waits for the server, holds it, and records its sojourn."""
+    return simulate_simpy(horizon).arrivals
+
+
+def simulate_simpy(horizon: float) -> SimpyReport:
+    """The SimPy model, measuring what serq-ref measures: the levels (number
+    present, busy) integrated at each change, and per customer the sojourn
+    with its time and serial, the wait and the service."""
     import simpy
 
     environment = simpy.Environment()
     server = simpy.Resource(environment, capacity=1)
     arrivals_stream = random.Random(SEED)
     service_stream = random.Random(SEED + 1)
-    sojourns: list[float] = []
-    arrivals = 0
+    sojourns: list[tuple[float, int, float]] = []
+    totals = {"arrivals": 0, "completed": 0, "wait": 0.0, "service": 0.0}
+    levels = {"present": 0, "busy": 0, "since": 0.0, "present_area": 0.0, "busy_area": 0.0}
 
-    def serve_customer():
+    def change_levels(present: int, busy: int) -> None:
+        elapsed = environment.now - levels["since"]
+        levels["present_area"] += levels["present"] * elapsed
+        levels["busy_area"] += levels["busy"] * elapsed
+        levels["present"] += present
+        levels["busy"] += busy
+        levels["since"] = environment.now
+
+    def serve_customer(serial: int):
         service = service_stream.expovariate(1.0 / MEAN_SERVICE)
-        start = environment.now
+        arrived = environment.now
+        change_levels(1, 0)
         with server.request() as request:
             yield request
+            started = environment.now
+            change_levels(0, 1)
             yield environment.timeout(service)
-        sojourns.append(environment.now - start)
+        change_levels(-1, -1)
+        totals["completed"] += 1
+        totals["wait"] += started - arrived
+        totals["service"] += environment.now - started
+        sojourns.append((environment.now, serial, environment.now - arrived))
 
     def generate_arrivals():
-        nonlocal arrivals
         while True:
-            arrivals += 1
-            environment.process(serve_customer())
+            environment.process(serve_customer(totals["arrivals"]))
+            totals["arrivals"] += 1
             yield environment.timeout(arrivals_stream.expovariate(ARRIVAL_RATE))
 
     environment.process(generate_arrivals())
     environment.run(until=horizon)
-    return arrivals
-
-
-def build_program(horizon: float):
-    service = closedforms.make_sample("Exp", MEAN_SERVICE)
-    return closedforms.build_fifo_program(ARRIVAL_RATE, service, horizon=horizon, warmup=0.0, seed=SEED)
+    change_levels(0, 0)
+    completed = totals["completed"]
+    return SimpyReport(totals["arrivals"], sojourns, levels["present_area"] / horizon, levels["busy_area"] / horizon,
+                       completed, totals["wait"] / completed, totals["service"] / completed)
 
 
 ENGINES: dict[str, Callable[[float], int]] = {

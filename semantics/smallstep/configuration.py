@@ -161,6 +161,7 @@ class Job(NamedTuple):
 
 class StageState(NamedTuple):
     jobs: tuple[Job, ...]  # fifo: arrival order; ps: (finish tag, start order)
+    busy: int  # fifo: the jobs in service, always the first ``busy`` of ``jobs`` (jobs start in arrival order)
     virtual: float  # ps virtual time at ``updated``
     updated: float
     rate: float  # ps: each job's rate since ``updated``
@@ -203,19 +204,14 @@ class StageStats(NamedTuple):
 class Statistics(NamedTuple):
     pools: tuple[PoolStats, ...]
     stages: tuple[StageStats, ...]
-    #: the areas under every level since the warm-up, in one tuple: per pool
-    #: used, cached, queue, holders; per stage present, busy; live sessions
-    areas: tuple[float, ...]
-    arrivals: int
     ended: int
     turns: int
-    events: int
     observes: tuple  # per observe: a cons list of (time, serial, turn, value), newest first
     gauges: tuple  # per gauge: a cons list of (time, value) change points, newest first
 
 
 class Workload(NamedTuple):
-    next_serial: int
+    next_serial: int  # also the number of sessions that arrived
     generated: int  # open-workload arrivals so far
     arrivals_draws: int  # position of the arrivals stream
     workload_draws: int  # position of the workload stream (trace choice)
@@ -234,6 +230,11 @@ class Configuration(NamedTuple):
     sequence: int  # the next sequence number (events, joins, releases, admissions, jobs)
     workload: Workload
     statistics: Statistics
+    #: the areas under every level since the warm-up, in one tuple: per pool
+    #: used, cached, queue, holders; per stage present, busy; live sessions
+    #: (time/advance changes them with the time, so they sit beside it)
+    areas: tuple[float, ...]
+    taken: int  # events taken so far
     dirty: frozenset  # pools whose state changed since they were last tried
     ended_attrs: immutables.Map  # serial -> attributes at its last release, for ended sessions
 
@@ -267,7 +268,7 @@ for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Ses
     _install_fast_replace(_record_type)
 
 
-EMPTY_STAGE = StageState((), 0.0, 0.0, 0.0, None)
+EMPTY_STAGE = StageState((), 0, 0.0, 0.0, 0.0, None)
 EMPTY_POOL_STATS = PoolStats(0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
 EMPTY_STAGE_STATS = StageStats(0, 0.0, 0.0)
 

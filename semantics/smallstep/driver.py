@@ -40,21 +40,20 @@ def initial_configuration(m: Machine) -> Configuration:
     program = m.program
     statistics = Statistics(
         pools=(EMPTY_POOL_STATS,) * len(program.pools), stages=(EMPTY_STAGE_STATS,) * len(program.stages),
-        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), arrivals=0, ended=0, turns=0, events=0,
+        ended=0, turns=0,
         observes=(None,) * len(program.observes), gauges=(None,) * len(program.gauges))
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
-        workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics, dirty=frozenset(), ended_attrs=immutables.Map())
+        workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,
+        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
 def take_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time (the levels integrated),
     the event taken off and counted; then its rule applies."""
     t, _, event = c.events[0]
-    stats = c.statistics
-    c = c._replace(time=t, events=c.events[1:],
-                   statistics=stats._replace(areas=integrate(m, c, t), events=stats.events + 1))
+    c = c._replace(time=t, events=c.events[1:], areas=integrate(m, c, t), taken=c.taken + 1)
     kind = event.kind
     if kind == "job":
         return complete_fifo(m, c, event.a, event.b)

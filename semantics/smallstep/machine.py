@@ -14,7 +14,7 @@ import math
 from .. import ir
 from ..errors import RunError
 from .configuration import READY, Configuration, PoolStats, Session, replace_at
-from .rng import derive_stream
+from .rng import derive_stream, member_stream
 from .values import Env, ExpressionCompiler
 
 #: A session made ready more often than this at one instant is a RunError
@@ -78,7 +78,8 @@ class Machine:
         self.stream_arrivals = derive_stream(self.seed, ("arrivals",))
         self.stream_workload = derive_stream(self.seed, ("workload",))
         self.stream_machine = derive_stream(self.seed, ("machine",))
-        self.session_streams: dict[int, bytes] = {}
+        self.stream_sessions = derive_stream(self.seed, ("session",))
+        self.session_streams: dict[int, int] = {}
         self.holds: dict[tuple[int, int], CompiledHold] = {}
         self.statements: dict[tuple[int, int], tuple] = {}
         self._scan_program()
@@ -145,10 +146,11 @@ class Machine:
 
     # -- shared helpers -----------------------------------------------------
 
-    def session_stream(self, serial: int) -> bytes:
+    def session_stream(self, serial: int) -> int:
+        """The key of session ``serial``'s stream (remembered while the session lives)."""
         stream = self.session_streams.get(serial)
         if stream is None:
-            stream = self.session_streams[serial] = derive_stream(self.seed, ("session", serial))
+            stream = self.session_streams[serial] = member_stream(self.stream_sessions, serial)
         return stream
 
     def round_up(self, p: int, units: float) -> float:

@@ -23,12 +23,17 @@ from .values import Env
 
 
 def levels(m: Machine, c: Configuration) -> list[float]:
-    """Every level a time average is taken of, in the order of Statistics.areas."""
+    """Every level a time average is taken of, in the order of Configuration.areas."""
     out = []
     for pool in c.pools:
         out += (pool.allocated, pool.cached, len(pool.queue), len(pool.holders))
-    for s in range(len(c.stages)):
-        out += (count_present(m, c, s), busy_level(m, c, s))
+    if m.flow_stages:
+        for s in range(len(c.stages)):
+            out += (count_present(m, c, s), busy_level(m, c, s))
+    else:  # the same levels, read directly: fifo busy / c, otherwise 1 while any job is present
+        for st, servers in zip(c.stages, m.servers):
+            n = len(st.jobs)
+            out += (n, st.busy / servers if servers else (1.0 if n else 0.0))
     out.append(len(c.sessions))
     return out
 
@@ -36,7 +41,7 @@ def levels(m: Machine, c: Configuration) -> list[float]:
 def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
     """The areas after time passes from ``c.time`` to ``t`` (only the part after the warm-up counts)."""
     dt = t - max(c.time, m.program.warmup)
-    areas = c.statistics.areas
+    areas = c.areas
     if dt <= 0:
         return areas
     return tuple([a + level * dt for a, level in zip(areas, levels(m, c))])
@@ -44,7 +49,7 @@ def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
 
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
     """time/advance: time passes from ``c.time`` to ``t``; every level is integrated over the part after the warm-up."""
-    return c._replace(time=t, statistics=c.statistics._replace(areas=integrate(m, c, t)))
+    return c._replace(time=t, areas=integrate(m, c, t))
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:
@@ -78,7 +83,7 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
     observes = tuple(ObserveRecord(name, _is_test(_observed_expr(program, k)), tuple(iterate_cons(stats.observes[k])))
                      for k, name in enumerate(program.observes))
     gauges = tuple(GaugeRecord(g.name, tuple(iterate_cons(stats.gauges[k]))) for k, g in enumerate(program.gauges))
-    areas = stats.areas
+    areas = c.areas
     base = 4 * len(program.pools)
     stages = []
     for s, (stage, ss) in enumerate(zip(program.stages, stats.stages)):
@@ -97,7 +102,7 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
             evicted_entries=ps.evicted_entries, evicted_units=ps.evicted_units, preemptions=ps.preemptions,
             spills=ps.spills, rejected=ps.rejected, stuck=ps.stuck, explanations=ps.explanations))
     return RunResult(horizon=program.horizon, end=end, warmup=program.warmup, seed=program.seed,
-                     events=stats.events, arrivals=stats.arrivals, ended=stats.ended, turns=stats.turns,
+                     events=c.taken, arrivals=c.workload.next_serial, ended=stats.ended, turns=stats.turns,
                      mean_live=average(areas[-1]), observes=observes, gauges=gauges, stages=tuple(stages),
                      pools=tuple(pools))
 

@@ -3,8 +3,14 @@
 Seed 002 §3 (Workload): "Random draws use separate streams for arrivals,
 workload, the session and eviction." A stream is named by a tuple
 (``("arrivals",)``, ``("session", serial)``, ``("turn", serial, turn_no)``,
-``("workload",)``, ``("machine",)``); its k-th uniform number is a hash of
-(seed, name, k) by BLAKE2b. The configuration keeps only each stream's
+``("workload",)``, ``("machine",)``) and keyed by a 64-bit number: BLAKE2b of
+(seed, name), except that the session streams, one per arriving session, are
+keyed by the SplitMix64 sequence of the key of ``("session",)`` at the
+session's serial (cheaper than a hash per session, and as separate). The k-th
+uniform number of a stream is SplitMix64's output at counter k + 1 from its
+key (Steele, Lea and Flood, "Fast splittable pseudorandom number
+generators", OOPSLA 2014: the golden-gamma increment and the 64-bit finaliser),
+its top 53 bits scaled to [0, 1). The configuration keeps only each stream's
 position k, so drawing is a pure function of the configuration and a
 configuration stays an immutable value. Python's salted ``hash()`` is never
 used: the same seed gives the same draws in every process.
@@ -14,25 +20,45 @@ from __future__ import annotations
 
 import hashlib
 import math
-import struct
 
-_PACK_POSITION = struct.Struct("<Q").pack
+_MASK = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
 _SCALE = 2.0**-53
 
 
-def derive_stream(seed: int, name: tuple) -> bytes:
-    """The key of the stream ``name`` under ``seed`` (16 bytes)."""
+def derive_stream(seed: int, name: tuple) -> int:
+    """The key of the stream ``name`` under ``seed`` (a 64-bit number)."""
     text = repr((int(seed),) + tuple(name)).encode()
-    return hashlib.blake2b(text, digest_size=16).digest()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
-def draw_uniform(stream: bytes, position: int) -> float:
+def mix64(z: int) -> int:
+    """SplitMix64's finaliser: a bijection of 64-bit numbers that scatters every input bit."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def member_stream(family: int, index: int) -> int:
+    """The key of member ``index`` of a family of streams keyed by ``family``
+    (session ``serial``'s stream: the family ``("session",)``)."""
+    return mix64((family + (index + 1) * _GAMMA) & _MASK)
+
+
+def draw_uniform(stream: int, position: int) -> float:
     """The uniform number in [0, 1) at ``position`` of ``stream``."""
-    digest = hashlib.blake2b(stream + _PACK_POSITION(position), digest_size=8).digest()
-    return (int.from_bytes(digest, "little") >> 11) * _SCALE
+    z = (stream + (position + 1) * _GAMMA) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return ((z ^ (z >> 31)) >> 11) * _SCALE
 
 
-def sample_distribution(dist: str, args: list[float], stream: bytes, position: int) -> tuple[float, int]:
+def sample_exp(mean: float, stream: int, position: int) -> float:
+    """``~exp(mean)`` from the uniform number at ``position`` (inversion: one draw)."""
+    return -mean * math.log1p(-draw_uniform(stream, position))
+
+
+def sample_distribution(dist: str, args: list[float], stream: int, position: int) -> tuple[float, int]:
     """One draw of ``~dist(args)``: (value, the stream's next position).
 
     exp(mean), det(x), uniform(lo, hi), erlang(k, mean) (a sum of k
@@ -42,8 +68,7 @@ def sample_distribution(dist: str, args: list[float], stream: bytes, position: i
     if dist == "Det":
         return args[0], position
     if dist == "Exp":
-        u = draw_uniform(stream, position)
-        return -args[0] * math.log1p(-u), position + 1
+        return sample_exp(args[0], stream, position), position + 1
     if dist == "Uniform":
         u = draw_uniform(stream, position)
         return args[0] + (args[1] - args[0]) * u, position + 1

@@ -65,7 +65,7 @@ def make_observables(m: Machine) -> dict:
         if s in m.flow_stages:
             return float(count_present(m, c, s))
         if m.kinds[s] == "fifo":
-            return float(_in_service(c.stages[s].jobs))
+            return float(c.stages[s].busy)
         return float(len(c.stages[s].jobs))
 
     def work(env: Env, s: int) -> float:
@@ -86,10 +86,10 @@ def busy_level(m: Machine, c: Configuration, s: int) -> float:
     if s in m.flow_stages:
         phi = m.flow_capacity[s]
         return sum(f.rate for f in c.flows.flows if s in f.stages) / phi
-    jobs = c.stages[s].jobs
+    st = c.stages[s]
     if m.kinds[s] == "fifo":
-        return _in_service(jobs) / m.servers[s]
-    return 1.0 if jobs else 0.0
+        return st.busy / m.servers[s]
+    return 1.0 if st.jobs else 0.0
 
 
 def remaining_work(m: Machine, c: Configuration, s: int) -> float:
@@ -138,12 +138,13 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
     st = c.stages[s]
     sessions = _at_stage(c, owner, s, job_id)
     owner = _serial(owner)
-    busy = _in_service(st.jobs)
+    busy = st.busy
     if busy < m.servers[s] and busy == len(st.jobs):  # a server is free and no job waits
         due = (c.time + work, job_id + 1)
         job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
-        c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))), sessions=sessions,
-                       events=insert_event(c.events, due, Event("job", s, job_id)), sequence=job_id + 2)
+        c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,), busy=busy + 1)),
+                       sessions=sessions, events=insert_event(c.events, due, Event("job", s, job_id)),
+                       sequence=job_id + 2)
         if m.observer:
             m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
             m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
@@ -156,34 +157,26 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
     return start_fifo(m, c, s)
 
 
-def _in_service(jobs) -> int:
-    """Jobs whose service has started (``started`` is NaN while a job waits)."""
-    return len([j for j in jobs if j.started == j.started])
-
-
 def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
     """stage/fifo-start: while a server is free, the first waiting job starts."""
     st = c.stages[s]
-    busy = _in_service(st.jobs)
-    if busy >= m.servers[s] or busy == len(st.jobs):
+    busy = st.busy
+    servers = m.servers[s]
+    if busy >= servers or busy == len(st.jobs):
         return c
     jobs = list(st.jobs)
     events = c.events
     seq = c.sequence
     started = []
-    for k, j in enumerate(jobs):
-        if busy >= m.servers[s]:
-            break
-        if j.started != j.started:
-            key = (c.time + j.work, seq)
-            seq += 1
-            events = insert_event(events, key, Event("job", s, j.job_id))
-            jobs[k] = j._replace(started=c.time, due=key)
-            busy += 1
-            started.append(j.job_id)
-    if not started:
-        return c
-    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=tuple(jobs))), events=events, sequence=seq)
+    while busy < servers and busy < len(jobs):
+        j = jobs[busy]
+        key = (c.time + j.work, seq)
+        seq += 1
+        events = insert_event(events, key, Event("job", s, j.job_id))
+        jobs[busy] = j._replace(started=c.time, due=key)
+        busy += 1
+        started.append(j.job_id)
+    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=tuple(jobs), busy=busy)), events=events, sequence=seq)
     if m.observer:
         m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
     return c
@@ -316,10 +309,13 @@ def reschedule_flows(m: Machine, c: Configuration) -> Configuration:
 def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     """stage/fifo-complete: the job's service ends; the next waiting job starts."""
     st = c.stages[s]
-    k = next(k for k, j in enumerate(st.jobs) if j.job_id == job_id)
-    job = st.jobs[k]
+    jobs = st.jobs
+    k = 0
+    while jobs[k].job_id != job_id:  # a job in service: among the first ``busy``
+        k += 1
+    job = jobs[k]
     c = _finish_job(m, c, s, job, "stage/fifo-complete",
-                    stages=replace_at(c.stages, s, st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:])))
+                    stages=replace_at(c.stages, s, st._replace(jobs=jobs[:k] + jobs[k + 1:], busy=st.busy - 1)))
     return start_fifo(m, c, s)
 
 
@@ -380,9 +376,10 @@ def leave_stage(m: Machine, c: Configuration, stage: int, job_id: int) -> Config
         c = reschedule_flows(m, c)
     elif m.kinds[stage] == "fifo":
         st = c.stages[stage]
-        job = next(j for j in st.jobs if j.job_id == job_id)
+        k = next(k for k, j in enumerate(st.jobs) if j.job_id == job_id)
+        job = st.jobs[k]
         events = remove_event(c.events, job.due) if job.due is not None else c.events
-        st = st._replace(jobs=tuple(j for j in st.jobs if j.job_id != job_id))
+        st = st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:], busy=st.busy - 1 if k < st.busy else st.busy)
         c = start_fifo(m, c._replace(stages=replace_at(c.stages, stage, st), events=events), stage)
     else:
         st = _advance_virtual(c, c.stages[stage])

@@ -19,7 +19,7 @@ from typing import Callable
 
 from .. import ir
 from ..errors import RunError
-from .rng import sample_distribution
+from .rng import sample_distribution, sample_exp
 
 
 class Env:
@@ -27,7 +27,7 @@ class Env:
 
     __slots__ = ("config", "attrs", "serial", "stream", "draws", "waited", "size", "age", "last", "queued", "present", "stmt")
 
-    def __init__(self, config, attrs=None, serial=-1, stream=b"", draws=0, stmt=None):
+    def __init__(self, config, attrs=None, serial=-1, stream=0, draws=0, stmt=None):
         self.config = config
         self.attrs = attrs
         self.serial = serial
@@ -199,6 +199,15 @@ class ExpressionCompiler:
     def _compile_sample(self, e: ir.Sample) -> Compiled:
         args = [self.compile(a) for a in e.args]
         dist = e.dist
+        if dist == "Exp":  # the common case without building an argument list
+            mean = args[0]
+
+            def sample_exponential(env: Env) -> float:
+                value = sample_exp(mean(env), env.stream, env.draws)
+                env.draws += 1
+                return value
+
+            return sample_exponential
 
         def sample(env: Env) -> float:
             values = [f(env) for f in args]

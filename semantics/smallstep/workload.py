@@ -28,7 +28,7 @@ from .. import ir
 from ..errors import RunError
 from .configuration import PLAIN, READY, Configuration, Event, Frame, Session, insert_event, replace_at
 from .machine import MAX_READIES_PER_INSTANT, Machine
-from .rng import derive_stream, draw_uniform, sample_distribution
+from .rng import derive_stream, draw_uniform, sample_exp
 from .values import Env
 
 TRACE_COLUMNS = ("session", "turn", "new", "out", "think", "forced")
@@ -94,7 +94,7 @@ def draw_gap(m: Machine, c: Configuration) -> tuple[float, int]:
     arrival = m.program.arrival
     position = c.workload.arrivals_draws
     if isinstance(arrival, ir.Poisson):
-        gap, position = sample_distribution("Exp", [1.0 / arrival.rate], m.stream_arrivals, position)
+        gap, position = sample_exp(1.0 / arrival.rate, m.stream_arrivals, position), position + 1
     else:
         env = Env(c, None, -1, m.stream_arrivals, position)
         gap = m.compiler.compile(arrival.gap)(env)
@@ -115,15 +115,15 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
 def arrive(m: Machine, c: Configuration) -> Configuration:
     """The open workload's arrival event: the next one is scheduled, then the session arrives."""
     gap, position = draw_gap(m, c)
-    generated = c.workload.generated + 1
-    w = c.workload._replace(generated=generated, arrivals_draws=position)
+    w = c.workload
+    generated = w.generated + 1
+    w = w._replace(generated=generated, arrivals_draws=position)
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        c = c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1, workload=w)
-    else:
-        c = c._replace(workload=w)
-    return spawn(m, c)
+        return spawn(m, c, workload=w, events=insert_event(c.events, key, Event("arrive", 0, 0)),
+                     sequence=c.sequence + 1)
+    return spawn(m, c, workload=w)
 
 
 def replace_closed(m: Machine, c: Configuration) -> Configuration:
@@ -144,10 +144,12 @@ def replace_closed(m: Machine, c: Configuration) -> Configuration:
     return spawn(m, c)
 
 
-def spawn(m: Machine, c: Configuration, explicit: int = -1) -> Configuration:
-    """workload/arrive: a new session."""
+def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, **changes) -> Configuration:
+    """workload/arrive: a new session, in the same update as ``changes``
+    (other fields of the configuration) and ``workload`` (the workload record
+    the arrival event left, when it changed it)."""
     program = m.program
-    w = c.workload
+    w = c.workload if workload is None else workload
     serial = w.next_serial
     attrs = [0.0] * len(program.attrs)
     attrs[program.slot_serial] = float(serial)
@@ -159,7 +161,10 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1) -> Configuration:
             u = draw_uniform(m.stream_workload, w.workload_draws)
             script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
             w = w._replace(workload_draws=w.workload_draws + 1)
-    c, attrs = run_workload_block(m, c, program.init, tuple(attrs), serial, 0)
+    if program.blocks[program.init]:
+        c, attrs = run_workload_block(m, c, program.init, tuple(attrs), serial, 0)
+    else:
+        attrs = tuple(attrs)
     if explicit >= 0:
         attrs = list(attrs)
         for slot, value in program.arrival.sessions[explicit].attrs:
@@ -167,9 +172,8 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1) -> Configuration:
         attrs = tuple(attrs)
     s = Session(serial, attrs, (Frame(program.session, 0, PLAIN, None),), READY, (), (), None, None, None, -1, (),
                 False, 0, script, 0, (c.time, 1))
-    stats = c.statistics
-    c = c._replace(workload=w._replace(next_serial=serial + 1), statistics=stats._replace(arrivals=stats.arrivals + 1),
-                   sessions=c.sessions.set(serial, s), ready=c.ready + (serial,))
+    c = c._replace(workload=w._replace(next_serial=serial + 1), sessions=c.sessions.set(serial, s),
+                   ready=c.ready + (serial,), **changes)
     if m.observer:
         m.notify("workload/arrive", c, {"session": serial})
     return c
