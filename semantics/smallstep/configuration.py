@@ -40,13 +40,15 @@ HOLD = "hold"
 
 
 class Frame(NamedTuple):
-    """One block of a continuation: ``index`` is the next statement;
-    ``origin`` the (block, index) of the statement that opened it."""
+    """One block of a continuation: ``origin`` the (block, index) of the
+    statement that opened it; ``resume`` the statement the enclosing block
+    continues at when it ends (a session's ``pc`` is the next statement of its
+    innermost frame, so running a statement changes the session, not a frame)."""
 
     block: int
-    index: int
     kind: str
     origin: tuple[int, int] | None
+    resume: int
 
 
 class Allocation(NamedTuple):
@@ -88,7 +90,8 @@ class PendingHold(NamedTuple):
 class Session(NamedTuple):
     serial: int
     attrs: tuple[float, ...]
-    frames: tuple[Frame, ...]
+    frames: tuple[Frame, ...]  # innermost last
+    pc: int  # the next statement of the innermost frame
     status: str
     holds: tuple[ActiveHold, ...]  # innermost last
     leases: tuple[LeaseState, ...]

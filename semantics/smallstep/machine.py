@@ -84,6 +84,8 @@ class Machine:
         self.statements: dict[tuple[int, int], tuple] = {}
         self._scan_program()
         self.closed = isinstance(program.arrival, ir.Closed)
+        #: the evaluation environment run_session reuses (scratch: every rule sets what it reads)
+        self.session_scratch = Env(None)
         #: per block, its statements with their rules and compiled expressions (sessions.Op)
         self.ops = compile_ops(self)
 

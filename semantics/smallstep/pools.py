@@ -185,7 +185,8 @@ def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[fl
     s = c.sessions[serial]
     attrs = list(s.attrs)
     attrs[m.program.slot_cached] = cached
-    s = s._replace(attrs=tuple(attrs), frames=s.frames + (Frame(hold.body, 0, HOLD, pending.stmt),), admission=admission)
+    s = s._replace(attrs=tuple(attrs), frames=s.frames + (Frame(hold.body, HOLD, pending.stmt, s.pc),), pc=0,
+                   admission=admission)
     c = make_ready(m, c, s)
     if m.observer:
         m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": [a.units for a in s.holds[-1].allocations],
@@ -554,7 +555,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
         frames = s.frames
         while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):
             frames = frames[:-1]
-        s = s._replace(holds=s.holds[:-1], frames=frames[:-1])
+        s = s._replace(holds=s.holds[:-1], frames=frames[:-1], pc=frames[-1].resume)
         c = c._replace(sessions=c.sessions.set(victim, s))
         if inner.hold_id == target.hold_id:
             break

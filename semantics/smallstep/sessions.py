@@ -30,6 +30,7 @@ class Op(NamedTuple):
     local: bool
     stmt: object
     at: tuple[int, int]
+    next: int  # the statement after it in its block
     exprs: tuple
 
 
@@ -54,7 +55,7 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
             else:
                 exprs = ()
             local = LOCAL.get(kind)
-            ops.append(Op(local or EXECUTE[kind], local is not None, stmt, (b, i), exprs))
+            ops.append(Op(local or EXECUTE[kind], local is not None, stmt, (b, i), i + 1, exprs))
         blocks.append(tuple(ops))
     return tuple(blocks)
 
@@ -62,9 +63,10 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
 def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     """Run the ready session ``serial`` until it blocks or ends.
 
-    Each statement's rule gets the session with its frame past the statement
-    (``frames``) and an evaluation environment set to the moment (``env``,
-    scratch space of this run: the rule writes back the stream's position).
+    Each statement's rule gets the session, its Op (the rule moves ``pc`` to
+    ``op.next``, or into a block it enters) and an evaluation environment set
+    to the moment (``env``, scratch space of this run: the rule writes back
+    the stream's position).
     A rule that changes only its session (set, branch, loop, while, choose,
     leaving a plain, loop or while block: local) is a function to the new
     session; the configuration it stands for is ``c`` with that session, which
@@ -73,7 +75,9 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     ops = m.ops
     quiet = 0  # statements since the session became ready: it has not blocked
     s = c.sessions.get(serial)
-    env = None if s is None else session_env(m, c, s)
+    env = m.session_scratch  # scratch space of this run (run_session is never re-entered)
+    env.serial = serial
+    env.stream = m.session_stream(serial)
     while s is not None and s.status == READY:
         quiet += 1
         if quiet > MAX_QUIET_STATEMENTS:
@@ -84,25 +88,23 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
             c = end_session(m, c, s)
         else:
             frame = frames[-1]
-            block_index, index, kind, origin = frame
-            code = ops[block_index]
-            if index >= len(code):
-                if kind == HOLD:
+            code = ops[frame.block]
+            if s.pc >= len(code):
+                if frame.kind == HOLD:
                     c = exit_hold(m, _store(c, s), s)
                 else:
                     s = exit_block(m, c, s, frame)
                     continue
             else:
-                op = code[index]
-                frames = frames[:-1] + (Frame(block_index, index + 1, kind, origin),)
+                op = code[s.pc]
                 env.config = c
                 env.attrs = s.attrs
                 env.draws = s.draws
                 env.stmt = op.at
                 if op.local:
-                    s = op.rule(m, c, s, frames, op, env)
+                    s = op.rule(m, c, s, op, env)
                     continue
-                c = op.rule(m, c, s, frames, op, env)
+                c = op.rule(m, c, s, op, env)
         s = c.sessions.get(serial)
     return c
 
@@ -110,8 +112,7 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
 def _current_stmt(s: Session):
     if not s.frames:
         return None
-    f = s.frames[-1]
-    return (f.block, max(0, f.index - 1))
+    return (s.frames[-1].block, max(0, s.pc - 1))
 
 
 def _store(c: Configuration, s: Session) -> Configuration:
@@ -125,16 +126,18 @@ def exit_block(m: Machine, c: Configuration, s: Session, frame: Frame) -> Sessio
     """session/loop-again, session/while, session/block-exit (local): a
     loop's body restarts, a while re-reads its guard, a plain block's frame goes."""
     if frame.kind == LOOP:
-        s = s._replace(frames=s.frames[:-1] + (frame._replace(index=0),))
+        s = s._replace(pc=0)
         return _note_local(m, c, s, "session/loop-again")
     if frame.kind == WHILE:
         stmt = m.program.blocks[frame.origin[0]][frame.origin[1]]
         env = session_env(m, c, s, frame.origin)
         again = _test(c, m.compiler.compile(stmt.guard), env, frame.origin, "while")
-        frames = s.frames[:-1] + ((frame._replace(index=0),) if again else ())
-        s = s._replace(frames=frames, draws=env.draws)
+        if again:
+            s = s._replace(pc=0, draws=env.draws)
+        else:
+            s = s._replace(frames=s.frames[:-1], pc=frame.resume, draws=env.draws)
         return _note_local(m, c, s, "session/while", again=again)
-    s = s._replace(frames=s.frames[:-1])
+    s = s._replace(frames=s.frames[:-1], pc=frame.resume)
     return _note_local(m, c, s, "session/block-exit")
 
 
@@ -152,7 +155,7 @@ def exit_hold(m: Machine, c: Configuration, s: Session) -> Configuration:
     s = c.sessions[s.serial]
     attrs = list(s.attrs)
     attrs[m.program.slot_computed] = 0.0
-    s = s._replace(frames=s.frames[:-1], holds=s.holds[:-1], attrs=tuple(attrs),
+    s = s._replace(frames=s.frames[:-1], pc=s.frames[-1].resume, holds=s.holds[:-1], attrs=tuple(attrs),
                    preempted_at=tuple((q, x) for q, x in s.preempted_at if q not in done))
     c = _store(c, s)
     return _note(m, c, "session/hold-exit", c.sessions[s.serial])
@@ -183,36 +186,36 @@ def _test(c: Configuration, guard, env, stmt, what: str) -> bool:
 
 # -- statements --------------------------------------------------------------------
 #
-# Every rule is (machine, c, session, frames past the statement, op, env):
-# a local rule returns the new session, the others the new configuration.
+# Every rule is (machine, c, session, op, env): a local rule returns the new
+# session, the others the new configuration.
 
 
-def _past(s: Session, frames, env) -> Session:
+def _past(s: Session, op: Op, env) -> Session:
     """The session past its statement, its stream where ``env`` left it."""
-    return s._replace(frames=frames, draws=env.draws)
+    return s._replace(pc=op.next, draws=env.draws)
 
 
-def execute_turn(m, c, s, frames, op, env):
+def execute_turn(m, c, s, op, env):
     """session/turn: the next turn's attributes."""
-    c = workload.take_turn(m, _store(c, _past(s, frames, env)), s.serial)
+    c = workload.take_turn(m, _store(c, _past(s, op, env)), s.serial)
     return _note(m, c, "session/turn", c.sessions[s.serial])
 
 
-def execute_set(m, c, s, frames, op, env) -> Session:
+def execute_set(m, c, s, op, env) -> Session:
     """session/set (local): the attribute takes the expression's value."""
     value = op.exprs[0](env)
     slot = op.stmt.slot
     attrs = s.attrs
-    s = s._replace(frames=frames, attrs=attrs[:slot] + (value,) + attrs[slot + 1:], draws=env.draws)
+    s = s._replace(pc=op.next, attrs=attrs[:slot] + (value,) + attrs[slot + 1:], draws=env.draws)
     if m.observer:
         _note_local(m, c, s, "session/set", attribute=m.program.attrs[slot], value=value)
     return s
 
 
-def execute_observe(m, c, s, frames, op, env):
+def execute_observe(m, c, s, op, env):
     """session/observe: a sample, kept after the warm-up with the time, the session and its turn."""
     value = op.exprs[0](env)
-    s = _past(s, frames, env)
+    s = _past(s, op, env)
     index = op.stmt.index
     if c.time >= m.program.warmup:
         c = workload.record_sample(m, c, s.serial, int(s.attrs[m.program.slot_turn]), index, value,
@@ -224,39 +227,39 @@ def execute_observe(m, c, s, frames, op, env):
     return c
 
 
-def execute_hold(m, c, s, frames, op, env):
-    return pools.enter_hold(m, _store(c, _past(s, frames, env)), s.serial, op.at, preempted=False)
+def execute_hold(m, c, s, op, env):
+    return pools.enter_hold(m, _store(c, _past(s, op, env)), s.serial, op.at, preempted=False)
 
 
 def _pool_of(m, s, ref: ir.Ref, env) -> int:
     return resolve_index(ref, m.compiler.compile_ref_index(ref), env, "pool")
 
 
-def execute_grow(m, c, s, frames, op, env):
+def execute_grow(m, c, s, op, env):
     p = _pool_of(m, s, op.stmt.ref, env)
     amount = max(0.0, m.compiler.compile(op.stmt.amount)(env))
-    c = _store(c, _past(s, frames, env))
+    c = _store(c, _past(s, op, env))
     c, _ = pools.grow(m, c, s.serial, p, amount, op.at)
     return c
 
 
-def execute_drop(m, c, s, frames, op, env):
+def execute_drop(m, c, s, op, env):
     p = _pool_of(m, s, op.stmt.ref, env)
-    return pools.drop_statement(m, _store(c, _past(s, frames, env)), s.serial, p)
+    return pools.drop_statement(m, _store(c, _past(s, op, env)), s.serial, p)
 
 
-def execute_release(m, c, s, frames, op, env):
+def execute_release(m, c, s, op, env):
     p = _pool_of(m, s, op.stmt.ref, env)
-    return pools.release_statement(m, _store(c, _past(s, frames, env)), s.serial, p)
+    return pools.release_statement(m, _store(c, _past(s, op, env)), s.serial, p)
 
 
-def execute_load(m, c, s, frames, op, env):
+def execute_load(m, c, s, op, env):
     p = _pool_of(m, s, op.stmt.ref, env)
     amount = max(0.0, m.compiler.compile(op.stmt.amount)(env))
-    return pools.load_statement(m, _store(c, _past(s, frames, env)), s.serial, p, amount, op.at)
+    return pools.load_statement(m, _store(c, _past(s, op, env)), s.serial, p, amount, op.at)
 
 
-def execute_run(m, c, s, frames, op, env):
+def execute_run(m, c, s, op, env):
     """session/run: a job of ``work`` at the stage (or, with several stages,
     one flow holding them all). A run of zero work completes at once."""
     work_of, refs, targets = op.exprs
@@ -268,36 +271,38 @@ def execute_run(m, c, s, frames, op, env):
     work = work_of(env)
     if not work == work:
         fail("the run's work is NaN", c, op.at)
-    s = _past(s, frames, env)
     if work <= 0:
+        s = _past(s, op, env)
         return _note(m, _store(c, s), "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
-    return stages.enter_stage(m, c, targets, s, work)
+    return stages.enter_stage(m, c, targets, s, work, past=(op.next, env.draws))
 
 
-def execute_branch(m, c, s, frames, op, env) -> Session:
+def execute_branch(m, c, s, op, env) -> Session:
     """session/branch (local): the first block when the guard is 1, the second when 0; any other value is a RunError."""
     stmt = op.stmt
     taken = _test(c, op.exprs[0], env, op.at, "branch")
     block = stmt.then_block if taken else stmt.else_block
-    s = s._replace(frames=frames + (Frame(block, 0, PLAIN, op.at),), draws=env.draws)
+    s = s._replace(frames=s.frames + (Frame(block, PLAIN, op.at, op.next),), pc=0, draws=env.draws)
     return _note_local(m, c, s, "session/branch", taken=taken)
 
 
-def execute_loop(m, c, s, frames, op, env) -> Session:
+def execute_loop(m, c, s, op, env) -> Session:
     """session/loop (local): the body, forever."""
-    s = s._replace(frames=frames + (Frame(op.stmt.block, 0, LOOP, op.at),))
+    s = s._replace(frames=s.frames + (Frame(op.stmt.block, LOOP, op.at, op.next),), pc=0)
     return _note_local(m, c, s, "session/loop")
 
 
-def execute_while(m, c, s, frames, op, env) -> Session:
+def execute_while(m, c, s, op, env) -> Session:
     """session/while (local): the block, again and again while the guard is 1."""
     enter = _test(c, op.exprs[0], env, op.at, "while")
-    frames = frames + (Frame(op.stmt.block, 0, WHILE, op.at),) if enter else frames
-    s = s._replace(frames=frames, draws=env.draws)
+    if enter:
+        s = s._replace(frames=s.frames + (Frame(op.stmt.block, WHILE, op.at, op.next),), pc=0, draws=env.draws)
+    else:
+        s = s._replace(pc=op.next, draws=env.draws)
     return _note_local(m, c, s, "session/while", again=enter)
 
 
-def execute_choose(m, c, s, frames, op, env) -> Session:
+def execute_choose(m, c, s, op, env) -> Session:
     """session/choose (local): the index with the least keys, then the smallest index."""
     stmt = op.stmt
     keys = op.exprs
@@ -310,12 +315,12 @@ def execute_choose(m, c, s, frames, op, env) -> Session:
         if best is None or key < best:
             best = key
     attrs[stmt.var] = float(best[-1]) if best is not None else 0.0
-    s = s._replace(frames=frames, attrs=tuple(attrs), draws=env.draws)
+    s = s._replace(pc=op.next, attrs=tuple(attrs), draws=env.draws)
     return _note_local(m, c, s, "session/choose", attribute=m.program.attrs[stmt.var], index=attrs[stmt.var])
 
 
-def execute_end(m, c, s, frames, op, env):
-    return end_session(m, c, _past(s, frames, env))
+def execute_end(m, c, s, op, env):
+    return end_session(m, c, _past(s, op, env))
 
 
 #: Rules that change only their session.

@@ -108,28 +108,34 @@ def remaining_work(m: Machine, c: Configuration, s: int) -> float:
 
 
 def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner, work: float,
-                spill=None) -> Configuration:
+                spill=None, past=None) -> Configuration:
     """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages);
-    its id is the next sequence number. ``owner``: the session (its record as
-    the run statement left it), or None for a spill write."""
+    its id is the next sequence number. ``owner``: the session, or None for a
+    spill write; ``past``: the (pc, stream position) the run statement
+    left the session with, set in the same update."""
     job_id = c.sequence
     if len(stages) > 1 or stages[0] in m.flow_stages:
-        return enter_flow(m, c, stages, owner, work, spill, job_id)
+        return enter_flow(m, c, stages, (owner, past), work, spill, job_id)
     s = stages[0]
     if m.kinds[s] == "fifo":
-        return enter_fifo(m, c, s, owner, work, spill, job_id)
-    return enter_ps(m, c, s, owner, work, spill, job_id)
+        return enter_fifo(m, c, s, (owner, past), work, spill, job_id)
+    return enter_ps(m, c, s, (owner, past), work, spill, job_id)
 
 
 def _at_stage(c: Configuration, owner, stage: int, job_id: int):
-    """The sessions with ``owner`` (a session record or None) at the stage."""
-    if owner is None:
+    """The sessions with the owner (a (session, past) pair, session None for
+    a spill write) at the stage."""
+    s, past = owner
+    if s is None:
         return c.sessions
-    return c.sessions.set(owner.serial, owner._replace(status=AT_STAGE, job=(stage, job_id)))
+    if past is None:
+        return c.sessions.set(s.serial, s._replace(status=AT_STAGE, job=(stage, job_id)))
+    pc, draws = past
+    return c.sessions.set(s.serial, s._replace(status=AT_STAGE, job=(stage, job_id), pc=pc, draws=draws))
 
 
 def _serial(owner) -> int | None:
-    return None if owner is None else owner.serial
+    return None if owner[0] is None else owner[0].serial
 
 
 def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
@@ -160,26 +166,33 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
 def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
     """stage/fifo-start: while a server is free, the first waiting job starts."""
     st = c.stages[s]
-    busy = st.busy
-    servers = m.servers[s]
-    if busy >= servers or busy == len(st.jobs):
+    if st.busy >= m.servers[s] or st.busy == len(st.jobs):
         return c
-    jobs = list(st.jobs)
-    events = c.events
-    seq = c.sequence
-    started = []
-    while busy < servers and busy < len(jobs):
-        j = jobs[busy]
-        key = (c.time + j.work, seq)
-        seq += 1
-        events = insert_event(events, key, Event("job", s, j.job_id))
-        jobs[busy] = j._replace(started=c.time, due=key)
-        busy += 1
-        started.append(j.job_id)
-    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=tuple(jobs), busy=busy)), events=events, sequence=seq)
+    jobs, busy, events, seq, started = start_waiting(m, s, st.jobs, st.busy, c.events, c.sequence, c.time)
+    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=jobs, busy=busy)), events=events, sequence=seq)
     if m.observer:
         m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
     return c
+
+
+def start_waiting(m: Machine, s: int, jobs: tuple, busy: int, events: tuple, seq: int, now: float):
+    """The premise of stage/fifo-start: with ``busy`` of fifo stage ``s``'s
+    ``jobs`` in service, the first waiting jobs start while a server is free,
+    each with its completion event. Returns (jobs, busy, events, seq, the ids started)."""
+    servers = m.servers[s]
+    started = []
+    if busy < servers and busy < len(jobs):
+        jobs = list(jobs)
+        while busy < servers and busy < len(jobs):
+            j = jobs[busy]
+            key = (now + j.work, seq)
+            seq += 1
+            events = insert_event(events, key, Event("job", s, j.job_id))
+            jobs[busy] = j._replace(started=now, due=key)
+            busy += 1
+            started.append(j.job_id)
+        jobs = tuple(jobs)
+    return jobs, busy, events, seq, started
 
 
 def enter_ps(m, c, s, owner, work, spill, job_id) -> Configuration:
@@ -307,16 +320,21 @@ def reschedule_flows(m: Machine, c: Configuration) -> Configuration:
 
 
 def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
-    """stage/fifo-complete: the job's service ends; the next waiting job starts."""
+    """stage/fifo-complete: the job's service ends; in the same step the next
+    waiting job starts (stage/fifo-start), so the event builds one configuration."""
     st = c.stages[s]
     jobs = st.jobs
     k = 0
     while jobs[k].job_id != job_id:  # a job in service: among the first ``busy``
         k += 1
     job = jobs[k]
-    c = _finish_job(m, c, s, job, "stage/fifo-complete",
-                    stages=replace_at(c.stages, s, st._replace(jobs=jobs[:k] + jobs[k + 1:], busy=st.busy - 1)))
-    return start_fifo(m, c, s)
+    jobs, busy, events, seq, started = start_waiting(m, s, jobs[:k] + jobs[k + 1:], st.busy - 1, c.events,
+                                                     c.sequence, c.time)
+    c = _finish_job(m, c, s, job, "stage/fifo-complete", stages=replace_at(c.stages, s, st._replace(jobs=jobs, busy=busy)),
+                    events=events, sequence=seq)
+    if started and m.observer:
+        m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
+    return c
 
 
 def complete_ps(m: Machine, c: Configuration, s: int) -> Configuration:
@@ -342,15 +360,16 @@ def complete_flow(m: Machine, c: Configuration) -> Configuration:
 
 def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every=None, **changes) -> Configuration:
     """The job's completion is counted (at or after the warm-up); its session
-    becomes ready; in the same update as ``changes`` (the stage without the job)."""
+    becomes ready; in the same update as ``changes`` (other fields of the
+    configuration: the stages without the job, say)."""
     stats = c.statistics
-    if is_warm(m, c):
-        counted = list(stats.stages)
+    if c.time >= m.program.warmup:
+        counted = stats.stages
         for t in every or (s,):
             old = counted[t]
-            counted[t] = StageStats(old.completed + 1, old.wait_sum + job.started - job.arrived,
-                                    old.service_sum + c.time - job.started)
-        stats = stats._replace(stages=tuple(counted))
+            counted = replace_at(counted, t, StageStats(old.completed + 1, old.wait_sum + job.started - job.arrived,
+                                                        old.service_sum + c.time - job.started))
+        stats = stats._replace(stages=counted)
     if m.observer:
         c = c._replace(statistics=stats, **changes)
         changes = {}

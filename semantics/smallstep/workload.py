@@ -170,7 +170,7 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, **cha
         for slot, value in program.arrival.sessions[explicit].attrs:
             attrs[slot] = value
         attrs = tuple(attrs)
-    s = Session(serial, attrs, (Frame(program.session, 0, PLAIN, None),), READY, (), (), None, None, None, -1, (),
+    s = Session(serial, attrs, (Frame(program.session, PLAIN, None, 0),), 0, READY, (), (), None, None, None, -1, (),
                 False, 0, script, 0, (c.time, 1))
     c = c._replace(workload=w._replace(next_serial=serial + 1), sessions=c.sessions.set(serial, s),
                    ready=c.ready + (serial,), **changes)
