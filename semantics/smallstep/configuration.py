@@ -266,6 +266,28 @@ def _install_fast_replace(record_type) -> None:
     record_type._replace = namespace["_replace"]
 
 
+def setter(record_type, *names: str):
+    """The function ``(record, value, ...) -> record`` with the fields
+    ``names`` set, in that order: the update a hot rule makes, written with
+    positional arguments and one tuple build (a keyword ``_replace`` of a
+    14-field record binds 14 parameters and costs about twice as much;
+    docs/semantics.md, Speed). ``setter(Configuration, "time", "events")(c, t, e)``
+    is ``c._replace(time=t, events=e)``."""
+    fields = record_type._fields
+    unknown = [name for name in names if name not in fields]
+    assert not unknown, f"{record_type.__name__} has no field {unknown}"
+    old = [f"_{i}" for i in range(len(fields))]
+    items = [name if name in names else old[i] for i, name in enumerate(fields)]
+    source = (f"def set_fields(record, {', '.join(names)}):\n"
+              f"    {', '.join(old)}, = record\n"
+              f"    return new(record_type, ({', '.join(items)},))\n")
+    namespace = {"new": tuple.__new__, "record_type": record_type}
+    exec(source, namespace)
+    function = namespace["set_fields"]
+    function.__name__ = function.__qualname__ = f"set_{record_type.__name__}_{'_'.join(names)}"
+    return function
+
+
 for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Session, CacheEntry, Holding, Waiting,
                      PoolState, Job, StageState, FlowState, PoolStats, StageStats, Statistics, Workload, Configuration):
     _install_fast_replace(_record_type)

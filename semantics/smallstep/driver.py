@@ -23,7 +23,7 @@ from .. import ir
 from ..errors import RunError
 from ..results import RunResult
 from .configuration import (EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
-                            Statistics, Workload)
+                            Statistics, Workload, setter)
 from .machine import Machine
 from .measure import advance_time, build_result, integrate, read_gauges
 from .pools import expire_lease
@@ -49,11 +49,14 @@ def initial_configuration(m: Machine) -> Configuration:
         areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
+_advance = setter(Configuration, "time", "events", "areas", "taken")
+
+
 def take_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time (the levels integrated),
     the event taken off and counted; then its rule applies."""
     t, _, event = c.events[0]
-    c = c._replace(time=t, events=c.events[1:], areas=integrate(m, c, t), taken=c.taken + 1)
+    c = _advance(c, t, c.events[1:], integrate(m, c, t), c.taken + 1)
     kind = event.kind
     if kind == "job":
         return complete_fifo(m, c, event.a, event.b)

@@ -13,7 +13,7 @@ import math
 
 from .. import ir
 from ..errors import RunError
-from .configuration import READY, Configuration, PoolStats, Session, replace_at
+from .configuration import READY, Configuration, PoolStats, Session, replace_at, setter
 from .rng import derive_stream, member_stream
 from .values import Env, ExpressionCompiler
 
@@ -179,15 +179,27 @@ def with_draws(s: Session, env: Env) -> Session:
     return s if env.draws == s.draws else s._replace(draws=env.draws)
 
 
-def make_ready(m: Machine, c: Configuration, s: Session, **changes) -> Configuration:
-    """``s`` becomes ready: it joins the end of the ready sequence (in the
-    same update as ``changes``, other fields of the configuration)."""
+_set_ready = setter(Session, "status", "readies", "job", "growth", "pending")
+_set_sessions_ready = setter(Configuration, "sessions", "ready")
+
+
+def ready_session(c: Configuration, s: Session) -> Session:
+    """The premise and the session of making ``s`` ready (make_ready): the
+    backstop against a session made ready too often at one instant."""
     instant, count = s.readies
     count = count + 1 if instant == c.time else 1
     if count > MAX_READIES_PER_INSTANT:
         raise RunError(f"session {s.serial} became ready {MAX_READIES_PER_INSTANT} times at one instant "
                        f"(time {c.time:g}): the program makes no progress", time=c.time)
-    s = s._replace(status=READY, readies=(c.time, count), job=None, growth=None, pending=None)
+    return _set_ready(s, READY, (c.time, count), None, None, None)
+
+
+def make_ready(m: Machine, c: Configuration, s: Session, **changes) -> Configuration:
+    """``s`` becomes ready: it joins the end of the ready sequence (in the
+    same update as ``changes``, other fields of the configuration)."""
+    s = ready_session(c, s)
+    if not changes:
+        return _set_sessions_ready(c, c.sessions.set(s.serial, s), c.ready + (s.serial,))
     return c._replace(sessions=c.sessions.set(s.serial, s), ready=c.ready + (s.serial,), **changes)
 
 

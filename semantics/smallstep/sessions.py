@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from .. import ir
-from .configuration import HOLD, LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session
+from .configuration import HOLD, LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session, Statistics, setter
 from .machine import MAX_QUIET_STATEMENTS, Machine, fail, session_env
 from . import pools, stages, workload
 from .values import resolve_index
@@ -137,7 +137,7 @@ def exit_block(m: Machine, c: Configuration, s: Session, frame: Frame) -> Sessio
         else:
             s = s._replace(frames=s.frames[:-1], pc=frame.resume, draws=env.draws)
         return _note_local(m, c, s, "session/while", again=again)
-    s = s._replace(frames=s.frames[:-1], pc=frame.resume)
+    s = _set_frames_pc(s, s.frames[:-1], frame.resume)
     return _note_local(m, c, s, "session/block-exit")
 
 
@@ -190,9 +190,17 @@ def _test(c: Configuration, guard, env, stmt, what: str) -> bool:
 # session, the others the new configuration.
 
 
+_set_pc_draws = setter(Session, "pc", "draws")
+_set_attrs_pc_draws = setter(Session, "attrs", "pc", "draws")
+_set_frames_pc = setter(Session, "frames", "pc")
+_set_statistics_sessions = setter(Configuration, "statistics", "sessions")
+_set_left = setter(Configuration, "sessions", "statistics", "ended_attrs")
+_set_ended = setter(Statistics, "ended")
+
+
 def _past(s: Session, op: Op, env) -> Session:
     """The session past its statement, its stream where ``env`` left it."""
-    return s._replace(pc=op.next, draws=env.draws)
+    return _set_pc_draws(s, op.next, env.draws)
 
 
 def execute_turn(m, c, s, op, env):
@@ -206,7 +214,7 @@ def execute_set(m, c, s, op, env) -> Session:
     value = op.exprs[0](env)
     slot = op.stmt.slot
     attrs = s.attrs
-    s = s._replace(pc=op.next, attrs=attrs[:slot] + (value,) + attrs[slot + 1:], draws=env.draws)
+    s = _set_attrs_pc_draws(s, attrs[:slot] + (value,) + attrs[slot + 1:], op.next, env.draws)
     if m.observer:
         _note_local(m, c, s, "session/set", attribute=m.program.attrs[slot], value=value)
     return s
@@ -218,8 +226,8 @@ def execute_observe(m, c, s, op, env):
     s = _past(s, op, env)
     index = op.stmt.index
     if c.time >= m.program.warmup:
-        c = workload.record_sample(m, c, s.serial, int(s.attrs[m.program.slot_turn]), index, value,
-                                   sessions=c.sessions.set(s.serial, s))
+        c = _set_statistics_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.program.slot_turn]), index,
+                                                               value), c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
     if m.observer:
@@ -358,8 +366,8 @@ def end_session(m: Machine, c: Configuration, s: Session) -> Configuration:
     ended_attrs = c.ended_attrs.set(serial, s.attrs) if m.keeps_ended_attrs else c.ended_attrs
     stats = c.statistics
     if c.time >= m.program.warmup:
-        stats = stats._replace(ended=stats.ended + 1)
-    c = c._replace(sessions=c.sessions.delete(serial), statistics=stats, ended_attrs=ended_attrs)
+        stats = _set_ended(stats, stats.ended + 1)
+    c = _set_left(c, c.sessions.delete(serial), stats, ended_attrs)
     m.session_streams.pop(serial, None)
     if m.observer:
         m.notify("session/end", c, {"session": serial})

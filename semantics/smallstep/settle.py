@@ -16,10 +16,13 @@ except for a program whose admission headers draw, where every attempt draws.
 
 from __future__ import annotations
 
-from .configuration import Configuration
+from .configuration import Configuration, setter
 from .machine import Machine
 from .pools import retry_growers, try_admit
 from .sessions import run_session
+
+
+_set_ready = setter(Configuration, "ready")
 
 
 def settle(m: Machine, c: Configuration) -> Configuration:
@@ -29,7 +32,7 @@ def settle(m: Machine, c: Configuration) -> Configuration:
     while True:
         while c.ready:
             serial = c.ready[0]
-            c = run_session(m, c._replace(ready=c.ready[1:]), serial)
+            c = run_session(m, _set_ready(c, c.ready[1:]), serial)
         if not c.dirty and not volatile:
             return c
         tried = sorted(c.dirty | volatile)

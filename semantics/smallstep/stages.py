@@ -23,12 +23,19 @@ from __future__ import annotations
 import bisect
 import math
 
-from .configuration import (AT_STAGE, Configuration, FlowState, Job, StageState, StageStats, insert_event, remove_event,
-                            replace_at, Event)
-from .machine import Machine, is_warm, make_ready
+from .configuration import (AT_STAGE, Configuration, Event, FlowState, Job, Session, StageState, StageStats, Statistics,
+                            insert_event, remove_event, replace_at, setter)
+from .machine import Machine, ready_session
 from .values import Env
 
 FLOW = -1  # the stage field of a session's job while it is a flow
+
+_set_at_stage = setter(Session, "status", "job", "pc", "draws")
+_set_jobs_busy = setter(StageState, "jobs", "busy")
+_set_entered = setter(Configuration, "stages", "sessions", "events", "sequence")
+_set_stage_stats = setter(Statistics, "stages")
+_set_finished = setter(Configuration, "statistics", "stages", "events", "sequence")
+_set_finished_ready = setter(Configuration, "sessions", "ready", "statistics", "stages", "events", "sequence")
 
 _NAN = math.nan
 
@@ -131,7 +138,7 @@ def _at_stage(c: Configuration, owner, stage: int, job_id: int):
     if past is None:
         return c.sessions.set(s.serial, s._replace(status=AT_STAGE, job=(stage, job_id)))
     pc, draws = past
-    return c.sessions.set(s.serial, s._replace(status=AT_STAGE, job=(stage, job_id), pc=pc, draws=draws))
+    return c.sessions.set(s.serial, _set_at_stage(s, AT_STAGE, (stage, job_id), pc, draws))
 
 
 def _serial(owner) -> int | None:
@@ -148,9 +155,8 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
     if busy < m.servers[s] and busy == len(st.jobs):  # a server is free and no job waits
         due = (c.time + work, job_id + 1)
         job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
-        c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,), busy=busy + 1)),
-                       sessions=sessions, events=insert_event(c.events, due, Event("job", s, job_id)),
-                       sequence=job_id + 2)
+        c = _set_entered(c, replace_at(c.stages, s, _set_jobs_busy(st, st.jobs + (job,), busy + 1)), sessions,
+                         insert_event(c.events, due, Event("job", s, job_id)), job_id + 2)
         if m.observer:
             m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
             m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
@@ -169,7 +175,7 @@ def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
     if st.busy >= m.servers[s] or st.busy == len(st.jobs):
         return c
     jobs, busy, events, seq, started = start_waiting(m, s, st.jobs, st.busy, c.events, c.sequence, c.time)
-    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=jobs, busy=busy)), events=events, sequence=seq)
+    c = c._replace(stages=replace_at(c.stages, s, _set_jobs_busy(st, jobs, busy)), events=events, sequence=seq)
     if m.observer:
         m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
     return c
@@ -330,8 +336,8 @@ def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     job = jobs[k]
     jobs, busy, events, seq, started = start_waiting(m, s, jobs[:k] + jobs[k + 1:], st.busy - 1, c.events,
                                                      c.sequence, c.time)
-    c = _finish_job(m, c, s, job, "stage/fifo-complete", stages=replace_at(c.stages, s, st._replace(jobs=jobs, busy=busy)),
-                    events=events, sequence=seq)
+    c = _finish_job(m, c, s, job, "stage/fifo-complete", replace_at(c.stages, s, _set_jobs_busy(st, jobs, busy)),
+                    events, seq)
     if started and m.observer:
         m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
     return c
@@ -344,7 +350,7 @@ def complete_ps(m: Machine, c: Configuration, s: int) -> Configuration:
     st = st._replace(jobs=st.jobs[1:], virtual=max(st.virtual, job.work), due=None)
     c = c._replace(stages=replace_at(c.stages, s, st))
     c = reschedule_ps(m, c, s)
-    return _finish_job(m, c, s, job, "stage/ps-complete")
+    return _finish_job(m, c, s, job, "stage/ps-complete", c.stages, c.events, c.sequence)
 
 
 def complete_flow(m: Machine, c: Configuration) -> Configuration:
@@ -355,13 +361,14 @@ def complete_flow(m: Machine, c: Configuration) -> Configuration:
     job = fl.flows[k]
     c = c._replace(flows=fl._replace(flows=fl.flows[:k] + fl.flows[k + 1:], due=None))
     c = reschedule_flows(m, c)
-    return _finish_job(m, c, job.stages[0], job, "stage/flow-complete", every=job.stages)
+    return _finish_job(m, c, job.stages[0], job, "stage/flow-complete", c.stages, c.events, c.sequence, job.stages)
 
 
-def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every=None, **changes) -> Configuration:
+def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, stages: tuple, events: tuple,
+                sequence: int, every=None) -> Configuration:
     """The job's completion is counted (at or after the warm-up); its session
-    becomes ready; in the same update as ``changes`` (other fields of the
-    configuration: the stages without the job, say)."""
+    becomes ready; in the same update as ``stages`` (without the job),
+    ``events`` and ``sequence`` (with the next job's start, say)."""
     stats = c.statistics
     if c.time >= m.program.warmup:
         counted = stats.stages
@@ -369,14 +376,15 @@ def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, every
             old = counted[t]
             counted = replace_at(counted, t, StageStats(old.completed + 1, old.wait_sum + job.started - job.arrived,
                                                         old.service_sum + c.time - job.started))
-        stats = stats._replace(stages=counted)
+        stats = _set_stage_stats(stats, counted)
     if m.observer:
-        c = c._replace(statistics=stats, **changes)
-        changes = {}
+        c = _set_finished(c, stats, stages, events, sequence)
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.owner is not None:
-        return make_ready(m, c, c.sessions[job.owner], statistics=stats, **changes)
-    c = c._replace(statistics=stats, **changes)
+        owner = ready_session(c, c.sessions[job.owner])
+        return _set_finished_ready(c, c.sessions.set(job.owner, owner), c.ready + (job.owner,), stats, stages, events,
+                                   sequence)
+    c = _set_finished(c, stats, stages, events, sequence)
     if job.spill is not None:
         from .pools import land_spill
 

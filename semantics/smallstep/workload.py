@@ -26,7 +26,8 @@ import os
 
 from .. import ir
 from ..errors import RunError
-from .configuration import PLAIN, READY, Configuration, Event, Frame, Session, insert_event, replace_at
+from .configuration import (PLAIN, READY, Configuration, Event, Frame, Session, Statistics, Workload, insert_event,
+                            replace_at, setter)
 from .machine import MAX_READIES_PER_INSTANT, Machine
 from .rng import derive_stream, draw_uniform, sample_exp
 from .values import Env
@@ -117,12 +118,11 @@ def arrive(m: Machine, c: Configuration) -> Configuration:
     gap, position = draw_gap(m, c)
     w = c.workload
     generated = w.generated + 1
-    w = w._replace(generated=generated, arrivals_draws=position)
+    w = _set_generated(w, generated, position)
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        return spawn(m, c, workload=w, events=insert_event(c.events, key, Event("arrive", 0, 0)),
-                     sequence=c.sequence + 1)
+        return spawn(m, c, workload=w, events=insert_event(c.events, key, Event("arrive", 0, 0)))
     return spawn(m, c, workload=w)
 
 
@@ -144,10 +144,18 @@ def replace_closed(m: Machine, c: Configuration) -> Configuration:
     return spawn(m, c)
 
 
-def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, **changes) -> Configuration:
-    """workload/arrive: a new session, in the same update as ``changes``
-    (other fields of the configuration) and ``workload`` (the workload record
-    the arrival event left, when it changed it)."""
+_set_generated = setter(Workload, "generated", "arrivals_draws")
+_set_next_serial = setter(Workload, "next_serial")
+_set_arrived = setter(Configuration, "workload", "sessions", "ready")
+_set_arrived_scheduled = setter(Configuration, "workload", "sessions", "ready", "events", "sequence")
+_set_observes = setter(Statistics, "observes")
+
+
+def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, events=None) -> Configuration:
+    """workload/arrive: a new session, in the same update as ``workload``
+    (the workload record the arrival event left, when it changed it) and
+    ``events`` (the events with the next arrival, which took the next
+    sequence number)."""
     program = m.program
     w = c.workload if workload is None else workload
     serial = w.next_serial
@@ -172,8 +180,11 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, **cha
         attrs = tuple(attrs)
     s = Session(serial, attrs, (Frame(program.session, PLAIN, None, 0),), 0, READY, (), (), None, None, None, -1, (),
                 False, 0, script, 0, (c.time, 1))
-    c = c._replace(workload=w._replace(next_serial=serial + 1), sessions=c.sessions.set(serial, s),
-                   ready=c.ready + (serial,), **changes)
+    w = _set_next_serial(w, serial + 1)
+    if events is None:
+        c = _set_arrived(c, w, c.sessions.set(serial, s), c.ready + (serial,))
+    else:
+        c = _set_arrived_scheduled(c, w, c.sessions.set(serial, s), c.ready + (serial,), events, c.sequence + 1)
     if m.observer:
         m.notify("workload/arrive", c, {"session": serial})
     return c
@@ -195,7 +206,7 @@ def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, s
         elif isinstance(stmt, ir.Observe):
             value = m.compiler.compile(stmt.expr)(env)
             if c.time >= m.program.warmup:
-                c = record_sample(m, c, serial, turn, stmt.index, value)
+                c = c._replace(statistics=record_sample(c, serial, turn, stmt.index, value))
         else:
             raise RunError(f"a workload block may only set and observe, not {type(stmt).__name__}",
                            stmt=(block, index), time=c.time)
@@ -236,11 +247,8 @@ def take_turn(m: Machine, c: Configuration, serial: int) -> Configuration:
     return c
 
 
-def record_sample(m: Machine, c: Configuration, serial: int, turn: int, index: int, value: float,
-                  **changes) -> Configuration:
-    """An observation's sample (time, session serial, turn number, value), in
-    the same update as ``changes``, other fields of the configuration."""
+def record_sample(c: Configuration, serial: int, turn: int, index: int, value: float) -> Statistics:
+    """The statistics with observation ``index``'s sample (time, session
+    serial, turn number, value) added."""
     stats = c.statistics
-    sample = (c.time, serial, turn, value)
-    observes = replace_at(stats.observes, index, (sample, stats.observes[index]))
-    return c._replace(statistics=stats._replace(observes=observes), **changes)
+    return _set_observes(stats, replace_at(stats.observes, index, ((c.time, serial, turn, value), stats.observes[index])))
