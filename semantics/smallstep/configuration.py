@@ -101,6 +101,7 @@ class Session(NamedTuple):
     admission: int  # sequence number of its latest admission (-1: none yet)
     preempted_at: tuple[tuple[int, float], ...]  # per pool: position at its last preemption
     stuck: bool
+    stream: int  # the key of the session's stream (rng.member_stream of its serial)
     draws: int  # position of the session's stream
     script: int  # explicit session index or trace session index, -1 for none
     script_turn: int  # the next turn of the script to load

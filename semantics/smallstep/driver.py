@@ -90,8 +90,9 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None) -> Iterato
     c = settle(m, start_workload(m, initial_configuration(m)))
     yield c
     count = 0
+    gauges = bool(program.gauges)
     while c.events and c.events[0][0] <= horizon:
-        if c.events[0][0] > c.time:
+        if gauges and c.events[0][0] > c.time:
             c = read_gauges(m, c)
         c = settle(m, take_event(m, c))
         yield c

@@ -13,8 +13,8 @@ import math
 
 from .. import ir
 from ..errors import RunError
-from .configuration import READY, Configuration, PoolStats, Session, replace_at, setter
-from .rng import derive_stream, member_stream
+from .configuration import PLAIN, READY, Configuration, Frame, PoolStats, Session, replace_at, setter
+from .rng import derive_stream
 from .values import Env, ExpressionCompiler
 
 #: A session made ready more often than this at one instant is a RunError
@@ -60,6 +60,7 @@ class Machine:
         self.observer = observer
         self.trace_sessions = trace_sessions
         self.seed = program.seed
+        self.warmup = program.warmup
         self.caps = tuple(p.cap for p in program.pools)
         self.block_sizes = tuple(p.block for p in program.pools)
         self.compiler = ExpressionCompiler(program, stage_rules.make_observables(self))
@@ -79,11 +80,13 @@ class Machine:
         self.stream_workload = derive_stream(self.seed, ("workload",))
         self.stream_machine = derive_stream(self.seed, ("machine",))
         self.stream_sessions = derive_stream(self.seed, ("session",))
-        self.session_streams: dict[int, int] = {}
         self.holds: dict[tuple[int, int], CompiledHold] = {}
         self.statements: dict[tuple[int, int], tuple] = {}
         self._scan_program()
         self.closed = isinstance(program.arrival, ir.Closed)
+        #: a new session's attributes before init, and its continuation: the session block
+        self.blank_attrs = (0.0,) * len(program.attrs)
+        self.session_frames = (Frame(program.session, PLAIN, None, 0),)
         #: the evaluation environment run_session reuses (scratch: every rule sets what it reads)
         self.session_scratch = Env(None)
         #: per block, its statements with their rules and compiled expressions (sessions.Op)
@@ -148,13 +151,6 @@ class Machine:
 
     # -- shared helpers -----------------------------------------------------
 
-    def session_stream(self, serial: int) -> int:
-        """The key of session ``serial``'s stream (remembered while the session lives)."""
-        stream = self.session_streams.get(serial)
-        if stream is None:
-            stream = self.session_streams[serial] = member_stream(self.stream_sessions, serial)
-        return stream
-
     def round_up(self, p: int, units: float) -> float:
         b = self.block_sizes[p]
         return units if not b or not math.isfinite(units) else math.ceil(units / b - EPSILON) * b
@@ -169,9 +165,7 @@ class Machine:
 
 
 def session_env(m: Machine, c: Configuration, s: Session, stmt=None) -> Env:
-    serial = s.serial
-    stream = m.session_streams.get(serial) or m.session_stream(serial)
-    return Env(c, s.attrs, serial, stream, s.draws, stmt)
+    return Env(c, s.attrs, s.serial, s.stream, s.draws, stmt)
 
 
 def with_draws(s: Session, env: Env) -> Session:
@@ -204,7 +198,7 @@ def make_ready(m: Machine, c: Configuration, s: Session, **changes) -> Configura
 
 
 def is_warm(m: Machine, c: Configuration) -> bool:
-    return c.time >= m.program.warmup
+    return c.time >= m.warmup
 
 
 def count_pool(c: Configuration, p: int, **increments) -> Configuration:

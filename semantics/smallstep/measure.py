@@ -40,11 +40,26 @@ def levels(m: Machine, c: Configuration) -> list[float]:
 
 def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
     """The areas after time passes from ``c.time`` to ``t`` (only the part after the warm-up counts)."""
-    dt = t - max(c.time, m.program.warmup)
-    areas = c.areas
+    warmup = m.warmup
+    dt = t - (c.time if c.time > warmup else warmup)
     if dt <= 0:
-        return areas
-    return tuple([a + level * dt for a, level in zip(areas, levels(m, c))])
+        return c.areas
+    areas = c.areas
+    if m.flow_stages or c.pools:
+        return tuple([a + level * dt for a, level in zip(areas, levels(m, c))])
+    # stages only (levels() without the list): present and busy per stage, then the live sessions
+    out = []
+    k = 0
+    for st, servers in zip(c.stages, m.servers):
+        n = len(st.jobs)
+        out.append(areas[k] + n * dt)
+        if servers:
+            out.append(areas[k + 1] + st.busy / servers * dt)
+        else:
+            out.append(areas[k + 1] + dt if n else areas[k + 1])
+        k += 2
+    out.append(areas[k] + len(c.sessions) * dt)
+    return tuple(out)
 
 
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:

@@ -77,7 +77,7 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     s = c.sessions.get(serial)
     env = m.session_scratch  # scratch space of this run (run_session is never re-entered)
     env.serial = serial
-    env.stream = m.session_stream(serial)
+    env.stream = None if s is None else s.stream
     while s is not None and s.status == READY:
         quiet += 1
         if quiet > MAX_QUIET_STATEMENTS:
@@ -225,7 +225,7 @@ def execute_observe(m, c, s, op, env):
     value = op.exprs[0](env)
     s = _past(s, op, env)
     index = op.stmt.index
-    if c.time >= m.program.warmup:
+    if c.time >= m.warmup:
         c = _set_statistics_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.program.slot_turn]), index,
                                                                value), c.sessions.set(s.serial, s))
     else:
@@ -365,10 +365,9 @@ def end_session(m: Machine, c: Configuration, s: Session) -> Configuration:
         s = c.sessions[serial]
     ended_attrs = c.ended_attrs.set(serial, s.attrs) if m.keeps_ended_attrs else c.ended_attrs
     stats = c.statistics
-    if c.time >= m.program.warmup:
+    if c.time >= m.warmup:
         stats = _set_ended(stats, stats.ended + 1)
     c = _set_left(c, c.sessions.delete(serial), stats, ended_attrs)
-    m.session_streams.pop(serial, None)
     if m.observer:
         m.notify("session/end", c, {"session": serial})
     if m.closed:

@@ -33,6 +33,9 @@ FLOW = -1  # the stage field of a session's job while it is a flow
 _set_at_stage = setter(Session, "status", "job", "pc", "draws")
 _set_jobs_busy = setter(StageState, "jobs", "busy")
 _set_entered = setter(Configuration, "stages", "sessions", "events", "sequence")
+_set_joined = setter(Configuration, "stages", "sessions", "sequence")
+_set_jobs = setter(StageState, "jobs")
+_set_started = setter(Job, "started", "due")
 _set_stage_stats = setter(Statistics, "stages")
 _set_finished = setter(Configuration, "statistics", "stages", "events", "sequence")
 _set_finished_ready = setter(Configuration, "sessions", "ready", "statistics", "stages", "events", "sequence")
@@ -162,8 +165,7 @@ def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
             m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
         return c
     job = Job(job_id, owner, work, c.time, _NAN, None, spill, (s,), 0.0)
-    c = c._replace(stages=replace_at(c.stages, s, st._replace(jobs=st.jobs + (job,))), sessions=sessions,
-                   sequence=job_id + 1)
+    c = _set_joined(c, replace_at(c.stages, s, _set_jobs(st, st.jobs + (job,))), sessions, job_id + 1)
     if m.observer:
         m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
     return start_fifo(m, c, s)
@@ -194,7 +196,7 @@ def start_waiting(m: Machine, s: int, jobs: tuple, busy: int, events: tuple, seq
             key = (now + j.work, seq)
             seq += 1
             events = insert_event(events, key, Event("job", s, j.job_id))
-            jobs[busy] = j._replace(started=now, due=key)
+            jobs[busy] = _set_started(j, now, key)
             busy += 1
             started.append(j.job_id)
         jobs = tuple(jobs)
@@ -370,7 +372,7 @@ def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, stage
     becomes ready; in the same update as ``stages`` (without the job),
     ``events`` and ``sequence`` (with the next job's start, say)."""
     stats = c.statistics
-    if c.time >= m.program.warmup:
+    if c.time >= m.warmup:
         counted = stats.stages
         for t in every or (s,):
             old = counted[t]

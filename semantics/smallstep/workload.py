@@ -26,10 +26,10 @@ import os
 
 from .. import ir
 from ..errors import RunError
-from .configuration import (PLAIN, READY, Configuration, Event, Frame, Session, Statistics, Workload, insert_event,
+from .configuration import (READY, Configuration, Event, Session, Statistics, Workload, insert_event,
                             replace_at, setter)
 from .machine import MAX_READIES_PER_INSTANT, Machine
-from .rng import derive_stream, draw_uniform, sample_exp
+from .rng import derive_stream, draw_uniform, member_stream, sample_exp
 from .values import Env
 
 TRACE_COLUMNS = ("session", "turn", "new", "out", "think", "forced")
@@ -110,7 +110,7 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
     if limit is not None and c.workload.generated >= limit:
         return c
     key = (c.time + gap, c.sequence)
-    return c._replace(events=insert_event(c.events, key, Event("arrive", 0, 0)), sequence=c.sequence + 1)
+    return c._replace(events=insert_event(c.events, key, ARRIVAL), sequence=c.sequence + 1)
 
 
 def arrive(m: Machine, c: Configuration) -> Configuration:
@@ -122,7 +122,7 @@ def arrive(m: Machine, c: Configuration) -> Configuration:
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        return spawn(m, c, workload=w, events=insert_event(c.events, key, Event("arrive", 0, 0)))
+        return spawn(m, c, workload=w, events=insert_event(c.events, key, ARRIVAL))
     return spawn(m, c, workload=w)
 
 
@@ -144,6 +144,9 @@ def replace_closed(m: Machine, c: Configuration) -> Configuration:
     return spawn(m, c)
 
 
+#: The open workload's arrival event (one value: events carry no state of their own).
+ARRIVAL = Event("arrive", 0, 0)
+
 _set_generated = setter(Workload, "generated", "arrivals_draws")
 _set_next_serial = setter(Workload, "next_serial")
 _set_arrived = setter(Configuration, "workload", "sessions", "ready")
@@ -159,7 +162,7 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
     program = m.program
     w = c.workload if workload is None else workload
     serial = w.next_serial
-    attrs = [0.0] * len(program.attrs)
+    attrs = list(m.blank_attrs)
     attrs[program.slot_serial] = float(serial)
     script = explicit
     if explicit < 0 and m.trace_sessions:
@@ -178,8 +181,8 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
         for slot, value in program.arrival.sessions[explicit].attrs:
             attrs[slot] = value
         attrs = tuple(attrs)
-    s = Session(serial, attrs, (Frame(program.session, PLAIN, None, 0),), 0, READY, (), (), None, None, None, -1, (),
-                False, 0, script, 0, (c.time, 1))
+    s = Session(serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
+                False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1))
     w = _set_next_serial(w, serial + 1)
     if events is None:
         c = _set_arrived(c, w, c.sessions.set(serial, s), c.ready + (serial,))
@@ -205,7 +208,7 @@ def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, s
             env.attrs = tuple(values)
         elif isinstance(stmt, ir.Observe):
             value = m.compiler.compile(stmt.expr)(env)
-            if c.time >= m.program.warmup:
+            if c.time >= m.warmup:
                 c = c._replace(statistics=record_sample(c, serial, turn, stmt.index, value))
         else:
             raise RunError(f"a workload block may only set and observe, not {type(stmt).__name__}",
