@@ -71,47 +71,47 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     leaving a plain, loop or while block: local) is a function to the new
     session; the configuration it stands for is ``c`` with that session, which
     is stored before the next rule that reads anything else (and after every
-    rule when a step trace observes the run)."""
+    rule when a step trace observes the run).
+
+    The end of the session's own block (its outermost frame) is the
+    session's end (session/end)."""
     ops = m.ops
     quiet = 0  # statements since the session became ready: it has not blocked
+    limit = MAX_QUIET_STATEMENTS
     s = c.sessions.get(serial)
     env = m.session_scratch  # scratch space of this run (run_session is never re-entered)
     env.serial = serial
     env.stream = None if s is None else s.stream
     while s is not None and s.status == READY:
         quiet += 1
-        if quiet > MAX_QUIET_STATEMENTS:
+        if quiet > limit:
             fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
                  f"the program loops without letting time pass", c, _current_stmt(s))
-        frames = s.frames
-        if not frames:
+        frame = s.frames[-1]
+        code = ops[frame.block]
+        pc = s.pc
+        if pc < len(code):
+            op = code[pc]
+            env.config = c
+            env.attrs = s.attrs
+            env.draws = s.draws
+            env.stmt = op.at
+            if op.local:
+                s = op.rule(m, c, s, op, env)
+                continue
+            c = op.rule(m, c, s, op, env)
+        elif frame.kind == HOLD:
+            c = exit_hold(m, _store(c, s), s)
+        elif len(s.frames) == 1:
             c = end_session(m, c, s)
         else:
-            frame = frames[-1]
-            code = ops[frame.block]
-            if s.pc >= len(code):
-                if frame.kind == HOLD:
-                    c = exit_hold(m, _store(c, s), s)
-                else:
-                    s = exit_block(m, c, s, frame)
-                    continue
-            else:
-                op = code[s.pc]
-                env.config = c
-                env.attrs = s.attrs
-                env.draws = s.draws
-                env.stmt = op.at
-                if op.local:
-                    s = op.rule(m, c, s, op, env)
-                    continue
-                c = op.rule(m, c, s, op, env)
+            s = exit_block(m, c, s, frame)
+            continue
         s = c.sessions.get(serial)
     return c
 
 
 def _current_stmt(s: Session):
-    if not s.frames:
-        return None
     return (s.frames[-1].block, max(0, s.pc - 1))
 
 

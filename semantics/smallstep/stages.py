@@ -125,34 +125,32 @@ def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner, wo
     left the session with, set in the same update."""
     job_id = c.sequence
     if len(stages) > 1 or stages[0] in m.flow_stages:
-        return enter_flow(m, c, stages, (owner, past), work, spill, job_id)
+        return enter_flow(m, c, stages, owner, past, work, spill, job_id)
     s = stages[0]
     if m.kinds[s] == "fifo":
-        return enter_fifo(m, c, s, (owner, past), work, spill, job_id)
-    return enter_ps(m, c, s, (owner, past), work, spill, job_id)
+        return enter_fifo(m, c, s, owner, past, work, spill, job_id)
+    return enter_ps(m, c, s, owner, past, work, spill, job_id)
 
 
-def _at_stage(c: Configuration, owner, stage: int, job_id: int):
-    """The sessions with the owner (a (session, past) pair, session None for
-    a spill write) at the stage."""
-    s, past = owner
-    if s is None:
+def _at_stage(c: Configuration, owner, past, stage: int, job_id: int):
+    """The sessions with ``owner`` (None for a spill write) at the stage."""
+    if owner is None:
         return c.sessions
     if past is None:
-        return c.sessions.set(s.serial, s._replace(status=AT_STAGE, job=(stage, job_id)))
+        return c.sessions.set(owner.serial, owner._replace(status=AT_STAGE, job=(stage, job_id)))
     pc, draws = past
-    return c.sessions.set(s.serial, _set_at_stage(s, AT_STAGE, (stage, job_id), pc, draws))
+    return c.sessions.set(owner.serial, _set_at_stage(owner, AT_STAGE, (stage, job_id), pc, draws))
 
 
 def _serial(owner) -> int | None:
-    return None if owner[0] is None else owner[0].serial
+    return None if owner is None else owner.serial
 
 
-def enter_fifo(m, c, s, owner, work, spill, job_id) -> Configuration:
+def enter_fifo(m, c, s, owner, past, work, spill, job_id) -> Configuration:
     """stage/fifo-enter: the job joins the end of the stage's line; it starts
     at once when a server is free (stage/fifo-start)."""
     st = c.stages[s]
-    sessions = _at_stage(c, owner, s, job_id)
+    sessions = _at_stage(c, owner, past, s, job_id)
     owner = _serial(owner)
     busy = st.busy
     if busy < m.servers[s] and busy == len(st.jobs):  # a server is free and no job waits
@@ -203,9 +201,9 @@ def start_waiting(m: Machine, s: int, jobs: tuple, busy: int, events: tuple, seq
     return jobs, busy, events, seq, started
 
 
-def enter_ps(m, c, s, owner, work, spill, job_id) -> Configuration:
+def enter_ps(m, c, s, owner, past, work, spill, job_id) -> Configuration:
     """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
-    c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, s, job_id))
+    c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, past, s, job_id))
     owner = _serial(owner)
     st = _advance_virtual(c, c.stages[s])
     tag = st.virtual + work
@@ -255,9 +253,9 @@ def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
 # -- flows ---------------------------------------------------------------------
 
 
-def enter_flow(m, c, stages, owner, work, spill, job_id) -> Configuration:
+def enter_flow(m, c, stages, owner, past, work, spill, job_id) -> Configuration:
     """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
-    c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, FLOW, job_id))
+    c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, past, FLOW, job_id))
     owner = _serial(owner)
     fl = _advance_flows(c)
     job = Job(job_id, owner, work, c.time, c.time, None, spill, tuple(stages), 0.0)
