@@ -90,6 +90,18 @@ def test_a_work_that_can_be_negative_is_a_warning_at_the_run():
     assert [(w.span.line, w.message) for w in warnings] == [(7, "the work of `run gpu` can be negative: -1 when `o` = 0")]
 
 
+@pytest.mark.parametrize("rate", ["0", "-1", "inf"])
+def test_a_poisson_rate_that_is_not_positive_and_finite_is_an_error_at_the_arrival(rate):
+    """Seed 002 §3 Workload: poisson(rate) draws exponential gaps of mean
+    1/rate; a rate of 0 would divide by zero and a negative one run time backwards."""
+    text = f"stage gpu : fifo;\nworkload {{ arrive poisson({rate}); }}\nsession {{ run gpu (1); }}" + TAIL
+    program, smap = compiler.compile_source(text, "t.sq")
+    with pytest.raises(ProgramError) as caught:
+        link(program, smap)
+    assert caught.value.span.line == 2 and caught.value.span.col == 12
+    assert caught.value.message.startswith(f"arrive poisson: the rate is {rate}; a rate of arrivals is a positive")
+
+
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 #: example programs, not libraries (a library holds definitions only)
 EXAMPLE_FILES = sorted(p for p in glob.glob(os.path.join(EXAMPLES, "*", "*.sq")) if os.sep + "lib" + os.sep not in p)

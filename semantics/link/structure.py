@@ -137,6 +137,10 @@ def check_program_fields(program: ir.Program, smap: SourceMap) -> None:
                     raise make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}")
     if isinstance(program.arrival, ir.Renewal):
         raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+    if isinstance(program.arrival, ir.Poisson) and not (0 < program.arrival.rate < math.inf):
+        raise make_error(smap, locate_program("arrival.Poisson", smap.arrival),
+                         f"arrive poisson: the rate is {format_number(program.arrival.rate)}; a rate of arrivals is a "
+                         "positive, finite number per unit of time")
 
 
 def describe_statement_problem(program: ir.Program, stmt: ir.Stmt) -> str | None:

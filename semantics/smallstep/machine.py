@@ -61,6 +61,9 @@ class Machine:
         self.trace_sessions = trace_sessions
         self.seed = program.seed
         self.warmup = program.warmup
+        self.slot_turn = program.slot_turn
+        #: the mean gap of ``arrive poisson(rate)`` (None for another arrival process)
+        self.poisson_gap = 1.0 / program.arrival.rate if isinstance(program.arrival, ir.Poisson) else None
         self.caps = tuple(p.cap for p in program.pools)
         self.block_sizes = tuple(p.block for p in program.pools)
         self.compiler = ExpressionCompiler(program, stage_rules.make_observables(self))

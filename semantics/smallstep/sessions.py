@@ -226,8 +226,8 @@ def execute_observe(m, c, s, op, env):
     s = _past(s, op, env)
     index = op.stmt.index
     if c.time >= m.warmup:
-        c = _set_statistics_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.program.slot_turn]), index,
-                                                               value), c.sessions.set(s.serial, s))
+        c = _set_statistics_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.slot_turn]), index, value),
+                                     c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
     if m.observer:

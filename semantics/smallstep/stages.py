@@ -334,8 +334,9 @@ def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     while jobs[k].job_id != job_id:  # a job in service: among the first ``busy``
         k += 1
     job = jobs[k]
-    jobs, busy, events, seq, started = start_waiting(m, s, jobs[:k] + jobs[k + 1:], st.busy - 1, c.events,
-                                                     c.sequence, c.time)
+    jobs, busy, events, seq, started = jobs[:k] + jobs[k + 1:], st.busy - 1, c.events, c.sequence, None
+    if busy < len(jobs):  # a job waits, and the server just freed takes it
+        jobs, busy, events, seq, started = start_waiting(m, s, jobs, busy, events, seq, c.time)
     c = _finish_job(m, c, s, job, "stage/fifo-complete", replace_at(c.stages, s, _set_jobs_busy(st, jobs, busy)),
                     events, seq)
     if started and m.observer:

@@ -92,13 +92,12 @@ def start_workload(m: Machine, c: Configuration) -> Configuration:
 
 def draw_gap(m: Machine, c: Configuration) -> tuple[float, int]:
     """The next interarrival gap from the arrivals stream, and the stream's next position."""
-    arrival = m.program.arrival
     position = c.workload.arrivals_draws
-    if isinstance(arrival, ir.Poisson):
-        gap, position = sample_exp(1.0 / arrival.rate, m.stream_arrivals, position), position + 1
+    if m.poisson_gap is not None:
+        gap, position = sample_exp(m.poisson_gap, m.stream_arrivals, position), position + 1
     else:
         env = Env(c, None, -1, m.stream_arrivals, position)
-        gap = m.compiler.compile(arrival.gap)(env)
+        gap = m.compiler.compile(m.program.arrival.gap)(env)
         position = env.draws
         if not (gap > 0 and math.isfinite(gap)):
             raise RunError(f"arrive renewal: a gap of {gap:g}; gaps must be positive and finite", time=c.time)
