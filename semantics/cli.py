@@ -15,7 +15,7 @@ import sys
 from typing import Sequence
 
 from . import SERQ_VERSION, codec
-from .errors import ProgramError, RunError, SerqError, UsageError, format_diagnostic, render
+from .errors import RunError, SerqError, UsageError, format_diagnostic, render
 from .pipeline import Loaded, Overrides, load
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3

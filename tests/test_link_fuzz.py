@@ -13,7 +13,6 @@ import glob
 import json
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

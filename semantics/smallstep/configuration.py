@@ -180,12 +180,6 @@ class FlowState(NamedTuple):
     due: tuple[float, int] | None
 
 
-class Event(NamedTuple):
-    kind: str  # "arrive", "job" (a, b = stage, job), "ps" (a = stage), "flow", "lease" (a, b = serial, lease)
-    a: int
-    b: int
-
-
 class PoolStats(NamedTuple):
     wait_sum: float
     wait_count: int
@@ -210,7 +204,6 @@ class Statistics(NamedTuple):
     stages: tuple[StageStats, ...]
     ended: int
     turns: int
-    observes: tuple  # per observe: a cons list of (time, serial, turn, value), newest first
     gauges: tuple  # per gauge: a cons list of (time, value) change points, newest first
 
 
@@ -230,7 +223,9 @@ class Configuration(NamedTuple):
     pools: tuple[PoolState, ...]
     stages: tuple[StageState, ...]
     flows: FlowState
-    events: tuple[tuple[float, int, Event], ...]  # sorted by (time, sequence number)
+    #: pending events (time, sequence number, kind, a, b), sorted by (time, sequence number); kinds:
+    #: "arrive", "job" (a, b = stage, job), "ps" (a = stage), "flow", "lease" (a, b = serial, lease)
+    events: tuple[tuple[float, int, str, int, int], ...]
     sequence: int  # the next sequence number (events, joins, releases, admissions, jobs)
     workload: Workload
     statistics: Statistics
@@ -238,6 +233,9 @@ class Configuration(NamedTuple):
     #: used, cached, queue, holders; per stage present, busy; live sessions
     #: (time/advance changes them with the time, so they sit beside it)
     areas: tuple[float, ...]
+    #: every observation's samples (observe index, time, serial, turn, value),
+    #: a cons list, newest first (observing adds one: it sits beside the time too)
+    samples: tuple | None
     taken: int  # events taken so far
     dirty: frozenset  # pools whose state changed since they were last tried
     ended_attrs: immutables.Map  # serial -> attributes at its last release, for ended sessions
@@ -304,10 +302,10 @@ def replace_at(items: tuple, index: int, item) -> tuple:
     return items[:index] + (item,) + items[index + 1 :]
 
 
-def insert_event(events: tuple, key: tuple[float, int], event: Event) -> tuple:
-    """``events`` with ``event`` at ``key`` = (time, sequence number)."""
+def insert_event(events: tuple, key: tuple[float, int], kind: str, a: int = 0, b: int = 0) -> tuple:
+    """``events`` with the event (``kind``, ``a``, ``b``) at ``key`` = (time, sequence number)."""
     i = bisect.bisect_right(events, key)
-    return events[:i] + ((key[0], key[1], event),) + events[i:]
+    return events[:i] + ((key[0], key[1], kind, a, b),) + events[i:]
 
 
 def remove_event(events: tuple, key: tuple[float, int]) -> tuple:

@@ -41,12 +41,12 @@ def initial_configuration(m: Machine) -> Configuration:
     statistics = Statistics(
         pools=(EMPTY_POOL_STATS,) * len(program.pools), stages=(EMPTY_STAGE_STATS,) * len(program.stages),
         ended=0, turns=0,
-        observes=(None,) * len(program.observes), gauges=(None,) * len(program.gauges))
+        gauges=(None,) * len(program.gauges))
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,
-        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
+        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), samples=None, taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
 _advance = setter(Configuration, "time", "events", "areas", "taken")
@@ -55,20 +55,19 @@ _advance = setter(Configuration, "time", "events", "areas", "taken")
 def take_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time (the levels integrated),
     the event taken off and counted; then its rule applies."""
-    t, _, event = c.events[0]
+    t, _, kind, a, b = c.events[0]
     c = _advance(c, t, c.events[1:], integrate(m, c, t), c.taken + 1)
-    kind = event.kind
     if kind == "job":
-        return complete_fifo(m, c, event.a, event.b)
+        return complete_fifo(m, c, a, b)
     if kind == "ps":
-        return complete_ps(m, c._replace(stages=_clear_due(c, event.a)), event.a)
+        return complete_ps(m, c._replace(stages=_clear_due(c, a)), a)
     if kind == "flow":
         return complete_flow(m, c._replace(flows=c.flows._replace(due=None)))
     if kind == "arrive":
         return arrive(m, c)
     if kind == "lease":
-        return expire_lease(m, c, event.a, event.b)
-    raise AssertionError(f"unknown event {event}")
+        return expire_lease(m, c, a, b)
+    raise AssertionError(f"unknown event {kind}")
 
 
 def _clear_due(c: Configuration, s: int):

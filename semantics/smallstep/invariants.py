@@ -51,7 +51,7 @@ def check_invariants(c: Configuration) -> None:
             assert s.status == QUEUED and s.pending.pools[0] == p, f"pool {p}: queued session {w.serial} is {s.status}"
         for g in pool.growers:
             assert c.sessions[g].status == GROWING, f"pool {p}: grower {g} is not growing"
-    keys = [(t, q) for t, q, _ in c.events]
+    keys = [(t, q) for t, q, *_ in c.events]
     assert keys == sorted(keys), "pending events out of order"
     assert all(t >= c.time for t, _ in keys), "a pending event in the past"
     waiting = [w.serial for pool in c.pools for w in pool.queue]

@@ -95,7 +95,10 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
     def average(area: float) -> float:
         return area / span if span > 0 else math.nan
 
-    observes = tuple(ObserveRecord(name, _is_test(_observed_expr(program, k)), tuple(iterate_cons(stats.observes[k])))
+    samples = [[] for _ in program.observes]
+    for sample in iterate_cons(c.samples):
+        samples[sample[0]].append(sample[1:])
+    observes = tuple(ObserveRecord(name, _is_test(_observed_expr(program, k)), tuple(samples[k]))
                      for k, name in enumerate(program.observes))
     gauges = tuple(GaugeRecord(g.name, tuple(iterate_cons(stats.gauges[k]))) for k, g in enumerate(program.gauges))
     areas = c.areas

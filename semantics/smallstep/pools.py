@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
-                            Frame, Holding, LeaseState, PendingHold, Waiting, Event, insert_event, remove_event,
+                            Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, remove_event,
                             replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
                       session_env, with_draws)
@@ -402,7 +402,7 @@ def start_lease(m: Machine, c: Configuration, serial: int, hold: ActiveHold, a: 
     if math.isfinite(duration):
         due = (c.time + duration, seq)
         seq += 1
-        events = insert_event(events, due, Event("lease", serial, lease_id))
+        events = insert_event(events, due, "lease", serial, lease_id)
     lease = LeaseState(lease_id, a.pool, a.units, _computed(a), hold.stmt, due)
     pool = c.pools[a.pool]
     holders = tuple(h._replace(hold_id=lease_id, leased=True) if h.serial == serial and h.hold_id == hold.hold_id else h

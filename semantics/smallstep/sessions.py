@@ -51,6 +51,8 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
             elif kind is ir.Run:
                 refs = (stmt.stage,) + tuple(stmt.also or ())
                 fixed = tuple(r.base for r in refs) if all(r.index is None for r in refs) else None
+                if fixed is not None and any(m.kinds[t] == "step" for t in fixed):
+                    fixed = None  # resolved and checked when it runs: a step stage stops the run there
                 exprs = (compile_(stmt.work), refs, fixed)
             else:
                 exprs = ()
@@ -193,7 +195,7 @@ def _test(c: Configuration, guard, env, stmt, what: str) -> bool:
 _set_pc_draws = setter(Session, "pc", "draws")
 _set_attrs_pc_draws = setter(Session, "attrs", "pc", "draws")
 _set_frames_pc = setter(Session, "frames", "pc")
-_set_statistics_sessions = setter(Configuration, "statistics", "sessions")
+_set_samples_sessions = setter(Configuration, "samples", "sessions")
 _set_left = setter(Configuration, "sessions", "statistics", "ended_attrs")
 _set_ended = setter(Statistics, "ended")
 
@@ -226,8 +228,8 @@ def execute_observe(m, c, s, op, env):
     s = _past(s, op, env)
     index = op.stmt.index
     if c.time >= m.warmup:
-        c = _set_statistics_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.slot_turn]), index, value),
-                                     c.sessions.set(s.serial, s))
+        c = _set_samples_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.slot_turn]), index, value),
+                                  c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
     if m.observer:
@@ -271,11 +273,11 @@ def execute_run(m, c, s, op, env):
     """session/run: a job of ``work`` at the stage (or, with several stages,
     one flow holding them all). A run of zero work completes at once."""
     work_of, refs, targets = op.exprs
-    if targets is None:
+    if targets is None:  # an indexed family member, or a step stage
         targets = tuple(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage") for ref in refs)
-    for t in targets:
-        if m.kinds[t] == "step":
-            fail(f"run on step stage {m.stage_name(t)}: step stages are not implemented yet", c, op.at)
+        for t in targets:
+            if m.kinds[t] == "step":
+                fail(f"run on step stage {m.stage_name(t)}: step stages are not implemented yet", c, op.at)
     work = work_of(env)
     if not work == work:
         fail("the run's work is NaN", c, op.at)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from .configuration import (AT_STAGE, Configuration, Event, FlowState, Job, Session, StageState, StageStats, Statistics,
+from .configuration import (AT_STAGE, Configuration, FlowState, Job, Session, StageState, StageStats, Statistics,
                             insert_event, remove_event, replace_at, setter)
 from .machine import Machine, ready_session
 from .values import Env
@@ -157,7 +157,7 @@ def enter_fifo(m, c, s, owner, past, work, spill, job_id) -> Configuration:
         due = (c.time + work, job_id + 1)
         job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
         c = _set_entered(c, replace_at(c.stages, s, _set_jobs_busy(st, st.jobs + (job,), busy + 1)), sessions,
-                         insert_event(c.events, due, Event("job", s, job_id)), job_id + 2)
+                         insert_event(c.events, due, "job", s, job_id), job_id + 2)
         if m.observer:
             m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
             m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
@@ -166,7 +166,7 @@ def enter_fifo(m, c, s, owner, past, work, spill, job_id) -> Configuration:
     c = _set_joined(c, replace_at(c.stages, s, _set_jobs(st, st.jobs + (job,))), sessions, job_id + 1)
     if m.observer:
         m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
-    return start_fifo(m, c, s)
+    return start_fifo(m, c, s) if busy < m.servers[s] else c  # every server busy: the job waits
 
 
 def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
@@ -193,7 +193,7 @@ def start_waiting(m: Machine, s: int, jobs: tuple, busy: int, events: tuple, seq
             j = jobs[busy]
             key = (now + j.work, seq)
             seq += 1
-            events = insert_event(events, key, Event("job", s, j.job_id))
+            events = insert_event(events, key, "job", s, j.job_id)
             jobs[busy] = _set_started(j, now, key)
             busy += 1
             started.append(j.job_id)
@@ -243,7 +243,7 @@ def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
         if rate > 0 and math.isfinite(rate):
             due = (c.time + max(0.0, (st.jobs[0].work - st.virtual) / rate), seq)
             seq += 1
-            events = insert_event(events, due, Event("ps", s, 0))
+            events = insert_event(events, due, "ps", s)
         elif not rate >= 0:
             rate = 0.0
     st = st._replace(rate=rate, due=due)
@@ -318,7 +318,7 @@ def reschedule_flows(m: Machine, c: Configuration) -> Configuration:
         if math.isfinite(first[0]):
             due = (c.time + first[0], seq)
             seq += 1
-            events = insert_event(events, due, Event("flow", 0, 0))
+            events = insert_event(events, due, "flow")
     return c._replace(flows=FlowState(flows, c.time, due), events=events, sequence=seq)
 
 

@@ -26,8 +26,7 @@ import os
 
 from .. import ir
 from ..errors import RunError
-from .configuration import (READY, Configuration, Event, Session, Statistics, Workload, insert_event,
-                            replace_at, setter)
+from .configuration import READY, Configuration, Session, Workload, insert_event, setter
 from .machine import MAX_READIES_PER_INSTANT, Machine
 from .rng import derive_stream, draw_uniform, member_stream, sample_exp
 from .values import Env
@@ -109,7 +108,7 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
     if limit is not None and c.workload.generated >= limit:
         return c
     key = (c.time + gap, c.sequence)
-    return c._replace(events=insert_event(c.events, key, ARRIVAL), sequence=c.sequence + 1)
+    return c._replace(events=insert_event(c.events, key, "arrive"), sequence=c.sequence + 1)
 
 
 def arrive(m: Machine, c: Configuration) -> Configuration:
@@ -121,7 +120,7 @@ def arrive(m: Machine, c: Configuration) -> Configuration:
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        return spawn(m, c, workload=w, events=insert_event(c.events, key, ARRIVAL))
+        return spawn(m, c, workload=w, events=insert_event(c.events, key, "arrive"))
     return spawn(m, c, workload=w)
 
 
@@ -143,14 +142,10 @@ def replace_closed(m: Machine, c: Configuration) -> Configuration:
     return spawn(m, c)
 
 
-#: The open workload's arrival event (one value: events carry no state of their own).
-ARRIVAL = Event("arrive", 0, 0)
-
 _set_generated = setter(Workload, "generated", "arrivals_draws")
 _set_next_serial = setter(Workload, "next_serial")
 _set_arrived = setter(Configuration, "workload", "sessions", "ready")
 _set_arrived_scheduled = setter(Configuration, "workload", "sessions", "ready", "events", "sequence")
-_set_observes = setter(Statistics, "observes")
 
 
 def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, events=None) -> Configuration:
@@ -161,8 +156,9 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
     program = m.program
     w = c.workload if workload is None else workload
     serial = w.next_serial
-    attrs = list(m.blank_attrs)
-    attrs[program.slot_serial] = float(serial)
+    attrs = m.blank_attrs
+    k = program.slot_serial
+    attrs = attrs[:k] + (float(serial),) + attrs[k + 1:]
     script = explicit
     if explicit < 0 and m.trace_sessions:
         if program.trace_ordered:
@@ -172,9 +168,7 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
             script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
             w = w._replace(workload_draws=w.workload_draws + 1)
     if program.blocks[program.init]:
-        c, attrs = run_workload_block(m, c, program.init, tuple(attrs), serial, 0)
-    else:
-        attrs = tuple(attrs)
+        c, attrs = run_workload_block(m, c, program.init, attrs, serial, 0)
     if explicit >= 0:
         attrs = list(attrs)
         for slot, value in program.arrival.sessions[explicit].attrs:
@@ -208,7 +202,7 @@ def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, s
         elif isinstance(stmt, ir.Observe):
             value = m.compiler.compile(stmt.expr)(env)
             if c.time >= m.warmup:
-                c = c._replace(statistics=record_sample(c, serial, turn, stmt.index, value))
+                c = c._replace(samples=record_sample(c, serial, turn, stmt.index, value))
         else:
             raise RunError(f"a workload block may only set and observe, not {type(stmt).__name__}",
                            stmt=(block, index), time=c.time)
@@ -249,8 +243,7 @@ def take_turn(m: Machine, c: Configuration, serial: int) -> Configuration:
     return c
 
 
-def record_sample(c: Configuration, serial: int, turn: int, index: int, value: float) -> Statistics:
-    """The statistics with observation ``index``'s sample (time, session
-    serial, turn number, value) added."""
-    stats = c.statistics
-    return _set_observes(stats, replace_at(stats.observes, index, ((c.time, serial, turn, value), stats.observes[index])))
+def record_sample(c: Configuration, serial: int, turn: int, index: int, value: float) -> tuple:
+    """The samples with observation ``index``'s sample (at the time, of the
+    session ``serial`` in turn ``turn``, of ``value``) added."""
+    return (index, c.time, serial, turn, value), c.samples
