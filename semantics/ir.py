@@ -73,7 +73,7 @@ FUNCTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "CachedIn": ("cachedin", ("p",)),
     "Holders": ("holders", ("p",)),
     "Queued": ("queued", ("p",)),
-    "Price": ("price", ("s", "s", "e")),
+    "Price": ("price", ("s", "e", "e")),
     "BudgetLeft": ("budget_left", ("s",)),
     "EstLambda": ("est_lambda", ("s",)),
     "EstRho": ("est_rho", ("s",)),

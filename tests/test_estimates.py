@@ -16,14 +16,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import pyserq
-from semantics import codec, ir
+from semantics import codec
 from semantics.compiler import compile_source
 from semantics.smallstep.estimates import (
     RHO_CAP,
@@ -36,50 +35,13 @@ from semantics.smallstep.estimates import (
 )
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "estimates_pyserq.json")
-PRICE_CALL = re.compile(r"price\(\s*(\w+(?:\[[^\]]*\])?)\s*,")
-
-
-def rewrite_prices(text: str) -> str:
-    """``price(S, H, D)`` spelled for our front end, which reads price's second
-    argument as a stage where pyserq reads an expression (the hit's service):
-    ``price(S, S, min(H, D))``, unpacked again by ``unpack_prices``."""
-    pieces, position = [], 0
-    while (match := PRICE_CALL.search(text, position)) is not None:
-        depth, end = 1, match.end()
-        while depth:
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            end += 1
-        stage = match.group(1)
-        pieces.append(f"{text[position:match.start()]}price({stage}, {stage}, min({text[match.end():end - 1]}))")
-        position = end
-    return "".join(pieces) + text[position:]
-
-
-def unpack_prices(node) -> None:
-    """Every encoded ``Price`` call as pyserq reads it: (stage, hit, extra)."""
-    if isinstance(node, dict):
-        call = node.get("Call")
-        if isinstance(call, list) and call[0] == "Price":
-            stage, _, packed = call[1]
-            hit, extra = packed["Expr"]["Call"][1]
-            call[1] = [stage, hit, extra]
-        for value in node.values():
-            unpack_prices(value)
-    elif isinstance(node, list):
-        for value in node:
-            unpack_prices(value)
-
-
 def run_on_pyserq(text: str) -> dict[str, list[list[float]]]:
     """pyserq's samples of each observation of the serQ program ``text``, as
     ``[time, session, value]`` in sample order (IR version 14: a run over
     several stages names the program's share)."""
-    hit_is_a_stage = ir.FUNCTIONS["Price"][1][1] == "s"  # until the front end reads price as pyserq does
-    program, _ = compile_source(rewrite_prices(text) if hit_is_a_stage else text, "<probe>")
+    program, _ = compile_source(text, "<probe>")
     encoded = codec.encode_program(program)
     encoded["version"] = 14
-    if hit_is_a_stage:
-        unpack_prices(encoded)
     for block in encoded["blocks"]:
         for statement in block:
             if isinstance(statement, dict) and "Run" in statement and statement["Run"].get("also"):

@@ -236,6 +236,9 @@ class Configuration(NamedTuple):
     #: every observation's samples (observe index, time, serial, turn, value),
     #: a cons list, newest first (observing adds one: it sits beside the time too)
     samples: tuple | None
+    #: per stage, the online estimates' accumulators (estimates.Estimator),
+    #: fed by its completions; kept only when the program reads them (price, est_*)
+    estimates: tuple
     taken: int  # events taken so far
     dirty: frozenset  # pools whose state changed since they were last tried
     ended_attrs: immutables.Map  # serial -> attributes at its last release, for ended sessions

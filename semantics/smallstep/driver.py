@@ -22,6 +22,7 @@ import immutables
 from .. import ir
 from ..errors import RunError
 from ..results import RunResult
+from .estimates import Estimator
 from .configuration import (EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
                             Statistics, Workload, setter)
 from .machine import Machine
@@ -46,7 +47,8 @@ def initial_configuration(m: Machine) -> Configuration:
         time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,
-        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), samples=None, taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
+        areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), samples=None,
+        estimates=(Estimator(),) * len(program.stages), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
 _advance = setter(Configuration, "time", "events", "areas", "taken")

@@ -9,6 +9,7 @@ Nothing here is state: the state of a run is the Configuration.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from .. import ir
@@ -87,6 +88,8 @@ class Machine:
         self.statements: dict[tuple[int, int], tuple] = {}
         self._scan_program()
         self.closed = isinstance(program.arrival, ir.Closed)
+        #: whether any expression reads the online estimates (price, est_*): only then do completions feed them
+        self.reads_estimates = _reads_estimates(program)
         #: a new session's attributes before init, and its continuation: the session block
         self.blank_attrs = (0.0,) * len(program.attrs)
         self.session_frames = (Frame(program.session, PLAIN, None, 0),)
@@ -231,6 +234,20 @@ def mark_dirty(m: Machine, c: Configuration, p: int) -> Configuration:
 
 def fail(message: str, c: Configuration, stmt=None):
     raise RunError(message, stmt=stmt, time=c.time)
+
+
+_ESTIMATE_CALLS = ("Price", "EstLambda", "EstRho", "EstWait")
+
+
+def _reads_estimates(node) -> bool:
+    """Whether an IR value (the program, a part of it) holds a call of price or est_*."""
+    if isinstance(node, ir.Call) and node.fun in _ESTIMATE_CALLS:
+        return True
+    if isinstance(node, (tuple, list)):
+        return any(_reads_estimates(item) for item in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return any(_reads_estimates(getattr(node, f.name)) for f in dataclasses.fields(node))
+    return False
 
 
 def _reads_changing_state(e, own_pools: set[int]) -> bool:

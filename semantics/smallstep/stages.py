@@ -25,6 +25,7 @@ import math
 
 from .configuration import (AT_STAGE, Configuration, FlowState, Job, Session, StageState, StageStats, Statistics,
                             insert_event, remove_event, replace_at, setter)
+from .estimates import note_completion
 from .machine import Machine, ready_session
 from .values import Env
 
@@ -37,6 +38,7 @@ _set_joined = setter(Configuration, "stages", "sessions", "sequence")
 _set_jobs = setter(StageState, "jobs")
 _set_started = setter(Job, "started", "due")
 _set_stage_stats = setter(Statistics, "stages")
+_set_estimates = setter(Configuration, "estimates")
 _set_finished = setter(Configuration, "statistics", "stages", "events", "sequence")
 _set_finished_ready = setter(Configuration, "sessions", "ready", "statistics", "stages", "events", "sequence")
 
@@ -378,6 +380,12 @@ def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, stage
             counted = replace_at(counted, t, StageStats(old.completed + 1, old.wait_sum + job.started - job.arrived,
                                                         old.service_sum + c.time - job.started))
         stats = _set_stage_stats(stats, counted)
+    if m.reads_estimates:  # estimates.note_completion at every stage the job held, warm or not
+        estimates = c.estimates
+        for t in every or (s,):
+            estimates = replace_at(estimates, t, note_completion(estimates[t], job.started, job.started - job.arrived,
+                                                                 c.time - job.started))
+        c = _set_estimates(c, estimates)
     if m.observer:
         c = _set_finished(c, stats, stages, events, sequence)
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})

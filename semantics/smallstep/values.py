@@ -19,7 +19,11 @@ from typing import Callable
 
 from .. import ir
 from ..errors import RunError
+from .estimates import price, read_lambda, read_rho, read_wait
 from .rng import sample_distribution, sample_exp
+
+#: The estimate readers of the IR's functions (Price reads two more arguments).
+ESTIMATE_READERS = {"EstLambda": read_lambda, "EstRho": read_rho, "EstWait": read_wait, "Price": price}
 
 
 class Env:
@@ -216,6 +220,25 @@ class ExpressionCompiler:
 
         return sample
 
+    def _compile_estimate(self, e: ir.Call) -> Compiled:
+        """est_lambda(s), est_rho(s), est_wait(s), price(s, s_hit, ds): read
+        from stage s's estimator (estimates.py), which its completions feed."""
+        ref = e.args[0].ref
+        index = self.compile_ref_index(ref)
+        if e.fun == "Price":
+            hit, extra = self.compile(e.args[1].expr), self.compile(e.args[2].expr)
+
+            def read_price(env: Env) -> float:
+                return price(env.config.estimates[resolve_index(ref, index, env, "stage")], hit(env), extra(env))
+
+            return read_price
+        reader = ESTIMATE_READERS[e.fun]
+
+        def read_estimate(env: Env) -> float:
+            return reader(env.config.estimates[resolve_index(ref, index, env, "stage")])
+
+        return read_estimate
+
     def _compile_call(self, e: ir.Call) -> Compiled:
         fun = e.fun
         if fun in ("Min", "Max", "Pow"):
@@ -229,12 +252,8 @@ class ExpressionCompiler:
             f, g = _MATH[fun], self.compile(e.args[0].expr)
             return lambda env: f(g(env))
         spelling = ir.FUNCTIONS[fun][0]
-        if fun in ("Price", "EstLambda", "EstRho", "EstWait"):
-
-            def not_implemented(env: Env) -> float:
-                raise_run_error(env, f"`{spelling}` (the online price estimates) is not implemented yet")
-
-            return not_implemented
+        if fun in ESTIMATE_READERS:
+            return self._compile_estimate(e)
         if fun == "BudgetLeft":
 
             def budget_left(env: Env) -> float:
