@@ -61,12 +61,12 @@ def take_event(m: Machine, c: Configuration) -> Configuration:
     c = _advance(c, t, c.events[1:], integrate(m, c, t), c.taken + 1)
     if kind == "job":
         return complete_fifo(m, c, a, b)
+    if kind == "arrive":
+        return arrive(m, c)
     if kind == "ps":
         return complete_ps(m, c._replace(stages=_clear_due(c, a)), a)
     if kind == "flow":
         return complete_flow(m, c._replace(flows=c.flows._replace(due=None)))
-    if kind == "arrive":
-        return arrive(m, c)
     if kind == "lease":
         return expire_lease(m, c, a, b)
     raise AssertionError(f"unknown event {kind}")

@@ -63,6 +63,8 @@ class Machine:
         self.seed = program.seed
         self.warmup = program.warmup
         self.slot_turn = program.slot_turn
+        self.slot_serial = program.slot_serial
+        self.has_init = bool(program.blocks[program.init])
         #: the mean gap of ``arrive poisson(rate)`` (None for another arrival process)
         self.poisson_gap = 1.0 / program.arrival.rate if isinstance(program.arrival, ir.Poisson) else None
         self.caps = tuple(p.cap for p in program.pools)

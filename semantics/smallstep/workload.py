@@ -157,7 +157,7 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
     w = c.workload if workload is None else workload
     serial = w.next_serial
     attrs = m.blank_attrs
-    k = program.slot_serial
+    k = m.slot_serial
     attrs = attrs[:k] + (float(serial),) + attrs[k + 1:]
     script = explicit
     if explicit < 0 and m.trace_sessions:
@@ -167,7 +167,7 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
             u = draw_uniform(m.stream_workload, w.workload_draws)
             script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
             w = w._replace(workload_draws=w.workload_draws + 1)
-    if program.blocks[program.init]:
+    if m.has_init:
         c, attrs = run_workload_block(m, c, program.init, attrs, serial, 0)
     if explicit >= 0:
         attrs = list(attrs)
