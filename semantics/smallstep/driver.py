@@ -14,6 +14,7 @@ applied rule (the invariant tests walk it).
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Callable, Iterator
 
@@ -120,11 +121,22 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None) -> Iterato
 
 
 def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> RunResult:
-    """Run ``program`` to its end and return what it produced."""
+    """Run ``program`` to its end and return what it produced.
+
+    While it runs, the objects that existed before it (the front end's
+    parser, the program, whatever the caller holds) are frozen out of the
+    cyclic garbage collector (``gc.freeze``): a run makes many short-lived
+    records and keeps its samples, so the collector runs full passes, which
+    would otherwise walk the whole process each time (up to a tenth of a run;
+    docs/semantics.md, Speed). Nothing of the run's values depends on it."""
     m = Machine(program, trace_sessions=load_trace(program, base_dir))
-    last = None
-    for last in walk(m, progress):
-        pass
+    gc.freeze()
+    try:
+        last = None
+        for last in walk(m, progress):
+            pass
+    finally:
+        gc.unfreeze()
     if progress is not None:
         progress(1.0)
     return build_result(m, last, last.time)

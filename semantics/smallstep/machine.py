@@ -95,6 +95,9 @@ class Machine:
         #: a new session's attributes before init, and its continuation: the session block
         self.blank_attrs = (0.0,) * len(program.attrs)
         self.session_frames = (Frame(program.session, PLAIN, None, 0),)
+        from .measure import make_integrator  # the time averages' areas (measure.py)
+
+        self.integrate_areas = make_integrator(self)
         #: the evaluation environment run_session reuses (scratch: every rule sets what it reads)
         self.session_scratch = Env(None)
         #: per block, its statements with their rules and compiled expressions (sessions.Op)

@@ -110,6 +110,7 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
             s = exit_block(m, c, s, frame)
             continue
         s = c.sessions.get(serial)
+    env.config = env.attrs = None  # the scratch keeps no configuration alive (the machine outlives the run's values)
     return c
 
 
