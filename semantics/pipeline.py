@@ -97,11 +97,26 @@ def load(path: str, overrides: Overrides = Overrides()) -> Loaded:
     overridden = apply_overrides(program, overrides)
     if ext == ".sq" or overridden is not program:
         validate_schema(codec.encode_program(overridden), path)
+    check_measurement_interval(overridden, program, smap)
     program = overridden
     from .link import link
 
     warnings = link(program, smap)
     return Loaded(program, smap, tuple(warnings), os.path.dirname(os.path.abspath(path)))
+
+
+def check_measurement_interval(program: ir.Program, written: ir.Program, smap: SourceMap) -> None:
+    """The statistics cover [warmup, end] (seed 002 §3 Statistics): a warm-up
+    that ends at or after a finite horizon leaves nothing to measure. A usage
+    error when --horizon or --warmup made it so, else the program's error at
+    its run block."""
+    if not program.warmup >= program.horizon:  # an infinite horizon (run { arrivals N; }) always has room
+        return
+    message = (f"the warm-up ({program.warmup:g}) ends at or after the horizon ({program.horizon:g}): "
+               "nothing would be measured")
+    if (program.horizon, program.warmup) != (written.horizon, written.warmup):
+        raise UsageError(message + "; give a longer --horizon or a shorter --warmup")
+    raise ProgramError(message + "; the horizon must be longer than the warm-up", smap.run, file=smap.file)
 
 
 def apply_overrides(program: ir.Program, o: Overrides) -> ir.Program:

@@ -129,7 +129,7 @@ def test_run_text_report_first_line(capsys):
 
 
 def test_run_json_fields(capsys):
-    code, out, err = run_cli(capsys, "run", MM1, "--horizon", "200", "--json")
+    code, out, err = run_cli(capsys, "run", MM1, "--horizon", "200", "--warmup", "10", "--json")
     assert code == 0, err
     report = json.loads(out)
     assert list(report)[:10] == ["serq_version", "horizon", "end", "warmup", "seed", "events", "arrivals", "ended",
@@ -139,11 +139,23 @@ def test_run_json_fields(capsys):
     assert report["stages"][0]["name"] == "server"
 
 
+def test_a_warmup_past_the_horizon_measures_nothing_and_is_an_error(capsys, tmp_path):
+    """Seed 002 §3 Statistics: time averages over [warmup, end]; an empty
+    interval is the flags' fault (usage, exit 2) or the program's (exit 1, at its run block)."""
+    code, _, err = run_cli(capsys, "run", MM1, "--horizon", "200")  # mm1.sq warms up for 1000
+    assert code == 2 and "the warm-up (1000) ends at or after the horizon (200)" in err
+    program = tmp_path / "w.sq"
+    program.write_text("stage s : fifo;\nworkload { arrive poisson(1); }\nsession { run s (1); }\n"
+                       "run { horizon 10; warmup 10; }\n")
+    code, _, err = run_cli(capsys, "check", str(program))
+    assert code == 1 and err.startswith(f"{program}:4:1: error: the warm-up (10) ends at or after the horizon (10)")
+
+
 def test_same_seed_same_bytes(capsys):
     # brief: "Same program, same seed: the same result, byte for byte."
-    outs = [run_cli(capsys, "run", MM1, "--horizon", "300", "--seed", "11")[1] for _ in range(2)]
+    outs = [run_cli(capsys, "run", MM1, "--horizon", "300", "--warmup", "10", "--seed", "11")[1] for _ in range(2)]
     assert outs[0] == outs[1]
-    other = run_cli(capsys, "run", MM1, "--horizon", "300", "--seed", "12")[1]
+    other = run_cli(capsys, "run", MM1, "--horizon", "300", "--warmup", "10", "--seed", "12")[1]
     assert other != outs[0]
 
 
@@ -152,7 +164,7 @@ def test_same_seed_same_bytes_across_processes():
     outs = []
     for salt in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=salt)
-        proc = subprocess.run([sys.executable, "-m", "semantics", "run", MM1, "--horizon", "300", "--json"],
+        proc = subprocess.run([sys.executable, "-m", "semantics", "run", MM1, "--horizon", "300", "--warmup", "10", "--json"],
                               capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
