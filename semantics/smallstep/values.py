@@ -115,6 +115,19 @@ def raise_run_error(env: Env, message: str):
     raise RunError(message, stmt=env.stmt, time=env.config.time)
 
 
+#: the most phases one ``~erlang(k, mean)`` draws: each phase is a uniform
+#: number of the stream, so k phases take k steps of the generator
+MAX_ERLANG_PHASES = 10_000_000
+
+
+def check_erlang_phases(env: Env, phases: float) -> None:
+    """A RunError for an Erlang phase count the run cannot draw: NaN, inf, or
+    more than MAX_ERLANG_PHASES (below 1 is read as 1, a fraction truncated)."""
+    if not phases <= MAX_ERLANG_PHASES:
+        raise_run_error(env, f"~erlang's phase count k is {phases:g}: the draw is a sum of k exponentials, and k "
+                             f"must be a finite number of at most {MAX_ERLANG_PHASES:,} phases")
+
+
 def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: str) -> int:
     """The member a reference selects: ``base + index``; an index that is
     not an integer in [0, count) is a RunError."""
@@ -215,6 +228,8 @@ class ExpressionCompiler:
 
         def sample(env: Env) -> float:
             values = [f(env) for f in args]
+            if dist == "Erlang":
+                check_erlang_phases(env, values[0])
             value, env.draws = sample_distribution(dist, values, env.stream, env.draws)
             return value
 
