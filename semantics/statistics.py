@@ -5,7 +5,10 @@ Every rule here is written out so that another implementation can reproduce
 the numbers exactly (docs/reports.md repeats them):
 
 - mean: the correctly rounded mean, ``math.fsum(values) / n`` (NaN without
-  samples), so the order of the samples does not change a digit;
+  samples), so the order of the samples does not change a digit; every sum
+  here is ``sum_exactly`` (fsum over the whole double range: NaN where it meets
+  both infinities, ±inf where the exact sum is beyond the largest double), and
+  a mean of finite values whose sum is beyond it is ``fsum(v / n)``;
 - cv2: the sample variance (denominator ``n - 1``) over the squared mean, NaN
   with fewer than 2 samples or a mean of 0;
 - p99: nearest rank, the ``ceil(0.99 n)``-th smallest sample (1-based), in the
@@ -103,11 +106,29 @@ def summarize_observe(rec: ObserveRecord) -> ObserveSummary:
     )
 
 
+def sum_exactly(values) -> float:
+    """``math.fsum`` over the whole double range: fsum raises where the sum
+    meets both infinities (here NaN, as plain addition gives) and where the
+    exact sum leaves the double range (here ±inf, its sign)."""
+    values = list(values)
+    try:
+        return math.fsum(values)
+    except ValueError:  # inf + -inf
+        return math.nan
+    except OverflowError:  # finite values whose exact sum is beyond the largest double
+        return math.copysign(math.inf, math.fsum(value * 2.0**-64 for value in values))
+
+
 def calculate_mean(values: Sequence[float]) -> float:
-    """The correctly rounded sum over the count; NaN when there are no values."""
+    """The correctly rounded sum over the count; NaN when there are no values.
+    Finite values whose sum is beyond the largest double are each divided
+    by the count first (the mean itself is a double)."""
     if not values:
         return math.nan
-    return math.fsum(values) / len(values)
+    total = sum_exactly(values)
+    if math.isinf(total) and all(math.isfinite(value) for value in values):
+        return sum_exactly(value / len(values) for value in values)
+    return total / len(values)
 
 
 def calculate_sample_variance(values: Sequence[float]) -> float:
@@ -115,7 +136,7 @@ def calculate_sample_variance(values: Sequence[float]) -> float:
     if len(values) < 2:
         return math.nan
     mean = calculate_mean(values)
-    return math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1)
+    return sum_exactly((value - mean) * (value - mean) for value in values) / (len(values) - 1)
 
 
 def calculate_cv2(values: Sequence[float]) -> float:
@@ -164,7 +185,7 @@ def batch_means_ci(values: Sequence[float], batches: int = BATCHES) -> float:
     if len(values) < MINIMUM_SAMPLES or batches < 2 or len(values) < batches:
         return math.inf
     size = len(values) // batches
-    means = [math.fsum(values[k * size : (k + 1) * size]) / size for k in range(batches)]
+    means = [calculate_mean(values[k * size : (k + 1) * size]) for k in range(batches)]
     return calculate_half_width(means)
 
 
@@ -277,10 +298,10 @@ def summarize_gauge(rec: GaugeRecord, warmup: float, end: float) -> GaugeSummary
             if overlap > 0.0:
                 areas[window].append(value * overlap)
     # a window narrower than a float can resolve (a span tiny beside warm-up) has no average
-    means = [math.fsum(areas[k]) / (bounds[k + 1] - bounds[k]) for k in range(BATCHES) if bounds[k + 1] > bounds[k]]
+    means = [sum_exactly(areas[k]) / (bounds[k + 1] - bounds[k]) for k in range(BATCHES) if bounds[k + 1] > bounds[k]]
     return GaugeSummary(
         name=rec.name,
-        mean=math.fsum(total) / span,
+        mean=sum_exactly(total) / span,
         ci=calculate_half_width(means) if len(means) >= 2 else math.inf,
         min=min(held, key=order_floats),
         max=max(held, key=order_floats),

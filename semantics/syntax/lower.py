@@ -307,9 +307,13 @@ class Lowering:
             return ir.Poisson(evaluate_constant(option.values[0], self.lets, "the poisson rate"))
         if option.kind == "renewal":
             try:
-                return ir.Renewal(ir.Num(fold(option.values[0], self.lets)))
+                gap = fold(option.values[0], self.lets)
             except NotConstant:
                 return ir.Renewal(self.lower_expr(option.values[0]))
+            if not 0.0 < gap < math.inf:  # seed 002 §3 Workload; a NaN (0 / 0) is no number at all
+                raise ProgramError(f"arrive renewal: the gap is {format_number(gap)}; gaps must be positive and "
+                                   "finite", option.values[0].span, file=self.kernel.file)
+            return ir.Renewal(ir.Num(gap))
         if option.kind == "closed":
             return ir.Closed(evaluate_count(option.values[0], self.lets, "the closed population", 0))
         if option.kind == "batch":
