@@ -388,3 +388,25 @@ def test_huge_and_infinite_observations_summarise(program: str) -> None:
     semantics/statistics.py, commit 00f5aed)."""
     outcome = outcome_of(f"stage gate : delay; workload {{ arrive batch(2); }} {program}")
     assert outcome == "result"
+
+
+@pytest.mark.parametrize(("workload", "expected"), [
+    ("arrive batch(1e308);", "the batch size is about 10^308"),
+    ("arrive closed(1e12);", "the closed population is 1,000,000,000,000"),
+])
+def test_a_population_too_large_to_hold_is_a_program_error(workload: str, expected: str) -> None:
+    """Seed 002 §2: `arrive closed(N)` / `arrive batch(N)` start N sessions at time 0; 1e308 or 1e12
+    of them ran out of time before the first event (a hang). Now a located link error."""
+    with pytest.raises(ProgramError) as caught:
+        run_source(f"stage gate : delay; workload {{ {workload} }} session {{ run gate (1); end; }} "
+                   "run { horizon 5; seed 1; }")
+    assert expected in caught.value.message and caught.value.span is not None
+
+
+def test_a_choose_among_too_many_members_is_a_program_error() -> None:
+    """`choose x in n by (keys)`: "the index with the least keys" (semantics/smallstep/sessions.py,
+    after seed 002 §2's choose) weighs all n members; n = 1e308 hung. Now a located link error."""
+    with pytest.raises(ProgramError) as caught:
+        run_source("stage gate : delay; workload { arrive batch(1); } "
+                   "session { choose a in 1e308 by (a); run gate (1); end; } run { horizon 5; seed 1; }")
+    assert "`choose` among about 10^308 members" in caught.value.message and caught.value.span is not None

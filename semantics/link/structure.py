@@ -37,6 +37,19 @@ from .walk import list_child_blocks, list_parts, list_roots, list_statement_refs
 
 KIND_WORDS = {"p": ("pool", "pools"), "s": ("stage", "stages")}
 
+#: The most sessions `arrive batch (n)` or `arrive closed (n)` starts at once:
+#: every session is held in memory, so a population past this (1e12, 1e308)
+#: would run out of memory or time before the run's first event.
+MAX_POPULATION = 10_000_000
+#: The most members `choose x in n by (…)` weighs: every member's keys are
+#: evaluated each time the statement runs.
+MAX_CHOOSE_MEMBERS = 10_000_000
+
+
+def format_count(n: int) -> str:
+    """A whole number as a person reads it: 20,000,000, or about 10^308 when it is longer."""
+    return f"{n:,}" if n < 10**15 else f"about 10^{len(str(n)) - 1}"
+
 
 def describe_range_problem(program: ir.Program, kind: str, base: int, count: int) -> str | None:
     """Why a reference to ``count`` pools or stages from ``base`` is out of range, or None."""
@@ -137,6 +150,11 @@ def check_program_fields(program: ir.Program, smap: SourceMap) -> None:
                     raise make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}")
     if isinstance(program.arrival, ir.Renewal):
         raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+    if isinstance(program.arrival, (ir.Closed, ir.Batch)) and program.arrival.n > MAX_POPULATION:
+        word = "closed population" if isinstance(program.arrival, ir.Closed) else "batch size"
+        raise make_error(smap, locate_program(f"arrival.{type(program.arrival).__name__}", smap.arrival),
+                         f"the {word} is {format_count(program.arrival.n)}: serq-ref holds every session in memory and "
+                         f"starts at most {MAX_POPULATION:,} at once")
     if isinstance(program.arrival, ir.Poisson) and not (0 < program.arrival.rate < math.inf):
         raise make_error(smap, locate_program("arrival.Poisson", smap.arrival),
                          f"arrive poisson: the rate is {format_number(program.arrival.rate)}; a rate of arrivals is a "
@@ -176,6 +194,9 @@ def check_blocks(program: ir.Program, smap: SourceMap) -> None:
             problem = describe_statement_problem(program, stmt)
             if problem is not None:
                 raise make_error(smap, site, f"malformed IR: {problem}")
+            if isinstance(stmt, ir.Choose) and stmt.count > MAX_CHOOSE_MEMBERS:
+                raise make_error(smap, site, f"`choose` among {format_count(stmt.count)} members: each run of it weighs "
+                                             f"every member's keys, and serq-ref weighs at most {MAX_CHOOSE_MEMBERS:,}")
             for child in list_child_blocks(stmt):
                 if child in path + (block,):
                     raise make_error(smap, site, f"malformed IR: block {child} contains itself")
