@@ -320,7 +320,7 @@ def programs(draw) -> str:
     if arrival.startswith(("arrive poisson", "arrive renewal")) and draw(st.booleans()):
         extra.append(f"arrivals {draw(st.sampled_from(('1', '3')))};")
     if horizon != "1" and draw(st.booleans()):
-        extra.append(f"warmup {draw(st.sampled_from(('0', '0.5')))};")
+        extra.append(f"warmup {draw(st.sampled_from(('0', '0.5', '-1')))};")
     lines.append(f"run {{ horizon {horizon}; seed {draw(st.integers(0, 5))}; {' '.join(extra)} }}")
     return "\n".join(lines) + "\n"
 
@@ -410,3 +410,13 @@ def test_a_choose_among_too_many_members_is_a_program_error() -> None:
         run_source("stage gate : delay; workload { arrive batch(1); } "
                    "session { choose a in 1e308 by (a); run gate (1); end; } run { horizon 5; seed 1; }")
     assert "`choose` among about 10^308 members" in caught.value.message and caught.value.span is not None
+
+
+def test_a_negative_warmup_is_a_program_error() -> None:
+    """Seed 002 §3 Gauges: a gauge's "time average over [warmup, end]"; a warm-up of -1 starts that
+    span before the run, where a gauge has no value, and the report raised AssertionError (exit 3).
+    Now a located link error at the run block."""
+    with pytest.raises(ProgramError) as caught:
+        run_source("stage gate : delay; gauge g = busy(gate); workload { arrive batch(1); } "
+                   "session { run gate (1); end; } run { horizon 5; seed 1; warmup -1; }")
+    assert "the warm-up is -1" in caught.value.message and caught.value.span is not None

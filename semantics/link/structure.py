@@ -150,6 +150,10 @@ def check_program_fields(program: ir.Program, smap: SourceMap) -> None:
                     raise make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}")
     if isinstance(program.arrival, ir.Renewal):
         raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+    if not program.warmup >= 0:
+        raise make_error(smap, locate_program("warmup", smap.run),
+                         f"the warm-up is {format_number(program.warmup)}: it is the time the statistics start, 0 or "
+                         "later (`run { warmup …; }` or --warmup)")
     if isinstance(program.arrival, (ir.Closed, ir.Batch)) and program.arrival.n > MAX_POPULATION:
         word = "closed population" if isinstance(program.arrival, ir.Closed) else "batch size"
         raise make_error(smap, locate_program(f"arrival.{type(program.arrival).__name__}", smap.arrival),
