@@ -68,9 +68,12 @@ def wall_clock(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_source(text: str) -> str:
-    """What `serq-ref run` does with ``text``: the JSON report, or the ProgramError / RunError it stops with."""
+def run_source(text: str, files: dict[str, bytes] | None = None) -> str:
+    """What `serq-ref run` does with ``text`` (``files`` beside it): the JSON report, or the ProgramError /
+    RunError it stops with."""
     with tempfile.TemporaryDirectory() as directory:
+        for name, content in (files or {}).items():
+            (Path(directory) / name).write_bytes(content)
         path = Path(directory) / "fuzz.sq"
         path.write_text(text, encoding="utf-8")
         loaded = load(str(path))
@@ -420,3 +423,32 @@ def test_a_negative_warmup_is_a_program_error() -> None:
         run_source("stage gate : delay; gauge g = busy(gate); workload { arrive batch(1); } "
                    "session { run gate (1); end; } run { horizon 5; seed 1; warmup -1; }")
     assert "the warm-up is -1" in caught.value.message and caught.value.span is not None
+
+
+TRACE_PROGRAM = """stage gate : delay;
+workload { arrive batch(2); trace "t.csv"; }
+session { turn; loop { run gate (new + out + think); branch (more) { turn; } else { end; } } }
+run { horizon 20; seed 1; }
+"""
+TRACE_HEADER = b"session,turn,new,out,think,forced\n"
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    (b"inf,1,2,3,1,0\n", "the session and turn are inf and 1"),
+    (b"0,nan,2,3,1,0\n0,1,2,3,1,0\n", "the session and turn are 0 and nan"),
+    (b"0,1,\xff,3,1,0\n", "not UTF-8 text"),
+    (b"0,1," + b"9" * 200_000 + b",3,1,0\n", "not a CSV file the run can read"),
+])
+def test_a_trace_the_run_cannot_read_is_a_run_error(rows: bytes, expected: str) -> None:
+    """A trace is a CSV of sessions and turns (seed 002 §2: `trace "file"`), a file from outside the
+    program: a session of inf raised OverflowError from int(), bytes that are not UTF-8
+    UnicodeDecodeError, an overlong field csv.Error; a NaN turn was sorted by accident."""
+    with pytest.raises(RunError) as caught, wall_clock(BUDGET):
+        run_source(TRACE_PROGRAM, {"t.csv": TRACE_HEADER + rows})
+    assert expected in caught.value.message
+
+
+def test_a_readable_trace_still_runs() -> None:
+    rows = b"0,1,2,3,1,0\n0,2,2,3,1,0\n1,1,5,1,1,0\n"
+    report = run_source(TRACE_PROGRAM, {"t.csv": TRACE_HEADER + rows})
+    assert '"turns": 4' in report

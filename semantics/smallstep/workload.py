@@ -38,21 +38,27 @@ def read_trace(path: str) -> tuple[tuple[tuple[float, float, float, float], ...]
     """The trace's sessions in ascending session number, each its rows
     (new, out, think, forced) in ascending turn number."""
     try:
-        with open(path, newline="") as f:
+        with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or any(col not in reader.fieldnames for col in TRACE_COLUMNS):
                 raise RunError(f"trace {path}: the header must name the columns {','.join(TRACE_COLUMNS)}")
             sessions: dict[int, list] = {}
             for line, row in enumerate(reader, start=2):
                 try:
-                    key = int(float(row["session"]))
-                    turn = float(row["turn"])
+                    key, turn = float(row["session"]), float(row["turn"])
                     values = tuple(float(row[col]) for col in ("new", "out", "think", "forced"))
                 except (TypeError, ValueError):
                     raise RunError(f"trace {path}:{line}: a value is not a number") from None
-                sessions.setdefault(key, []).append((turn, line, values))
+                if not (math.isfinite(key) and math.isfinite(turn)):  # they order the rows: a NaN has no place
+                    raise RunError(f"trace {path}:{line}: the session and turn are {row['session']} and "
+                                   f"{row['turn']}; they number the rows, so each is a finite number")
+                sessions.setdefault(int(key), []).append((turn, line, values))
     except OSError as e:
         raise RunError(f"trace {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise RunError(f"trace {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except csv.Error as e:
+        raise RunError(f"trace {path}: not a CSV file the run can read ({e})") from None
     if not sessions:
         raise RunError(f"trace {path} has no rows")
     return tuple(tuple(v for _, _, v in sorted(rows)) for _, rows in sorted(sessions.items()))
