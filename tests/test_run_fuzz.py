@@ -452,3 +452,20 @@ def test_a_readable_trace_still_runs() -> None:
     rows = b"0,1,2,3,1,0\n0,2,2,3,1,0\n1,1,5,1,1,0\n"
     report = run_source(TRACE_PROGRAM, {"t.csv": TRACE_HEADER + rows})
     assert '"turns": 4' in report
+
+
+def test_an_infinite_horizon_without_an_arrival_limit_is_a_program_error() -> None:
+    """Seed 002 §2: "run { arrivals N; } requires exactly N open-workload arrivals and drains their
+    sessions. horizon bounds both arrival generation and draining". Without `arrivals N`, `horizon inf`
+    never stopped under an open workload (a hang), and under any other it ended in a RunError anyway."""
+    with pytest.raises(ProgramError) as caught:
+        run_source("stage gate : fifo; workload { arrive poisson(1); } session { run gate (1); end; } "
+                   "run { horizon inf; seed 1; }")
+    assert "the horizon is inf and no `arrivals N` ends the run" in caught.value.message
+    assert caught.value.span is not None
+
+
+def test_an_infinite_horizon_with_an_arrival_limit_runs_until_they_drain() -> None:
+    outcome = outcome_of("stage gate : fifo; workload { arrive poisson(1); } session { run gate (1); end; } "
+                         "run { horizon inf; seed 1; arrivals 3; }")
+    assert outcome == "result"

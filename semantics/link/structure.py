@@ -150,6 +150,11 @@ def check_program_fields(program: ir.Program, smap: SourceMap) -> None:
                     raise make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}")
     if isinstance(program.arrival, ir.Renewal):
         raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+    if program.horizon == math.inf and program.arrivals is None:
+        raise make_error(smap, locate_program("horizon", smap.run),
+                         "the horizon is inf and no `arrivals N` ends the run: it would never stop (an infinite "
+                         "horizon runs until N open arrivals have drained; write `run { horizon T; }` or add "
+                         "`arrivals N;`)")
     if not program.warmup >= 0:
         raise make_error(smap, locate_program("warmup", smap.run),
                          f"the warm-up is {format_number(program.warmup)}: it is the time the statistics start, 0 or "
