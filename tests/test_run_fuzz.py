@@ -469,3 +469,16 @@ def test_an_infinite_horizon_with_an_arrival_limit_runs_until_they_drain() -> No
     outcome = outcome_of("stage gate : fifo; workload { arrive poisson(1); } session { run gate (1); end; } "
                          "run { horizon inf; seed 1; arrivals 3; }")
     assert outcome == "result"
+
+
+@pytest.mark.parametrize("statement", [
+    "hold kv (1e308) { run gate (1); }",
+    "hold kv (1) reserve (1e308) { run gate (1); }",
+])
+def test_units_past_the_largest_double_in_blocks_round_without_overflow(statement: str) -> None:
+    """Seed 002 §3 Pools: a pool allocates whole blocks. 1e308 units in blocks of 0.5 is a count of
+    blocks past the largest double, and rounding it up raised OverflowError (math.ceil(inf)). Now the
+    units are their own rounding, and the hold is refused or waits as any hold above the cap."""
+    outcome = outcome_of("pool kv { cap inf; block 0.5; } stage gate : delay; workload { arrive batch(1); } "
+                         f"session {{ {statement} end; }} run {{ horizon 5; seed 1; }}")
+    assert outcome in ("result", "run error")

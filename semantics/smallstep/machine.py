@@ -163,12 +163,17 @@ class Machine:
     # -- shared helpers -----------------------------------------------------
 
     def round_up(self, p: int, units: float) -> float:
+        """``units`` up to whole blocks of pool ``p``; a count of blocks past the largest
+        double (1e308 units of blocks of 0.5) is ``units`` itself, a whole number at that size."""
         b = self.block_sizes[p]
-        return units if not b or not math.isfinite(units) else math.ceil(units / b - EPSILON) * b
+        blocks = units / b if b else math.inf
+        return units if not math.isfinite(blocks) else math.ceil(blocks - EPSILON) * b
 
     def round_down(self, p: int, units: float) -> float:
+        """``units`` down to whole blocks of pool ``p`` (as round_up, past the largest double: ``units``)."""
         b = self.block_sizes[p]
-        return units if not b or not math.isfinite(units) else math.floor(units / b + EPSILON) * b
+        blocks = units / b if b else math.inf
+        return units if not math.isfinite(blocks) else math.floor(blocks + EPSILON) * b
 
     def notify(self, rule: str, c: Configuration, fields: dict) -> None:
         """Report an applied rule to the step-trace observer."""
