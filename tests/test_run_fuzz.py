@@ -220,7 +220,7 @@ def statements(draw, declared: Declared, depth: int, in_hold: tuple[str, ...] = 
     kinds += ["choose", "turn"]
     kind = draw(st.sampled_from(kinds))
     if kind == "set":
-        return f"set {draw(st.sampled_from(ATTRIBUTES))} = {draw(expression)};"
+        return f"set {draw(st.sampled_from(ATTRIBUTES + ('turn_no',)))} = {draw(expression)};"
     if kind == "observe":
         return f"observe {draw(st.sampled_from(('x', 'y')))} = {draw(expression)};"
     if kind == "end":
@@ -482,3 +482,14 @@ def test_units_past_the_largest_double_in_blocks_round_without_overflow(statemen
     outcome = outcome_of("pool kv { cap inf; block 0.5; } stage gate : delay; workload { arrive batch(1); } "
                          f"session {{ {statement} end; }} run {{ horizon 5; seed 1; }}")
     assert outcome in ("result", "run error")
+
+
+@pytest.mark.parametrize("value", ["inf", "0 / 0"])
+@pytest.mark.parametrize("then", ["observe x = 1;", "turn;"])
+def test_a_turn_number_that_numbers_nothing_is_a_run_error(value: str, then: str) -> None:
+    """turn_no is a built-in session attribute (seed 002 §2: "Built-in session attributes: serial,
+    turn_no, ..."), and a program may set it; set to inf or NaN, the next observe (its sample's turn)
+    or turn (its stream's number) raised OverflowError or ValueError from int(). Now a RunError there."""
+    error = run_error_of("stage gate : delay; workload { arrive batch(1); } "
+                         f"session {{ set turn_no = {value}; {then} run gate (1); end; }} run {{ horizon 5; seed 1; }}")
+    assert error.message.startswith("turn_no is") and error.stmt is not None

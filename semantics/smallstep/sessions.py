@@ -12,6 +12,7 @@ load are pool rules (pools.py).
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 from .. import ir
@@ -206,8 +207,18 @@ def _past(s: Session, op: Op, env) -> Session:
     return _set_pc_draws(s, op.next, env.draws)
 
 
+def check_turn_number(c: Configuration, s: Session, m: Machine, stmt) -> float:
+    """The session's turn_no, which numbers its samples and its turns' random streams: a RunError
+    when a `set turn_no` made it inf or NaN, which number nothing."""
+    turn = s.attrs[m.slot_turn]
+    if not math.isfinite(turn):
+        fail(f"turn_no is {turn:g}: it numbers the session's turns and samples, so it is a finite number", c, stmt)
+    return turn
+
+
 def execute_turn(m, c, s, op, env):
     """session/turn: the next turn's attributes."""
+    check_turn_number(c, s, m, op.at)
     c = workload.take_turn(m, _store(c, _past(s, op, env)), s.serial)
     return _note(m, c, "session/turn", c.sessions[s.serial])
 
@@ -229,7 +240,8 @@ def execute_observe(m, c, s, op, env):
     s = _past(s, op, env)
     index = op.stmt.index
     if c.time >= m.warmup:
-        c = _set_samples_sessions(c, workload.record_sample(c, s.serial, int(s.attrs[m.slot_turn]), index, value),
+        turn = int(check_turn_number(c, s, m, op.at))
+        c = _set_samples_sessions(c, workload.record_sample(c, s.serial, turn, index, value),
                                   c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
