@@ -34,6 +34,8 @@ BAD_PROGRAMS = [
     ("pool kv[2] { cap 1; }\nsession { hold kv[2] (1) { end; } }", r"pool `kv\[2\]` is out of range", 2, 19),
     ("let N = 2.5;\npool kv[N] { cap 1; }\nsession { end; }", "the size of family `kv` is 2.5", 2, 9),
     ("pool kv[serial] { cap 1; }\nsession { end; }", "must be a constant .* reads `serial`", 1, 9),
+    ("stage gate[1e308] : fifo;\nsession { end; }", r"the size of family `gate` is 1e\+308: a family has at most 4096", 1, 12),
+    ("pool kv[4097] { cap 1; }\nsession { end; }", r"the size of family `kv` is 4097: a family has at most 4096", 1, 9),
     # one name, one meaning
     ("let k = 1;\nsession { set k = 2; }", "`k` is both a let constant and a session attribute", 2, 11),
     ("session { set present = 2; }", "`present` is a name the language supplies", 1, 11),

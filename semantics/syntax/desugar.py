@@ -53,6 +53,9 @@ MAX_EXPANSION_DEPTH = 64
 # What the desugaring produces
 # --------------------------------------------------------------------------
 
+#: The most members a pool or stage family may have (an aggregate writes out at most 4096 terms).
+MAX_FAMILY_MEMBERS = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class PoolSpec:
@@ -391,9 +394,15 @@ class Desugarer:
                 raise ProgramError(f"`{name}` is already a {kind}; a {what} may not take its name", span)
 
     def family_count(self, family: ast.Expr | None, name: str) -> int:
+        """A family's size: a whole number from 1 to MAX_FAMILY_MEMBERS (every
+        member is written out in the IR, so a huge size would hang the compile)."""
         if family is None:
             return 1
-        return evaluate_count(family, self.lets, f"the size of family `{name}`", 1)
+        count = evaluate_count(family, self.lets, f"the size of family `{name}`", 1)
+        if count > MAX_FAMILY_MEMBERS:
+            raise ProgramError(f"the size of family `{name}` is {format_number(float(count))}: a family has at most "
+                               f"{MAX_FAMILY_MEMBERS} members (each is a pool or stage of its own)", family.span)
+        return count
 
     def add_pool(self, name: str, family, options, span, count: int | None = None) -> PoolSpec:
         if any(p.name == name for p in self.pools):
