@@ -219,7 +219,7 @@ class Workload(NamedTuple):
 class Configuration(NamedTuple):
     time: float
     sessions: immutables.Map  # serial -> Session (live sessions only)
-    ready: tuple[int, ...]  # serials in the order they became ready
+    ready: tuple  # serials in the order they became ready: a queue (ready_push, ready_pop; EMPTY_READY)
     pools: tuple[PoolState, ...]
     stages: tuple[StageState, ...]
     flows: FlowState
@@ -316,6 +316,47 @@ def remove_event(events: tuple, key: tuple[float, int]) -> tuple:
     i = bisect.bisect_left(events, key)
     assert i < len(events) and events[i][0] == key[0] and events[i][1] == key[1], "no such pending event"
     return events[:i] + events[i + 1 :]
+
+
+#: The ready queue: (front, back), two cons lists, the front oldest first
+#: and the back newest first (a functional queue: joining and leaving it are
+#: O(1) amortised, where a tuple made a thousand sessions ready at one
+#: instant cost a million copies).
+EMPTY_READY = (None, None)
+
+
+def ready_push(ready: tuple, serial: int) -> tuple:
+    """The ready queue with ``serial`` at its end."""
+    return ready[0], (serial, ready[1])
+
+
+def ready_pop(ready: tuple) -> tuple[int, tuple]:
+    """The first serial of a non-empty ready queue, and the queue without it."""
+    front, back = ready
+    if front is None:
+        while back is not None:
+            serial, back = back
+            front = (serial, front)
+    serial, front = front
+    return serial, (front, back)
+
+
+def ready_serials(ready: tuple) -> list[int]:
+    """The serials of the ready queue, first first."""
+    front, back = ready
+    out = []
+    while front is not None:
+        serial, front = front
+        out.append(serial)
+    return out + iterate_cons(back)
+
+
+def ready_from(serials) -> tuple:
+    """The ready queue of ``serials``, first first."""
+    front = None
+    for serial in reversed(list(serials)):
+        front = (serial, front)
+    return front, None
 
 
 def iterate_cons(items) -> list:

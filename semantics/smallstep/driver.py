@@ -24,7 +24,7 @@ from .. import ir
 from ..errors import RunError
 from ..results import RunResult
 from .estimates import Estimator
-from .configuration import (EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
+from .configuration import (EMPTY_READY, EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
                             Statistics, Workload, setter)
 from .machine import Machine
 from .measure import advance_time, build_result, integrate, read_gauges
@@ -45,7 +45,7 @@ def initial_configuration(m: Machine) -> Configuration:
         ended=0, turns=0,
         gauges=(None,) * len(program.gauges))
     return Configuration(
-        time=0.0, sessions=immutables.Map(), ready=(), pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
+        time=0.0, sessions=immutables.Map(), ready=EMPTY_READY, pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
         stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,
         areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), samples=None,

@@ -14,7 +14,7 @@ import math
 
 from .. import ir
 from ..errors import RunError
-from .configuration import PLAIN, READY, Configuration, Frame, PoolStats, Session, replace_at, setter
+from .configuration import PLAIN, READY, Configuration, Frame, PoolStats, Session, ready_push, replace_at, setter
 from .rng import derive_stream
 from .values import Env, ExpressionCompiler
 
@@ -209,8 +209,8 @@ def make_ready(m: Machine, c: Configuration, s: Session, **changes) -> Configura
     same update as ``changes``, other fields of the configuration)."""
     s = ready_session(c, s)
     if not changes:
-        return _set_sessions_ready(c, c.sessions.set(s.serial, s), c.ready + (s.serial,))
-    return c._replace(sessions=c.sessions.set(s.serial, s), ready=c.ready + (s.serial,), **changes)
+        return _set_sessions_ready(c, c.sessions.set(s.serial, s), ready_push(c.ready, s.serial))
+    return c._replace(sessions=c.sessions.set(s.serial, s), ready=ready_push(c.ready, s.serial), **changes)
 
 
 def is_warm(m: Machine, c: Configuration) -> bool:

@@ -34,7 +34,7 @@ import math
 
 from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
                             Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, remove_event,
-                            replace_at)
+                            ready_from, ready_serials, replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
                       session_env, with_draws)
 from .values import Env, resolve_index
@@ -525,7 +525,7 @@ def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
         pool = c.pools[p]
         c = mark_dirty(m, _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w.serial != serial))), p)
     s = c.sessions[serial]._replace(job=None, growth=None, pending=None)
-    return c._replace(sessions=c.sessions.set(serial, s), ready=tuple(x for x in c.ready if x != serial))
+    return c._replace(sessions=c.sessions.set(serial, s), ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
 
 
 def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:

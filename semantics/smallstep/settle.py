@@ -16,7 +16,7 @@ except for a program whose admission headers draw, where every attempt draws.
 
 from __future__ import annotations
 
-from .configuration import Configuration, setter
+from .configuration import EMPTY_READY, Configuration, ready_pop, setter
 from .machine import Machine
 from .pools import retry_growers, try_admit
 from .sessions import run_session
@@ -30,9 +30,9 @@ def settle(m: Machine, c: Configuration) -> Configuration:
     volatile = m.volatile
     admit_via = m.admitted_via_stage
     while True:
-        while c.ready:
-            serial = c.ready[0]
-            c = run_session(m, _set_ready(c, c.ready[1:]), serial)
+        while c.ready != EMPTY_READY:
+            serial, rest = ready_pop(c.ready)
+            c = run_session(m, _set_ready(c, rest), serial)
         if not c.dirty and not volatile:
             return c
         tried = sorted(c.dirty | volatile)
@@ -41,5 +41,5 @@ def settle(m: Machine, c: Configuration) -> Configuration:
             c = retry_growers(m, c, p)
             if not admit_via[p]:
                 c = try_admit(m, c, p)
-        if not c.ready and not c.dirty:
+        if c.ready == EMPTY_READY and not c.dirty:
             return c

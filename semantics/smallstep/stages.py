@@ -24,7 +24,7 @@ import bisect
 import math
 
 from .configuration import (AT_STAGE, Configuration, FlowState, Job, Session, StageState, StageStats, Statistics,
-                            insert_event, remove_event, replace_at, setter)
+                            insert_event, ready_push, remove_event, replace_at, setter)
 from .estimates import note_completion
 from .machine import Machine, ready_session
 from .values import Env
@@ -391,7 +391,7 @@ def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, stage
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.owner is not None:
         owner = ready_session(c, c.sessions[job.owner])
-        return _set_finished_ready(c, c.sessions.set(job.owner, owner), c.ready + (job.owner,), stats, stages, events,
+        return _set_finished_ready(c, c.sessions.set(job.owner, owner), ready_push(c.ready, job.owner), stats, stages, events,
                                    sequence)
     c = _set_finished(c, stats, stages, events, sequence)
     if job.spill is not None:

@@ -266,7 +266,6 @@ class ExpressionCompiler:
         if fun in _MATH:
             f, g = _MATH[fun], self.compile(e.args[0].expr)
             return lambda env: f(g(env))
-        spelling = ir.FUNCTIONS[fun][0]
         if fun in ESTIMATE_READERS:
             return self._compile_estimate(e)
         if fun == "BudgetLeft":

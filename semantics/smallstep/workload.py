@@ -26,7 +26,7 @@ import os
 
 from .. import ir
 from ..errors import RunError
-from .configuration import READY, Configuration, Session, Workload, insert_event, setter
+from .configuration import READY, Configuration, Session, Workload, insert_event, ready_push, setter
 from .machine import MAX_READIES_PER_INSTANT, Machine
 from .rng import derive_stream, draw_uniform, member_stream, sample_exp
 from .values import Env
@@ -184,9 +184,9 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
                 False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1))
     w = _set_next_serial(w, serial + 1)
     if events is None:
-        c = _set_arrived(c, w, c.sessions.set(serial, s), c.ready + (serial,))
+        c = _set_arrived(c, w, c.sessions.set(serial, s), ready_push(c.ready, serial))
     else:
-        c = _set_arrived_scheduled(c, w, c.sessions.set(serial, s), c.ready + (serial,), events, c.sequence + 1)
+        c = _set_arrived_scheduled(c, w, c.sessions.set(serial, s), ready_push(c.ready, serial), events, c.sequence + 1)
     if m.observer:
         m.notify("workload/arrive", c, {"session": serial})
     return c
