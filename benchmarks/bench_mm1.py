@@ -126,7 +126,10 @@ def simulate_simpy(horizon: float) -> SimpyReport:
     with its time and serial, the wait and the service. Written the fast way
     (closure variables, not dictionaries: 7 % faster), so that the ratio does
     not flatter serq-ref."""
-    import simpy
+    try:
+        import simpy
+    except ImportError:
+        sys.exit("bench_mm1.py: SimPy is missing; install the bench extra: python3 -m pip install -e '.[test,bench]'")
 
     environment = simpy.Environment()
     server = simpy.Resource(environment, capacity=1)
