@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import pstats
 import random
 import statistics
@@ -87,15 +86,10 @@ def run_serq_ref(horizon: float) -> int:
 
 
 def run_pyserq(horizon: float) -> int:
-    """pyserq: the same IR as JSON, with its version set to 14 (pyserq's)."""
-    import pyserq
+    """pyserq: the same IR as JSON in pyserq's version (oracle.peer)."""
+    from oracle.peer import report_of
 
-    from semantics import codec
-
-    encoded = codec.encode_program(build_program(horizon))
-    encoded["version"] = 14
-    report = json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(encoded))).json())
-    return report["arrivals"]
+    return report_of(build_program(horizon))["arrivals"]
 
 
 class SimpyReport(NamedTuple):

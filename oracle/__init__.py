@@ -1,6 +1,7 @@
 """The oracle harness: scenarios, the real-vLLM driver, the differential peer.
 
-Not built yet: the recorded answers live in ``../shared/oracle`` and the
-scenario tests arrive with the step engine (the next issue after the
-small-step semantics).
+``peer``: pyserq (the serQ reference implementation) run on our IR, for the
+differential tests and the speed benchmark. The scenario tests against the
+recorded vLLM answers (``../shared/oracle``) and the driver of the real
+scheduler arrive with the step engine (docs/design/step-engine.md, §5).
 """

@@ -21,8 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import pyserq
-from semantics import codec
+from oracle.peer import run_on_pyserq as run_program_on_pyserq
 from semantics.compiler import compile_source
 from semantics.smallstep.estimates import (
     RHO_CAP,
@@ -40,13 +39,7 @@ def run_on_pyserq(text: str) -> dict[str, list[list[float]]]:
     ``[time, session, value]`` in sample order (IR version 14: a run over
     several stages names the program's share)."""
     program, _ = compile_source(text, "<probe>")
-    encoded = codec.encode_program(program)
-    encoded["version"] = 14
-    for block in encoded["blocks"]:
-        for statement in block:
-            if isinstance(statement, dict) and "Run" in statement and statement["Run"].get("also"):
-                statement["Run"]["share"] = program.share
-    report = pyserq.run(pyserq.Program.from_json(json.dumps(encoded)))
+    report = run_program_on_pyserq(program)
     return {name: [[time, session, value] for time, session, value in zip(o.times, o.sessions, o.samples)]
             for name, o in report.observes.items()}
 

@@ -12,34 +12,18 @@ piece in the tier at eviction; here it lands when the write completes).
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
 from irbuild import Builder, binary, build_lifo_grower_program, explicit, now
-from semantics import codec, ir
+from oracle.peer import report_of
+from semantics import ir
 from semantics.smallstep.driver import run
-
-import pyserq  # noqa: E402 - a test dependency (extra `test`): never skipped
-
-
-def reference(program: ir.Program) -> dict:
-    """pyserq's report of ``program``, as IR version 14 (where a choose's count is an expression and a run
-    over several stages names its share)."""
-    obj = json.loads(codec.dumps(program))
-    obj["version"] = 14
-    for block in obj["blocks"]:
-        for stmt in block:
-            if isinstance(stmt, dict) and "Choose" in stmt:
-                stmt["Choose"]["count"] = {"Num": float(stmt["Choose"]["count"])}
-            if isinstance(stmt, dict) and "Run" in stmt and stmt["Run"].get("also"):
-                stmt["Run"]["share"] = program.share
-    return json.loads(pyserq.run(pyserq.Program.from_json(json.dumps(obj))).json())
 
 
 def assert_same(program: ir.Program) -> None:
-    theirs = reference(program)
+    theirs = report_of(program)
     mine = run(program)
     for key in ("end", "arrivals", "ended", "turns", "mean_live"):
         assert getattr(mine, key) == pytest.approx(theirs[key]), key
