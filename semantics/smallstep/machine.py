@@ -16,7 +16,7 @@ from .. import ir
 from ..errors import RunError
 from .configuration import PLAIN, READY, Configuration, Frame, PoolStats, Session, ready_push, replace_at, setter
 from .rng import derive_stream
-from .values import Env, ExpressionCompiler
+from .values import ESTIMATE_READERS, Env, ExpressionCompiler
 
 #: A session made ready more often than this at one instant is a RunError
 #: (SERQ-FACTS.md, run-time backstops).
@@ -246,12 +246,9 @@ def fail(message: str, c: Configuration, stmt=None):
     raise RunError(message, stmt=stmt, time=c.time)
 
 
-_ESTIMATE_CALLS = ("Price", "EstLambda", "EstRho", "EstWait")
-
-
 def _reads_estimates(node) -> bool:
     """Whether an IR value (the program, a part of it) holds a call of price or est_*."""
-    if isinstance(node, ir.Call) and node.fun in _ESTIMATE_CALLS:
+    if isinstance(node, ir.Call) and node.fun in ESTIMATE_READERS:
         return True
     if isinstance(node, (tuple, list)):
         return any(_reads_estimates(item) for item in node)

@@ -27,13 +27,8 @@ def levels(m: Machine, c: Configuration) -> list[float]:
     out = []
     for pool in c.pools:
         out += (pool.allocated, pool.cached, len(pool.queue), len(pool.holders))
-    if m.flow_stages:
-        for s in range(len(c.stages)):
-            out += (count_present(m, c, s), busy_level(m, c, s))
-    else:  # the same levels, read directly: fifo busy / c, otherwise 1 while any job is present
-        for st, servers in zip(c.stages, m.servers):
-            n = len(st.jobs)
-            out += (n, st.busy / servers if servers else (1.0 if n else 0.0))
+    for s in range(len(c.stages)):
+        out += (count_present(m, c, s), busy_level(m, c, s))
     out.append(len(c.sessions))
     return out
 

@@ -47,10 +47,7 @@ def member_stream(family: int, index: int) -> int:
 
 def draw_uniform(stream: int, position: int) -> float:
     """The uniform number in [0, 1) at ``position`` of ``stream``."""
-    z = (stream + (position + 1) * _GAMMA) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return ((z ^ (z >> 31)) >> 11) * _SCALE
+    return (mix64((stream + (position + 1) * _GAMMA) & _MASK) >> 11) * _SCALE
 
 
 def sample_exp(mean: float, stream: int, position: int) -> float:
