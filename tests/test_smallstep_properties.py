@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +21,7 @@ from semantics import ir
 from semantics.errors import RunError
 from semantics.smallstep.driver import configurations, machine_for, run, walk
 from semantics.smallstep.invariants import check_invariants
-from semantics.smallstep.measure import integrate_levels
+from semantics.smallstep.measure import integrate
 from semantics.smallstep.settle import settle
 
 
@@ -108,13 +109,15 @@ def test_same_seed_same_run(program):
 
 
 @common
-@given(pool_programs(), st.sampled_from([0.5, 1.0, 2.75]))
-def test_the_written_out_integrator_is_integrate_levels(program, dt):
-    """measure.make_integrator writes integrate_levels out for the program's
-    pools and stages: the same areas, bit for bit, in every reachable configuration."""
-    m = machine_for(program)
+@given(pool_programs(), st.sampled_from([0.5, 1.0, 2.75]), st.sampled_from([0.0, 1.5, 4.0]))
+def test_the_written_out_integrator_is_integrate(program, dt, warmup):
+    """measure.make_integrator writes measure.integrate out for the program's
+    pools and stages: the same areas, bit for bit, in every reachable
+    configuration, for a time before the warm-up, at it, and after."""
+    m = machine_for(dataclasses.replace(program, warmup=warmup))
     try:
         for c in walk(m):
-            assert m.integrate_areas(c, dt) == integrate_levels(m, c, dt)
+            for t in (c.time, c.time + dt, m.warmup + dt, max(c.time, m.warmup) + dt):
+                assert m.integrate(c, t) == integrate(m, c, t)
     except RunError as e:
         assert "at one instant" in e.message

@@ -97,7 +97,8 @@ class Machine:
         self.session_frames = (Frame(program.session, PLAIN, None, 0),)
         from .measure import make_integrator  # the time averages' areas (measure.py)
 
-        self.integrate_areas = make_integrator(self)
+        #: (c, t) -> the areas when time passes to t (measure.integrate, written out for this program)
+        self.integrate = make_integrator(self)
         #: the evaluation environment run_session reuses (scratch: every rule sets what it reads)
         self.session_scratch = Env(None)
         #: per block, its statements with their rules and compiled expressions (sessions.Op)

@@ -34,50 +34,59 @@ def levels(m: Machine, c: Configuration) -> list[float]:
 
 
 def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
-    """The areas after time passes from ``c.time`` to ``t`` (only the part after the warm-up counts)."""
+    """The areas after time passes from ``c.time`` to ``t``: every area plus
+    its level (``levels``) times the part of the interval after the warm-up.
+    The definition; a run uses ``m.integrate``, the same written out for its
+    program (``make_integrator``)."""
     warmup = m.warmup
     dt = t - (c.time if c.time > warmup else warmup)
     if dt <= 0:
         return c.areas
-    return m.integrate_areas(c, dt)
-
-
-def integrate_levels(m: Machine, c: Configuration, dt: float) -> tuple[float, ...]:
-    """Every area plus its level (``levels``) times ``dt``: the definition."""
     return tuple([a + level * dt for a, level in zip(c.areas, levels(m, c))])
 
 
 def make_integrator(m: Machine):
-    """The function ``(c, dt) -> areas`` for ``m``'s program: ``integrate_levels``
-    written out as one expression for the program's pools and stages (it
-    runs at every event, and the loop over the levels was 3 % of a run;
-    tests/test_smallstep_properties.py checks it equals integrate_levels).
-    A program with flows integrates by ``levels`` itself."""
+    """The function ``(c, t) -> areas`` for ``m``'s program: ``integrate``
+    written out as one function of the program's pools and stages, each
+    level one expression (it runs at every event; the loop over the levels
+    and the calls were 4 % of a run; tests/test_smallstep_properties.py
+    checks it equals ``integrate`` bit for bit). A program with flows reads
+    its levels by ``levels`` itself."""
+    if m.warmup > 0:
+        interval = f"t - (c.time if c.time > {m.warmup!r} else {m.warmup!r})"
+    else:
+        interval = "t - c.time"  # time is never below 0, so all of it counts
+    lines = ["def integrate_areas(c, t):",
+             f"    dt = {interval}",
+             "    if dt <= 0:",
+             "        return c.areas",
+             "    a = c.areas"]
     if m.flow_stages:
-        return lambda c, dt: integrate_levels(m, c, dt)
-    terms, k = [], 0
-    lines = ["def integrate_areas(c, dt):", "    a = c.areas", "    pools = c.pools", "    stages = c.stages"]
-    for p in range(len(m.program.pools)):
-        lines.append(f"    p{p} = pools[{p}]")
-        terms += [f"a[{k}] + p{p}.allocated * dt", f"a[{k + 1}] + p{p}.cached * dt",
-                  f"a[{k + 2}] + len(p{p}.queue) * dt", f"a[{k + 3}] + len(p{p}.holders) * dt"]
-        k += 4
-    for s, servers in enumerate(m.servers):
-        lines.append(f"    s{s} = stages[{s}]")
-        lines.append(f"    n{s} = len(s{s}.jobs)")
-        busy = f"(s{s}.busy / {servers})" if servers else f"(1.0 if n{s} else 0.0)"  # busy_level's two cases
-        terms += [f"a[{k}] + n{s} * dt", f"a[{k + 1}] + {busy} * dt"]
-        k += 2
-    terms.append(f"a[{k}] + len(c.sessions) * dt")
-    lines.append("    return (" + ", ".join(terms) + ",)")
-    namespace: dict = {}
+        lines.append("    return tuple([x + level * dt for x, level in zip(a, levels(m, c))])")
+    else:
+        terms, k = [], 0
+        lines += ["    pools = c.pools", "    stages = c.stages"]
+        for p in range(len(m.program.pools)):
+            lines.append(f"    p{p} = pools[{p}]")
+            terms += [f"a[{k}] + p{p}.allocated * dt", f"a[{k + 1}] + p{p}.cached * dt",
+                      f"a[{k + 2}] + len(p{p}.queue) * dt", f"a[{k + 3}] + len(p{p}.holders) * dt"]
+            k += 4
+        for s, servers in enumerate(m.servers):
+            lines.append(f"    s{s} = stages[{s}]")
+            lines.append(f"    n{s} = len(s{s}.jobs)")
+            busy = f"(s{s}.busy / {servers})" if servers else f"(1.0 if n{s} else 0.0)"  # busy_level's two cases
+            terms += [f"a[{k}] + n{s} * dt", f"a[{k + 1}] + {busy} * dt"]
+            k += 2
+        terms.append(f"a[{k}] + len(c.sessions) * dt")
+        lines.append("    return (" + ", ".join(terms) + ",)")
+    namespace: dict = {"m": m, "levels": levels}
     exec("\n".join(lines) + "\n", namespace)
     return namespace["integrate_areas"]
 
 
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
     """time/advance: time passes from ``c.time`` to ``t``; every level is integrated over the part after the warm-up."""
-    return c._replace(time=t, areas=integrate(m, c, t))
+    return c._replace(time=t, areas=m.integrate(c, t))
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:
