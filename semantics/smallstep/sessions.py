@@ -16,7 +16,7 @@ import math
 from typing import Callable, NamedTuple
 
 from .. import ir
-from .configuration import HOLD, LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session, Statistics, setter
+from .configuration import LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session, Statistics, setter
 from .machine import MAX_QUIET_STATEMENTS, Machine, fail, session_env
 from . import pools, stages, workload
 from .values import resolve_index
@@ -36,8 +36,10 @@ class Op(NamedTuple):
 
 
 def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
-    """Every block's statements as Ops (the machine keeps them: ``m.ops``)."""
+    """Every block's statements as Ops, then the Op of the block's end
+    (``end_op``); the machine keeps them: ``m.ops``."""
     compile_ = m.compiler.compile
+    openers = block_openers(m.program)
     blocks = []
     for b, block in enumerate(m.program.blocks):
         ops = []
@@ -59,57 +61,84 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
                 exprs = ()
             local = LOCAL.get(kind)
             ops.append(Op(local or EXECUTE[kind], local is not None, stmt, (b, i), i + 1, exprs))
+        ops.append(end_op(m, b, len(block), openers.get(b)))
         blocks.append(tuple(ops))
     return tuple(blocks)
+
+
+def block_openers(program: ir.Program) -> dict[int, tuple[int, int]]:
+    """Each nested block's opening statement (block, index): the Hold,
+    Branch, Loop or While it belongs to (the blocks form a tree, FORMAT.md,
+    so a block has one)."""
+    openers = {}
+    for b, block in enumerate(program.blocks):
+        for i, stmt in enumerate(block):
+            kind = type(stmt)
+            if kind is ir.Hold:
+                inner = (stmt.body,)
+            elif kind is ir.Branch:
+                inner = (stmt.then_block, stmt.else_block)
+            elif kind is ir.Loop or kind is ir.While:
+                inner = (stmt.block,)
+            else:
+                inner = ()
+            for x in inner:
+                openers[x] = (b, i)
+    return openers
+
+
+def end_op(m: Machine, b: int, n: int, at: tuple[int, int] | None) -> Op:
+    """The Op at the end of block ``b`` (past its ``n`` statements), by what
+    opened it (``at``): the session's own block ends the session
+    (session/end), a hold's body exits the hold (session/hold-exit), a loop's
+    body starts again (session/loop-again), a while's re-reads its guard
+    (session/while), a branch's block is left (session/block-exit)."""
+    if b == m.program.session:
+        return Op(execute_session_end, False, None, None, n, ())
+    opener = None if at is None else m.program.blocks[at[0]][at[1]]
+    kind = type(opener)
+    if kind is ir.Hold:
+        return Op(exit_hold, False, opener, at, n, ())
+    if kind is ir.Loop:
+        return Op(loop_again, True, opener, at, n, ())
+    if kind is ir.While:
+        return Op(while_again, True, opener, at, n, (m.compiler.compile(opener.guard),))
+    return Op(exit_block, True, opener, at, n, ())
 
 
 def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     """Run the ready session ``serial`` until it blocks or ends.
 
-    Each statement's rule gets the session, its Op (the rule moves ``pc`` to
-    ``op.next``, or into a block it enters) and an evaluation environment set
+    Each statement's rule, and the rule of each block's end, gets the
+    session, its Op (the rule moves ``pc`` to ``op.next``, into a block it
+    enters or out of the block that ends) and an evaluation environment set
     to the moment (``env``, scratch space of this run: the rule writes back
     the stream's position).
     A rule that changes only its session (set, branch, loop, while, choose,
     leaving a plain, loop or while block: local) is a function to the new
     session; the configuration it stands for is ``c`` with that session, which
     is stored before the next rule that reads anything else (and after every
-    rule when a step trace observes the run).
-
-    The end of the session's own block (its outermost frame) is the
-    session's end (session/end)."""
+    rule when a step trace observes the run)."""
     ops = m.ops
-    quiet = 0  # statements since the session became ready: it has not blocked
-    limit = MAX_QUIET_STATEMENTS
+    quiet = MAX_QUIET_STATEMENTS  # statements it may still run at this instant without blocking
     s = c.sessions.get(serial)
     env = m.session_scratch  # scratch space of this run (run_session is never re-entered)
     env.serial = serial
     env.stream = None if s is None else s.stream
+    env.config = c
     while s is not None and s.status == READY:
-        quiet += 1
-        if quiet > limit:
+        quiet -= 1
+        if quiet < 0:
             fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
                  f"the program loops without letting time pass", c, _current_stmt(s))
-        frame = s.frames[-1]
-        code = ops[frame.block]
-        pc = s.pc
-        if pc < len(code):
-            op = code[pc]
-            env.config = c
-            env.attrs = s.attrs
-            env.draws = s.draws
-            env.stmt = op.at
-            if op.local:
-                s = op.rule(m, c, s, op, env)
-                continue
-            c = op.rule(m, c, s, op, env)
-        elif frame.kind == HOLD:
-            c = exit_hold(m, _store(c, s), s)
-        elif len(s.frames) == 1:
-            c = end_session(m, c, s)
-        else:
-            s = exit_block(m, c, s, frame)
+        op = ops[s.frames[-1].block][s.pc]
+        env.attrs = s.attrs
+        env.draws = s.draws
+        env.stmt = op.at
+        if op.local:
+            s = op.rule(m, c, s, op, env)
             continue
+        c = env.config = op.rule(m, c, s, op, env)
         s = c.sessions.get(serial)
     env.config = env.attrs = None  # the scratch keeps no configuration alive (the machine outlives the run's values)
     return c
@@ -126,28 +155,33 @@ def _store(c: Configuration, s: Session) -> Configuration:
 # -- leaving a block -------------------------------------------------------------
 
 
-def exit_block(m: Machine, c: Configuration, s: Session, frame: Frame) -> Session:
-    """session/loop-again, session/while, session/block-exit (local): a
-    loop's body restarts, a while re-reads its guard, a plain block's frame goes."""
-    if frame.kind == LOOP:
-        s = s._replace(pc=0)
-        return _note_local(m, c, s, "session/loop-again")
-    if frame.kind == WHILE:
-        stmt = m.program.blocks[frame.origin[0]][frame.origin[1]]
-        env = session_env(m, c, s, frame.origin)
-        again = _test(c, m.compiler.compile(stmt.guard), env, frame.origin, "while")
-        if again:
-            s = s._replace(pc=0, draws=env.draws)
-        else:
-            s = s._replace(frames=s.frames[:-1], pc=frame.resume, draws=env.draws)
-        return _note_local(m, c, s, "session/while", again=again)
-    s = _set_frames_pc(s, s.frames[:-1], frame.resume)
+def loop_again(m, c, s, op, env) -> Session:
+    """session/loop-again (local): the loop's body starts again."""
+    s = _set_pc(s, 0)
+    return _note_local(m, c, s, "session/loop-again")
+
+
+def while_again(m, c, s, op, env) -> Session:
+    """session/while (local), at the end of its block: the guard is read
+    again; at 1 the block runs again, at 0 the session goes on after the while."""
+    again = _test(c, op.exprs[0], env, op.at, "while")
+    if again:
+        s = _set_pc_draws(s, 0, env.draws)
+    else:
+        s = _set_frames_pc_draws(s, s.frames[:-1], s.frames[-1].resume, env.draws)
+    return _note_local(m, c, s, "session/while", again=again)
+
+
+def exit_block(m, c, s, op, env) -> Session:
+    """session/block-exit (local): a branch's block ends; the enclosing block goes on after the branch."""
+    s = _set_frames_pc(s, s.frames[:-1], s.frames[-1].resume)
     return _note_local(m, c, s, "session/block-exit")
 
 
-def exit_hold(m: Machine, c: Configuration, s: Session) -> Configuration:
+def exit_hold(m, c, s, op, env) -> Configuration:
     """session/hold-exit: the body ended: every allocation goes back with
     min(cache, computed) cached, except a leased one; ``computed`` is 0 again."""
+    c = _store(c, s)
     hold = s.holds[-1]
     compiled = m.holds[hold.stmt]
     lease_pool = None
@@ -163,6 +197,11 @@ def exit_hold(m: Machine, c: Configuration, s: Session) -> Configuration:
                    preempted_at=tuple((q, x) for q, x in s.preempted_at if q not in done))
     c = _store(c, s)
     return _note(m, c, "session/hold-exit", c.sessions[s.serial])
+
+
+def execute_session_end(m, c, s, op, env) -> Configuration:
+    """The end of the session's own block is the session's end (session/end)."""
+    return end_session(m, c, s)
 
 
 def _note(m: Machine, c: Configuration, rule: str, s: Session, **fields) -> Configuration:
@@ -194,7 +233,9 @@ def _test(c: Configuration, guard, env, stmt, what: str) -> bool:
 # session, the others the new configuration.
 
 
+_set_pc = setter(Session, "pc")
 _set_pc_draws = setter(Session, "pc", "draws")
+_set_frames_pc_draws = setter(Session, "frames", "pc", "draws")
 _set_attrs_pc_draws = setter(Session, "attrs", "pc", "draws")
 _set_frames_pc = setter(Session, "frames", "pc")
 _set_samples_sessions = setter(Configuration, "samples", "sessions")
@@ -240,8 +281,10 @@ def execute_observe(m, c, s, op, env):
     s = _past(s, op, env)
     index = op.stmt.index
     if c.time >= m.warmup:
-        turn = int(check_turn_number(c, s, m, op.at))
-        c = _set_samples_sessions(c, workload.record_sample(c, s.serial, turn, index, value),
+        turn = s.attrs[m.slot_turn]
+        if not -math.inf < turn < math.inf:
+            check_turn_number(c, s, m, op.at)
+        c = _set_samples_sessions(c, workload.record_sample(c, s.serial, int(turn), index, value),
                                   c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)
