@@ -27,7 +27,7 @@ from .estimates import Estimator
 from .configuration import (EMPTY_READY, EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
                             Statistics, Workload, setter)
 from .machine import Machine
-from .measure import advance_time, build_result, integrate, read_gauges
+from .measure import advance_time, build_result, read_gauges
 from .pools import expire_lease
 from .settle import settle
 from .stages import complete_fifo, complete_flow, complete_ps
@@ -59,7 +59,7 @@ def take_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time (the levels integrated),
     the event taken off and counted; then its rule applies."""
     t, _, kind, a, b = c.events[0]
-    c = _advance(c, t, c.events[1:], integrate(m, c, t), c.taken + 1)
+    c = _advance(c, t, c.events[1:], m.integrate(c, t), c.taken + 1)
     if kind == "job":
         return complete_fifo(m, c, a, b)
     if kind == "arrive":
@@ -104,9 +104,10 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None) -> Iterato
                                f"{program.warmup:g}: the measurement interval is empty", time=c.time)
             yield read_gauges(m, c)
             return
-        count += 1
-        if progress is not None and count % PROGRESS_EVERY == 0:
-            progress(min(1.0, c.time / horizon) if horizon > 0 else 1.0)
+        if progress is not None:
+            count += 1
+            if count % PROGRESS_EVERY == 0:
+                progress(min(1.0, c.time / horizon) if horizon > 0 else 1.0)
     if limit is not None:
         if c.workload.generated < limit:
             raise RunError(f"only {c.workload.generated} of the {limit} arrivals came by the horizon {horizon:g}",
@@ -123,23 +124,28 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None) -> Iterato
 def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> RunResult:
     """Run ``program`` to its end and return what it produced.
 
-    While it runs, the objects that existed before it (the front end's
-    parser, the program, whatever the caller holds) are frozen out of the
-    cyclic garbage collector (``gc.freeze``): a run makes many short-lived
-    records and keeps its samples, so the collector runs full passes, which
-    would otherwise walk the whole process each time (up to a tenth of a run;
-    docs/semantics.md, Speed). Nothing of the run's values depends on it."""
+    While it runs, the cyclic garbage collector is off (``gc.disable``, and
+    on again at its end if it was on): a run's values are trees of tuples,
+    maps and numbers, which can hold no reference cycle, so reference
+    counting frees everything a run drops, and the collector's passes over
+    the many short-lived records it makes would find nothing (they cost a
+    run 3 %, and, before the run froze the older objects, up to a tenth when
+    they walked the whole process; docs/semantics.md, Speed). Nothing of the
+    run's values depends on it."""
     m = Machine(program, trace_sessions=load_trace(program, base_dir))
-    gc.freeze()
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         last = None
         for last in walk(m, progress):
             pass
+        result = build_result(m, last, last.time)
     finally:
-        gc.unfreeze()
+        if collecting:
+            gc.enable()
     if progress is not None:
         progress(1.0)
-    return build_result(m, last, last.time)
+    return result
 
 
 def trace(program: ir.Program, *, base_dir: str | None = None, steps: int | None = None,

@@ -28,13 +28,13 @@ _set_ready = setter(Configuration, "ready")
 def settle(m: Machine, c: Configuration) -> Configuration:
     """Run ready sessions and retry pools until nothing changes."""
     volatile = m.volatile
-    admit_via = m.admitted_via_stage
     while True:
         while c.ready != EMPTY_READY:
             serial, rest = ready_pop(c.ready)
             c = run_session(m, _set_ready(c, rest), serial)
         if not c.dirty and not volatile:
             return c
+        admit_via = m.admitted_via_stage
         tried = sorted(c.dirty | volatile)
         c = c._replace(dirty=frozenset())
         for p in tried:

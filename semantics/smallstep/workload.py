@@ -120,14 +120,12 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
 def arrive(m: Machine, c: Configuration) -> Configuration:
     """The open workload's arrival event: the next one is scheduled, then the session arrives."""
     gap, position = draw_gap(m, c)
-    w = c.workload
-    generated = w.generated + 1
-    w = _set_generated(w, generated, position)
+    generated = c.workload.generated + 1
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        return spawn(m, c, workload=w, events=insert_event(c.events, key, "arrive"))
-    return spawn(m, c, workload=w)
+        return spawn(m, c, arrival=(generated, position), events=insert_event(c.events, key, "arrive"))
+    return spawn(m, c, arrival=(generated, position))
 
 
 def replace_closed(m: Machine, c: Configuration) -> Configuration:
@@ -148,19 +146,19 @@ def replace_closed(m: Machine, c: Configuration) -> Configuration:
     return spawn(m, c)
 
 
-_set_generated = setter(Workload, "generated", "arrivals_draws")
 _set_next_serial = setter(Workload, "next_serial")
+_set_next_serial_generated = setter(Workload, "next_serial", "generated", "arrivals_draws")
 _set_arrived = setter(Configuration, "workload", "sessions", "ready")
 _set_arrived_scheduled = setter(Configuration, "workload", "sessions", "ready", "events", "sequence")
 
 
-def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, events=None) -> Configuration:
-    """workload/arrive: a new session, in the same update as ``workload``
-    (the workload record the arrival event left, when it changed it) and
-    ``events`` (the events with the next arrival, which took the next
-    sequence number)."""
+def spawn(m: Machine, c: Configuration, explicit: int = -1, arrival=None, events=None) -> Configuration:
+    """workload/arrive: a new session, in the same update as what the open
+    workload's arrival event changed: ``arrival``, its (arrivals generated,
+    the arrivals stream's position), and ``events`` (the events with the next
+    arrival, which took the next sequence number)."""
     program = m.program
-    w = c.workload if workload is None else workload
+    w = c.workload
     serial = w.next_serial
     attrs = m.blank_attrs
     k = m.slot_serial
@@ -182,7 +180,7 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, workload=None, event
         attrs = tuple(attrs)
     s = Session(serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
                 False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1))
-    w = _set_next_serial(w, serial + 1)
+    w = _set_next_serial(w, serial + 1) if arrival is None else _set_next_serial_generated(w, serial + 1, *arrival)
     if events is None:
         c = _set_arrived(c, w, c.sessions.set(serial, s), ready_push(c.ready, serial))
     else:
