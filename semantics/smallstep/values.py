@@ -139,26 +139,105 @@ def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: 
     return ref.base + int(i)
 
 
+#: The context variables an evaluation reads from the Env (the rest belong
+#: to a step stage's iteration).
+_CONTEXT_FIELDS = {"Now": "env.config.time", "Waited": "env.waited", "Size": "env.size", "Age": "env.age",
+                   "Last": "env.last", "Queued": "env.queued", "N": "env.present"}
+
+#: Binary operators written as Python: operator -> a format of the two operands' source.
+_BINARY_SOURCE = {
+    "Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "Div": "_divide({}, {})", "Pow": "_power({}, {})",
+    "Lt": "(1.0 if {} < {} else 0.0)", "Le": "(1.0 if {} <= {} else 0.0)", "Gt": "(1.0 if {} > {} else 0.0)",
+    "Ge": "(1.0 if {} >= {} else 0.0)", "Eq": "(1.0 if {} == {} else 0.0)", "Ne": "(1.0 if {} != {} else 0.0)",
+    "And": "(_truth({1}) if {0} != 0.0 else 0.0)", "Or": "(1.0 if {0} != 0.0 else _truth({1}))",
+}
+
+#: Expression trees deeper than this are evaluated by closures (``interpret``):
+#: Python's own compiler limits how deeply written expressions may nest.
+MAX_WRITTEN_DEPTH = 40
+
+
 class ExpressionCompiler:
     """Compiles IR expressions of one program; ``observables`` answers the
-    pool and stage queries (``used(p)``, ``queue(s)``, ...)."""
+    pool and stage queries (``used(p)``, ``queue(s)``, ...).
+
+    Two compilations of the same meaning: ``interpret`` is the definition, a
+    closure per node; ``compile``, what a run uses, writes the arithmetic and
+    logic of an expression (numbers, attributes, context variables,
+    operators, conditionals) out as one Python function, and evaluates its
+    draws and calls by their closures (a closure per node made the
+    expressions of a statement several calls each).
+    tests/test_smallstep_expressions.py checks the two agree bit for bit."""
 
     def __init__(self, program: ir.Program, observables):
         self.program = program
         self.observables = observables
         self.cache: dict[int, Compiled] = {}
+        self.closures: dict[int, Compiled] = {}
 
     def compile(self, e: ir.Expr) -> Compiled:
         key = id(e)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = self._compile(e)
+            found = self.cache[key] = self._write(e)
+        return found
+
+    def interpret(self, e: ir.Expr) -> Compiled:
+        key = id(e)
+        found = self.closures.get(key)
+        if found is None:
+            found = self.closures[key] = self._closure(e, self.interpret)
         return found
 
     def compile_ref_index(self, ref: ir.Ref) -> Compiled | None:
         return None if ref.index is None else self.compile(ref.index)
 
-    def _compile(self, e: ir.Expr) -> Compiled:
+    # -- written out ----------------------------------------------------------
+
+    def _write(self, e: ir.Expr) -> Compiled:
+        """``e`` as one Python function of ``env``; a draw or a call inside it
+        is a call of its closure. An expression that is itself a draw or a
+        call is its closure."""
+        if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
+            return self._closure(e, self.compile)
+        namespace = {"nan": math.nan, "_truth": _truth, "_divide": _divide, "_power": _power}
+        reads_attrs = []
+
+        def name(value) -> str:
+            key = f"_k{len(namespace)}"
+            namespace[key] = value
+            return key
+
+        def source(x: ir.Expr) -> str:
+            kind = type(x)
+            if kind is ir.Cost:
+                return source(x.expr)
+            if kind is ir.Num:
+                v = x.value
+                return f"({v!r})" if isinstance(v, (int, float)) and math.isfinite(v) else name(v)
+            if kind is ir.Attr:
+                reads_attrs.append(True)
+                return f"(attrs[{x.slot}] if attrs is not None else nan)"
+            if kind is ir.Ctx and x.var in _CONTEXT_FIELDS:
+                return _CONTEXT_FIELDS[x.var]
+            if kind is ir.Unary:
+                operand = source(x.operand)
+                return f"(-{operand})" if x.op == "Neg" else f"(0.0 if {operand} != 0.0 else 1.0)"
+            if kind is ir.Binary:
+                return _BINARY_SOURCE[x.op].format(source(x.left), source(x.right))
+            if kind is ir.Cond:
+                return f"({source(x.then)} if {source(x.test)} != 0.0 else {source(x.otherwise)})"
+            return f"{name(self.compile(x))}(env)"  # a draw, a call, a step stage's variable
+
+        body = source(e)
+        lines = ["def expression(env):"] + (["    attrs = env.attrs"] if reads_attrs else []) + [f"    return {body}"]
+        exec("\n".join(lines) + "\n", namespace)
+        return namespace["expression"]
+
+    # -- closures (the definition) --------------------------------------------
+
+    def _closure(self, e: ir.Expr, sub) -> Compiled:
+        """``e`` as a closure; ``sub`` compiles its operands."""
         if isinstance(e, ir.Num):
             v = e.value
             return lambda env: v
@@ -166,16 +245,16 @@ class ExpressionCompiler:
             slot = e.slot
             return lambda env: env.attrs[slot] if env.attrs is not None else math.nan
         if isinstance(e, ir.Cost):
-            return self.compile(e.expr)
+            return sub(e.expr)
         if isinstance(e, ir.Ctx):
             return self._compile_context(e.var)
         if isinstance(e, ir.Unary):
-            f = self.compile(e.operand)
+            f = sub(e.operand)
             if e.op == "Neg":
                 return lambda env: -f(env)
             return lambda env: 0.0 if f(env) != 0.0 else 1.0
         if isinstance(e, ir.Binary):
-            a, b = self.compile(e.left), self.compile(e.right)
+            a, b = sub(e.left), sub(e.right)
             if e.op == "And":
                 return lambda env: _truth(b(env)) if a(env) != 0.0 else 0.0
             if e.op == "Or":
@@ -183,12 +262,12 @@ class ExpressionCompiler:
             op = _BINARY[e.op]
             return lambda env: op(a(env), b(env))
         if isinstance(e, ir.Cond):
-            t, x, y = self.compile(e.test), self.compile(e.then), self.compile(e.otherwise)
+            t, x, y = sub(e.test), sub(e.then), sub(e.otherwise)
             return lambda env: x(env) if t(env) != 0.0 else y(env)
         if isinstance(e, ir.Sample):
-            return self._compile_sample(e)
+            return self._compile_sample(e, sub)
         if isinstance(e, ir.Call):
-            return self._compile_call(e)
+            return self._compile_call(e, sub)
         raise TypeError(f"not an IR expression: {e!r}")
 
     def _compile_context(self, var: str) -> Compiled:
@@ -213,10 +292,19 @@ class ExpressionCompiler:
 
         return step_only
 
-    def _compile_sample(self, e: ir.Sample) -> Compiled:
-        args = [self.compile(a) for a in e.args]
+    def _compile_sample(self, e: ir.Sample, sub) -> Compiled:
+        args = [sub(a) for a in e.args]
         dist = e.dist
-        if dist == "Exp":  # the common case without building an argument list
+        if dist == "Exp" and type(e.args[0]) is ir.Num:  # the commonest draw: ~exp of a number
+            mean_value = e.args[0].value
+
+            def sample_exponential_of(env: Env) -> float:
+                value = sample_exp(mean_value, env.stream, env.draws)
+                env.draws += 1
+                return value
+
+            return sample_exponential_of
+        if dist == "Exp":  # without building an argument list
             mean = args[0]
 
             def sample_exponential(env: Env) -> float:
@@ -235,13 +323,13 @@ class ExpressionCompiler:
 
         return sample
 
-    def _compile_estimate(self, e: ir.Call) -> Compiled:
+    def _compile_estimate(self, e: ir.Call, sub) -> Compiled:
         """est_lambda(s), est_rho(s), est_wait(s), price(s, s_hit, ds): read
         from stage s's estimator (estimates.py), which its completions feed."""
         ref = e.args[0].ref
-        index = self.compile_ref_index(ref)
+        index = None if ref.index is None else sub(ref.index)
         if e.fun == "Price":
-            hit, extra = self.compile(e.args[1].expr), self.compile(e.args[2].expr)
+            hit, extra = sub(e.args[1].expr), sub(e.args[2].expr)
 
             def read_price(env: Env) -> float:
                 return price(env.config.estimates[resolve_index(ref, index, env, "stage")], hit(env), extra(env))
@@ -254,20 +342,20 @@ class ExpressionCompiler:
 
         return read_estimate
 
-    def _compile_call(self, e: ir.Call) -> Compiled:
+    def _compile_call(self, e: ir.Call, sub) -> Compiled:
         fun = e.fun
         if fun in ("Min", "Max", "Pow"):
-            a, b = self.compile(e.args[0].expr), self.compile(e.args[1].expr)
+            a, b = sub(e.args[0].expr), sub(e.args[1].expr)
             if fun == "Min":
                 return lambda env: min(a(env), b(env))
             if fun == "Max":
                 return lambda env: max(a(env), b(env))
             return lambda env: _power(a(env), b(env))
         if fun in _MATH:
-            f, g = _MATH[fun], self.compile(e.args[0].expr)
+            f, g = _MATH[fun], sub(e.args[0].expr)
             return lambda env: f(g(env))
         if fun in ESTIMATE_READERS:
-            return self._compile_estimate(e)
+            return self._compile_estimate(e, sub)
         if fun == "BudgetLeft":
 
             def budget_left(env: Env) -> float:
@@ -275,7 +363,7 @@ class ExpressionCompiler:
 
             return budget_left
         ref = e.args[0].ref
-        index = self.compile_ref_index(ref)
+        index = None if ref.index is None else sub(ref.index)
         query = self.observables[fun]
         what = "pool" if isinstance(e.args[0], ir.PoolArg) else "stage"
 
@@ -283,3 +371,26 @@ class ExpressionCompiler:
             return query(env, resolve_index(ref, index, env, what))
 
         return observe
+
+
+def _writable(e: ir.Expr) -> bool:
+    """Whether ``e``'s own node is written out (a draw or a call is its closure)."""
+    kind = type(e)
+    if kind is ir.Cost:
+        return _writable(e.expr)
+    return kind in (ir.Num, ir.Attr, ir.Unary, ir.Binary, ir.Cond) or (kind is ir.Ctx and e.var in _CONTEXT_FIELDS)
+
+
+def _nests_deeper_than(e: ir.Expr, n: int) -> bool:
+    """Whether ``e``'s written-out operators nest more than ``n`` deep (a
+    number, an attribute, a draw or a call is 1 deep); looks no deeper than that."""
+    kind = type(e)
+    if kind is ir.Cost:
+        return _nests_deeper_than(e.expr, n)
+    if kind is ir.Unary:
+        return _nests_deeper_than(e.operand, n - 1)
+    if kind is ir.Binary:
+        return _nests_deeper_than(e.left, n - 1) or _nests_deeper_than(e.right, n - 1)
+    if kind is ir.Cond:
+        return any(_nests_deeper_than(x, n - 1) for x in (e.test, e.then, e.otherwise))
+    return n < 1
