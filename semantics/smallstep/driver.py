@@ -25,7 +25,7 @@ from ..errors import RunError
 from ..results import RunResult
 from .estimates import Estimator
 from .configuration import (EMPTY_READY, EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
-                            Statistics, Workload, setter)
+                            Statistics, Workload)
 from .machine import Machine
 from .measure import advance_time, build_result, read_gauges
 from .pools import expire_lease
@@ -52,14 +52,11 @@ def initial_configuration(m: Machine) -> Configuration:
         estimates=(Estimator(),) * len(program.stages), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
 
 
-_advance = setter(Configuration, "time", "events", "areas", "taken")
-
-
 def take_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time (the levels integrated),
-    the event taken off and counted; then its rule applies."""
-    t, _, kind, a, b = c.events[0]
-    c = _advance(c, t, c.events[1:], m.integrate(c, t), c.taken + 1)
+    the event taken off and counted (measure.take_first_event); then its rule applies."""
+    _, _, kind, a, b = c.events[0]
+    c = m.take_first_event(c)
     if kind == "job":
         return complete_fifo(m, c, a, b)
     if kind == "arrive":

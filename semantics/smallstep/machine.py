@@ -95,10 +95,10 @@ class Machine:
         #: a new session's attributes before init, and its continuation: the session block
         self.blank_attrs = (0.0,) * len(program.attrs)
         self.session_frames = (Frame(program.session, PLAIN, None, 0),)
-        from .measure import make_integrator  # the time averages' areas (measure.py)
+        from .measure import make_event_taker  # the time averages' areas (measure.py)
 
-        #: (c, t) -> the areas when time passes to t (measure.integrate, written out for this program)
-        self.integrate = make_integrator(self)
+        #: c -> c at its first pending event's time, the event taken off (measure.take_first_event, written out)
+        self.take_first_event = make_event_taker(self)
         #: the evaluation environment run_session reuses (scratch: every rule sets what it reads)
         self.session_scratch = Env(None)
         #: per block, its statements with their rules and compiled expressions (sessions.Op)

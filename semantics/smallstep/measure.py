@@ -35,9 +35,7 @@ def levels(m: Machine, c: Configuration) -> list[float]:
 
 def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
     """The areas after time passes from ``c.time`` to ``t``: every area plus
-    its level (``levels``) times the part of the interval after the warm-up.
-    The definition; a run uses ``m.integrate``, the same written out for its
-    program (``make_integrator``)."""
+    its level (``levels``) times the part of the interval after the warm-up."""
     warmup = m.warmup
     dt = t - (c.time if c.time > warmup else warmup)
     if dt <= 0:
@@ -45,48 +43,60 @@ def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
     return tuple([a + level * dt for a, level in zip(c.areas, levels(m, c))])
 
 
-def make_integrator(m: Machine):
-    """The function ``(c, t) -> areas`` for ``m``'s program: ``integrate``
-    written out as one function of the program's pools and stages, each
-    level one expression (it runs at every event; the loop over the levels
-    and the calls were 4 % of a run; tests/test_smallstep_properties.py
-    checks it equals ``integrate`` bit for bit). A program with flows reads
-    its levels by ``levels`` itself."""
-    if m.warmup > 0:
-        interval = f"t - (c.time if c.time > {m.warmup!r} else {m.warmup!r})"
-    else:
-        interval = "t - c.time"  # time is never below 0, so all of it counts
-    lines = ["def integrate_areas(c, t):",
-             f"    dt = {interval}",
-             "    if dt <= 0:",
-             "        return c.areas",
-             "    a = c.areas"]
-    if m.flow_stages:
-        lines.append("    return tuple([x + level * dt for x, level in zip(a, levels(m, c))])")
-    else:
-        terms, k = [], 0
-        lines += ["    pools = c.pools", "    stages = c.stages"]
-        for p in range(len(m.program.pools)):
-            lines.append(f"    p{p} = pools[{p}]")
-            terms += [f"a[{k}] + p{p}.allocated * dt", f"a[{k + 1}] + p{p}.cached * dt",
-                      f"a[{k + 2}] + len(p{p}.queue) * dt", f"a[{k + 3}] + len(p{p}.holders) * dt"]
-            k += 4
-        for s, servers in enumerate(m.servers):
-            lines.append(f"    s{s} = stages[{s}]")
-            lines.append(f"    n{s} = len(s{s}.jobs)")
-            busy = f"(s{s}.busy / {servers})" if servers else f"(1.0 if n{s} else 0.0)"  # busy_level's two cases
-            terms += [f"a[{k}] + n{s} * dt", f"a[{k + 1}] + {busy} * dt"]
-            k += 2
-        terms.append(f"a[{k}] + len(c.sessions) * dt")
-        lines.append("    return (" + ", ".join(terms) + ",)")
-    namespace: dict = {"m": m, "levels": levels}
-    exec("\n".join(lines) + "\n", namespace)
-    return namespace["integrate_areas"]
-
-
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
     """time/advance: time passes from ``c.time`` to ``t``; every level is integrated over the part after the warm-up."""
-    return c._replace(time=t, areas=m.integrate(c, t))
+    return c._replace(time=t, areas=integrate(m, c, t))
+
+
+def take_first_event(m: Machine, c: Configuration) -> Configuration:
+    """time/advance to the first pending event's time, that event taken off
+    the pending events and counted (its rule applies next: driver.take_event).
+    The definition; a run uses ``m.take_first_event``, the same written out
+    for its program (``make_event_taker``)."""
+    return advance_time(m, c, c.events[0][0])._replace(events=c.events[1:], taken=c.taken + 1)
+
+
+def make_event_taker(m: Machine):
+    """``take_first_event`` written out as one function of ``m``'s program:
+    the configuration unpacked once, each level one expression of its pools
+    and stages, the new configuration built once (it runs at every event;
+    the loop over the levels and its calls were 4 % of a run, and the
+    separate update of the configuration another 2 %).
+    tests/test_smallstep_properties.py checks it equals ``take_first_event``
+    bit for bit. A program with flows reads its levels by ``levels`` itself."""
+    fields = Configuration._fields
+    assert {"time", "events", "areas", "taken", "pools", "stages", "sessions"} <= set(fields)
+    if m.warmup > 0:
+        interval = f"t - (time if time > {m.warmup!r} else {m.warmup!r})"
+    else:
+        interval = "t - time"  # time is never below 0, so all of it counts
+    lines = ["def take_first_event(c):",
+             f"    {', '.join(fields)}, = c",
+             "    t = events[0][0]",
+             f"    dt = {interval}",
+             "    if dt > 0:"]
+    if m.flow_stages:
+        lines.append("        areas = tuple([x + level * dt for x, level in zip(areas, levels(m, c))])")
+    else:
+        terms, k = [], 0
+        for p in range(len(m.program.pools)):
+            lines.append(f"        p{p} = pools[{p}]")
+            terms += [f"areas[{k}] + p{p}.allocated * dt", f"areas[{k + 1}] + p{p}.cached * dt",
+                      f"areas[{k + 2}] + len(p{p}.queue) * dt", f"areas[{k + 3}] + len(p{p}.holders) * dt"]
+            k += 4
+        for s, servers in enumerate(m.servers):
+            lines.append(f"        s{s} = stages[{s}]")
+            lines.append(f"        n{s} = len(s{s}.jobs)")
+            busy = f"(s{s}.busy / {servers})" if servers else f"(1.0 if n{s} else 0.0)"  # busy_level's two cases
+            terms += [f"areas[{k}] + n{s} * dt", f"areas[{k + 1}] + {busy} * dt"]
+            k += 2
+        terms.append(f"areas[{k}] + len(sessions) * dt")
+        lines.append("        areas = (" + ", ".join(terms) + ",)")
+    changed = {"time": "t", "events": "events[1:]", "taken": "taken + 1"}
+    lines.append(f"    return new(Configuration, ({', '.join(changed.get(f, f) for f in fields)},))")
+    namespace: dict = {"m": m, "levels": levels, "new": tuple.__new__, "Configuration": Configuration}
+    exec("\n".join(lines) + "\n", namespace)
+    return namespace["take_first_event"]
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:

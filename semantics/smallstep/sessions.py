@@ -94,7 +94,7 @@ def end_op(m: Machine, b: int, n: int, at: tuple[int, int] | None) -> Op:
     body starts again (session/loop-again), a while's re-reads its guard
     (session/while), a branch's block is left (session/block-exit)."""
     if b == m.program.session:
-        return Op(execute_session_end, False, None, None, n, ())
+        return Op(end_session, False, None, None, n, ())
     opener = None if at is None else m.program.blocks[at[0]][at[1]]
     kind = type(opener)
     if kind is ir.Hold:
@@ -199,11 +199,6 @@ def exit_hold(m, c, s, op, env) -> Configuration:
     return _note(m, c, "session/hold-exit", c.sessions[s.serial])
 
 
-def execute_session_end(m, c, s, op, env) -> Configuration:
-    """The end of the session's own block is the session's end (session/end)."""
-    return end_session(m, c, s)
-
-
 def _note(m: Machine, c: Configuration, rule: str, s: Session, **fields) -> Configuration:
     if m.observer:
         m.notify(rule, c, {"session": s.serial, **fields})
@@ -278,7 +273,7 @@ def execute_set(m, c, s, op, env) -> Session:
 def execute_observe(m, c, s, op, env):
     """session/observe: a sample, kept after the warm-up with the time, the session and its turn."""
     value = op.exprs[0](env)
-    s = _past(s, op, env)
+    s = _set_pc_draws(s, op.next, env.draws)
     index = op.stmt.index
     if c.time >= m.warmup:
         turn = s.attrs[m.slot_turn]
@@ -404,10 +399,11 @@ EXECUTE = {
 # -- the end ------------------------------------------------------------------------
 
 
-def end_session(m: Machine, c: Configuration, s: Session) -> Configuration:
-    """session/end: every hold is released (cached prefixes stay: the cache
-    does not know the session left), every lease ends, the session leaves;
-    under ``arrive closed`` a new session arrives at once in its place.
+def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, env=None) -> Configuration:
+    """session/end (also the rule of the session block's end): every hold is
+    released (cached prefixes stay: the cache does not know the session
+    left), every lease ends, the session leaves; under ``arrive closed`` a
+    new session arrives at once in its place.
     ``s`` is the session's latest record (``c`` may hold an older one)."""
     serial = s.serial
     if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:

@@ -144,16 +144,12 @@ def _at_stage(c: Configuration, owner, past, stage: int, job_id: int):
     return c.sessions.set(owner.serial, _set_at_stage(owner, AT_STAGE, (stage, job_id), pc, draws))
 
 
-def _serial(owner) -> int | None:
-    return None if owner is None else owner.serial
-
-
 def enter_fifo(m, c, s, owner, past, work, spill, job_id) -> Configuration:
     """stage/fifo-enter: the job joins the end of the stage's line; it starts
     at once when a server is free (stage/fifo-start)."""
     st = c.stages[s]
     sessions = _at_stage(c, owner, past, s, job_id)
-    owner = _serial(owner)
+    owner = None if owner is None else owner.serial
     busy = st.busy
     if busy < m.servers[s] and busy == len(st.jobs):  # a server is free and no job waits
         due = (c.time + work, job_id + 1)
@@ -206,7 +202,7 @@ def start_waiting(m: Machine, s: int, jobs: tuple, busy: int, events: tuple, seq
 def enter_ps(m, c, s, owner, past, work, spill, job_id) -> Configuration:
     """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
     c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, past, s, job_id))
-    owner = _serial(owner)
+    owner = None if owner is None else owner.serial
     st = _advance_virtual(c, c.stages[s])
     tag = st.virtual + work
     job = Job(job_id, owner, tag, c.time, c.time, None, spill, (s,), 0.0)
@@ -258,7 +254,7 @@ def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
 def enter_flow(m, c, stages, owner, past, work, spill, job_id) -> Configuration:
     """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
     c = c._replace(sequence=job_id + 1, sessions=_at_stage(c, owner, past, FLOW, job_id))
-    owner = _serial(owner)
+    owner = None if owner is None else owner.serial
     fl = _advance_flows(c)
     job = Job(job_id, owner, work, c.time, c.time, None, spill, tuple(stages), 0.0)
     c = c._replace(flows=fl._replace(flows=fl.flows + (job,)))
