@@ -32,27 +32,30 @@ def derive_stream(seed: int, name: tuple) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
-def mix64(z: int) -> int:
-    """SplitMix64's finaliser: a bijection of 64-bit numbers that scatters every input bit."""
+def stream_bits(key: int, k: int) -> int:
+    """The 64-bit number at counter ``k`` of the stream keyed by ``key``:
+    SplitMix64's finaliser (a bijection that scatters every input bit) of the
+    key plus k + 1 golden gammas."""
+    z = (key + (k + 1) * _GAMMA) & _MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
     return z ^ (z >> 31)
 
 
-def member_stream(family: int, index: int) -> int:
-    """The key of member ``index`` of a family of streams keyed by ``family``
-    (session ``serial``'s stream: the family ``("session",)``)."""
-    return mix64((family + (index + 1) * _GAMMA) & _MASK)
+#: The key of member ``index`` of a family of streams keyed by ``family``
+#: (session ``serial``'s stream: the family ``("session",)``): the family's number at counter ``index``.
+member_stream = stream_bits
 
 
 def draw_uniform(stream: int, position: int) -> float:
-    """The uniform number in [0, 1) at ``position`` of ``stream``."""
-    return (mix64((stream + (position + 1) * _GAMMA) & _MASK) >> 11) * _SCALE
+    """The uniform number in [0, 1) at ``position`` of ``stream``: the top 53 bits of its number there."""
+    return (stream_bits(stream, position) >> 11) * _SCALE
 
 
 def sample_exp(mean: float, stream: int, position: int) -> float:
-    """``~exp(mean)`` from the uniform number at ``position`` (inversion: one draw)."""
-    return -mean * math.log1p(-draw_uniform(stream, position))
+    """``~exp(mean)`` by inversion of the uniform number at ``position`` (``draw_uniform``, written
+    out here: the commonest draw of a run)."""
+    return -mean * math.log1p(-(stream_bits(stream, position) >> 11) * _SCALE)
 
 
 def sample_distribution(dist: str, args: list[float], stream: int, position: int) -> tuple[float, int]:
