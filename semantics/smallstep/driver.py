@@ -75,26 +75,26 @@ def _clear_due(c: Configuration, s: int):
     return c.stages[:s] + (st._replace(due=None),) + c.stages[s + 1:]
 
 
-class _Drained(Exception):
-    """The N arrivals of ``run { arrivals N; }`` have all ended."""
-
-
-def walk(m: Machine, progress: Callable[[float], None] | None = None) -> Iterator[Configuration]:
-    """The configurations after each event and its settle; the last one is at the end time."""
+def walk(m: Machine, progress: Callable[[float], None] | None = None, every: bool = True) -> Iterator[Configuration]:
+    """The configurations after each event and its settle (with ``every``
+    false, only the last: a run needs no other, and handing each one out cost
+    1 %); the last one is at the end time."""
     program = m.program
     horizon = program.horizon
     limit = program.arrivals
     if limit is not None and not isinstance(program.arrival, (ir.Poisson, ir.Renewal)):
         raise RunError("run { arrivals N; } needs an open workload (arrive poisson or arrive renewal)")
     c = settle(m, start_workload(m, initial_configuration(m)))
-    yield c
+    if every:
+        yield c
     count = 0
     gauges = bool(program.gauges)
     while c.events and c.events[0][0] <= horizon:
         if gauges and c.events[0][0] > c.time:
             c = read_gauges(m, c)
         c = settle(m, take_event(m, c))
-        yield c
+        if every:
+            yield c
         if limit is not None and c.workload.generated >= limit and not c.sessions:
             if c.time <= program.warmup:
                 raise RunError(f"the {limit} arrivals drained at time {c.time:g}, at or before the warmup "
@@ -134,7 +134,7 @@ def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> R
     gc.disable()
     try:
         last = None
-        for last in walk(m, progress):
+        for last in walk(m, progress, every=False):
             pass
         result = build_result(m, last, last.time)
     finally:
