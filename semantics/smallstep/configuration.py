@@ -295,6 +295,11 @@ for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Ses
     _install_fast_replace(_record_type)
 
 
+#: ``build(Record, (field, ...))`` is ``Record(field, ...)`` without the
+#: constructor's Python frame (a NamedTuple's ``__new__`` is a Python
+#: function; the hot rules build their records this way, 0.1 µs each).
+build = tuple.__new__
+
 EMPTY_STAGE = StageState((), 0, 0.0, 0.0, 0.0, None)
 EMPTY_POOL_STATS = PoolStats(0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
 EMPTY_STAGE_STATS = StageStats(0, 0.0, 0.0)

@@ -279,7 +279,7 @@ def execute_observe(m, c, s, op, env):
         turn = s.attrs[m.slot_turn]
         if not -math.inf < turn < math.inf:
             check_turn_number(c, s, m, op.at)
-        c = _set_samples_sessions(c, workload.record_sample(c, s.serial, int(turn), index, value),
+        c = _set_samples_sessions(c, ((index, c.time, s.serial, int(turn), value), c.samples),  # workload.record_sample
                                   c.sessions.set(s.serial, s))
     else:
         c = _store(c, s)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from .configuration import (AT_STAGE, Configuration, FlowState, Job, Session, StageState, StageStats, Statistics,
+from .configuration import (AT_STAGE, Configuration, FlowState, Job, Session, StageState, StageStats, Statistics, build,
                             insert_event, ready_push, remove_event, replace_at, setter)
 from .estimates import note_completion
 from .machine import Machine, ready_session
@@ -153,14 +153,14 @@ def enter_fifo(m, c, s, owner, past, work, spill, job_id) -> Configuration:
     busy = st.busy
     if busy < m.servers[s] and busy == len(st.jobs):  # a server is free and no job waits
         due = (c.time + work, job_id + 1)
-        job = Job(job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0)
+        job = build(Job, (job_id, owner, work, c.time, c.time, due, spill, (s,), 0.0))
         c = _set_entered(c, replace_at(c.stages, s, _set_jobs_busy(st, st.jobs + (job,), busy + 1)), sessions,
                          insert_event(c.events, due, "job", s, job_id), job_id + 2)
         if m.observer:
             m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
             m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [job_id]})
         return c
-    job = Job(job_id, owner, work, c.time, _NAN, None, spill, (s,), 0.0)
+    job = build(Job, (job_id, owner, work, c.time, _NAN, None, spill, (s,), 0.0))
     c = _set_joined(c, replace_at(c.stages, s, _set_jobs(st, st.jobs + (job,))), sessions, job_id + 1)
     if m.observer:
         m.notify("stage/fifo-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work})
@@ -373,8 +373,8 @@ def _finish_job(m: Machine, c: Configuration, s: int, job: Job, rule: str, stage
         counted = stats.stages
         for t in every or (s,):
             old = counted[t]
-            counted = replace_at(counted, t, StageStats(old.completed + 1, old.wait_sum + job.started - job.arrived,
-                                                        old.service_sum + c.time - job.started))
+            counted = replace_at(counted, t, build(StageStats, (old.completed + 1, old.wait_sum + job.started - job.arrived,
+                                                               old.service_sum + c.time - job.started)))
         stats = _set_stage_stats(stats, counted)
     if m.reads_estimates:  # estimates.note_completion at every stage the job held, warm or not
         estimates = c.estimates

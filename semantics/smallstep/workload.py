@@ -26,7 +26,7 @@ import os
 
 from .. import ir
 from ..errors import RunError
-from .configuration import READY, Configuration, Session, Workload, insert_event, ready_push, setter
+from .configuration import READY, Configuration, Session, Workload, build, insert_event, ready_push, setter
 from .machine import MAX_READIES_PER_INSTANT, Machine
 from .rng import derive_stream, draw_uniform, member_stream, sample_exp
 from .values import Env
@@ -178,8 +178,8 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, arrival=None, events
         for slot, value in program.arrival.sessions[explicit].attrs:
             attrs[slot] = value
         attrs = tuple(attrs)
-    s = Session(serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
-                False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1))
+    s = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
+                        False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1)))
     w = _set_next_serial(w, serial + 1) if arrival is None else _set_next_serial_generated(w, serial + 1, *arrival)
     if events is None:
         c = _set_arrived(c, w, c.sessions.set(serial, s), ready_push(c.ready, serial))
