@@ -170,33 +170,27 @@ def enter_fifo(m, c, s, owner, past, work, spill, job_id) -> Configuration:
 def start_fifo(m: Machine, c: Configuration, s: int) -> Configuration:
     """stage/fifo-start: while a server is free, the first waiting job starts."""
     st = c.stages[s]
-    if st.busy >= m.servers[s] or st.busy == len(st.jobs):
+    jobs, busy, events, seq, started = st.jobs, st.busy, c.events, c.sequence, []
+    while busy < m.servers[s] and busy < len(jobs):
+        started.append(jobs[busy].job_id)
+        jobs, busy, events, seq = start_next(s, jobs, busy, events, seq, c.time)
+    if not started:
         return c
-    jobs, busy, events, seq, started = start_waiting(m, s, st.jobs, st.busy, c.events, c.sequence, c.time)
     c = c._replace(stages=replace_at(c.stages, s, _set_jobs_busy(st, jobs, busy)), events=events, sequence=seq)
     if m.observer:
         m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
     return c
 
 
-def start_waiting(m: Machine, s: int, jobs: tuple, busy: int, events: tuple, seq: int, now: float):
-    """The premise of stage/fifo-start: with ``busy`` of fifo stage ``s``'s
-    ``jobs`` in service, the first waiting jobs start while a server is free,
-    each with its completion event. Returns (jobs, busy, events, seq, the ids started)."""
-    servers = m.servers[s]
-    started = []
-    if busy < servers and busy < len(jobs):
-        jobs = list(jobs)
-        while busy < servers and busy < len(jobs):
-            j = jobs[busy]
-            key = (now + j.work, seq)
-            seq += 1
-            events = insert_event(events, key, "job", s, j.job_id)
-            jobs[busy] = _set_started(j, now, key)
-            busy += 1
-            started.append(j.job_id)
-        jobs = tuple(jobs)
-    return jobs, busy, events, seq, started
+def start_next(s: int, jobs: tuple, busy: int, events: tuple, seq: int, now: float):
+    """The premise of stage/fifo-start for one free server: with ``busy`` of
+    fifo stage ``s``'s ``jobs`` in service (the first ``busy``), the first
+    waiting one starts, its completion event at ``now`` plus its work, taking
+    sequence number ``seq``. Returns (jobs, busy, events, seq) after it."""
+    job = jobs[busy]
+    due = (now + job.work, seq)
+    return (jobs[:busy] + (_set_started(job, now, due),) + jobs[busy + 1:], busy + 1,
+            insert_event(events, due, "job", s, job.job_id), seq + 1)
 
 
 def enter_ps(m, c, s, owner, past, work, spill, job_id) -> Configuration:
@@ -333,12 +327,13 @@ def complete_fifo(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
         k += 1
     job = jobs[k]
     jobs, busy, events, seq, started = jobs[:k] + jobs[k + 1:], st.busy - 1, c.events, c.sequence, None
-    if busy < len(jobs):  # a job waits, and the server just freed takes it
-        jobs, busy, events, seq, started = start_waiting(m, s, jobs, busy, events, seq, c.time)
+    if busy < len(jobs):  # a job waits, and the one server just freed takes it
+        started = jobs[busy].job_id
+        jobs, busy, events, seq = start_next(s, jobs, busy, events, seq, c.time)
     c = _finish_job(m, c, s, job, "stage/fifo-complete", replace_at(c.stages, s, _set_jobs_busy(st, jobs, busy)),
                     events, seq)
-    if started and m.observer:
-        m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": started})
+    if started is not None and m.observer:
+        m.notify("stage/fifo-start", c, {"stage": m.stage_name(s), "jobs": [started]})
     return c
 
 
