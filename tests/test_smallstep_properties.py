@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from semantics import ir
 from semantics.compiler import compile_source
 from semantics.errors import RunError
 from semantics.smallstep.driver import configurations, machine_for, run, walk
+from semantics.smallstep.machine import Machine
 from semantics.smallstep.invariants import check_invariants
 from semantics.smallstep.measure import take_first_event
 from semantics.smallstep.settle import settle
@@ -93,6 +95,54 @@ def test_settle_is_idempotent(program):
             assert settle(m, c) == c
     except RunError as e:
         assert "at one instant" in e.message
+
+
+def events_seen(program, observed: bool) -> list:
+    """The configuration after each event and its settle, with or without a step-trace observer attached."""
+    m = Machine(program, observer=(lambda rule, c, fields: None) if observed else None)
+    try:
+        return list(walk(m))
+    except RunError as e:
+        return [e.message]
+
+
+#: Programs whose sessions end right after an observe (the two rules are one
+#: update when unobserved), in open and closed workloads, with and without a
+#: lease still held at the end.
+OBSERVE_LAST = {
+    "open": """stage s : fifo(2);
+workload { arrive poisson(1.5); }
+session { set t0 = now; run s (~exp(1)); observe w = now - t0; }
+run { horizon 40; warmup 3; seed 2; }""",
+    "closed": """stage s : ps(1);
+stage think : delay;
+workload { arrive closed(4); }
+session { run think (~exp(2)); run s (~exp(0.5)); observe done = now; }
+run { horizon 40; seed 3; }""",
+    "lease": """pool p { cap 20; block 2; }
+stage s : fifo;
+workload { arrive poisson(1); }
+session { hold p (3) { run s (~exp(0.5)); } cache (3) lease p (1.5); observe leased = used(p); }
+run { horizon 40; seed 4; }""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(OBSERVE_LAST))
+def test_an_observer_sees_the_same_run(name):
+    """The rules fold into one update what a step trace shows as several rules
+    (a fifo completion and the next start; an arrival and the next one's
+    scheduling; an observe and the session's end): with or without an
+    observer, every event leaves the same configuration."""
+    program = compile_source(OBSERVE_LAST[name], f"<{name}>")[0]
+    unobserved = events_seen(program, observed=False)
+    assert len(unobserved) > 20
+    assert events_seen(program, observed=True) == unobserved
+
+
+@common
+@given(pool_programs())
+def test_an_observer_sees_the_same_pool_run(program):
+    assert events_seen(program, observed=True) == events_seen(program, observed=False)
 
 
 @settings(max_examples=15, deadline=None)

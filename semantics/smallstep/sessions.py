@@ -45,8 +45,10 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
         ops = []
         for i, stmt in enumerate(block):
             kind = type(stmt)
-            if kind is ir.Set or kind is ir.Observe:
+            if kind is ir.Set:
                 exprs = (compile_(stmt.expr),)
+            elif kind is ir.Observe:  # and whether the session's block ends right after it
+                exprs = (compile_(stmt.expr), b == m.program.session and i == len(block) - 1)
             elif kind is ir.Branch or kind is ir.While:
                 exprs = (compile_(stmt.guard),)
             elif kind is ir.Choose:
@@ -234,7 +236,7 @@ _set_frames_pc_draws = setter(Session, "frames", "pc", "draws")
 _set_attrs_pc_draws = setter(Session, "attrs", "pc", "draws")
 _set_frames_pc = setter(Session, "frames", "pc")
 _set_samples_sessions = setter(Configuration, "samples", "sessions")
-_set_left = setter(Configuration, "sessions", "statistics", "ended_attrs")
+_set_left = setter(Configuration, "sessions", "statistics", "ended_attrs", "samples")
 _set_ended = setter(Statistics, "ended")
 
 
@@ -271,18 +273,23 @@ def execute_set(m, c, s, op, env) -> Session:
 
 
 def execute_observe(m, c, s, op, env):
-    """session/observe: a sample, kept after the warm-up with the time, the session and its turn."""
-    value = op.exprs[0](env)
-    s = _set_pc_draws(s, op.next, env.draws)
+    """session/observe: a sample, kept after the warm-up with the time, the
+    session and its turn. When the observe is the last statement of the
+    session's block, session/end follows at once, and unobserved the two are
+    one update (the step trace shows both rules as always)."""
+    compiled, last = op.exprs
+    value = compiled(env)
     index = op.stmt.index
+    samples = c.samples
     if c.time >= m.warmup:
         turn = s.attrs[m.slot_turn]
         if not -math.inf < turn < math.inf:
             check_turn_number(c, s, m, op.at)
-        c = _set_samples_sessions(c, ((index, c.time, s.serial, int(turn), value), c.samples),  # workload.record_sample
-                                  c.sessions.set(s.serial, s))
-    else:
-        c = _store(c, s)
+        samples = ((index, c.time, s.serial, int(turn), value), samples)  # workload.record_sample
+    if last and not m.observer and not s.leases:
+        return end_session(m, c, s, samples=samples)
+    s = _set_pc_draws(s, op.next, env.draws)
+    c = _set_samples_sessions(c, samples, c.sessions.set(s.serial, s))
     if m.observer:
         _note(m, c, "session/observe", s, name=m.program.observes[index], value=value)
     return c
@@ -399,14 +406,18 @@ EXECUTE = {
 # -- the end ------------------------------------------------------------------------
 
 
-def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, env=None) -> Configuration:
+def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, env=None,
+                samples=None) -> Configuration:
     """session/end (also the rule of the session block's end): every hold is
     released (cached prefixes stay: the cache does not know the session
     left), every lease ends, the session leaves; under ``arrive closed`` a
     new session arrives at once in its place.
-    ``s`` is the session's latest record (``c`` may hold an older one)."""
+    ``s`` is the session's latest record (``c`` may hold an older one);
+    ``samples``, the samples with those of the observe just before, when the
+    two rules are one update (execute_observe)."""
     serial = s.serial
     if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
+        assert samples is None, "an observe and an end in one update, with holds or leases to release"
         c = _store(c, s)
         if s.job is not None or s.growth is not None or s.pending is not None:
             c = pools.detach(m, c, serial)
@@ -421,7 +432,7 @@ def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, 
     stats = c.statistics
     if c.time >= m.warmup:
         stats = _set_ended(stats, stats.ended + 1)
-    c = _set_left(c, c.sessions.delete(serial), stats, ended_attrs)
+    c = _set_left(c, c.sessions.delete(serial), stats, ended_attrs, c.samples if samples is None else samples)
     if m.observer:
         m.notify("session/end", c, {"session": serial})
     if m.closed:
