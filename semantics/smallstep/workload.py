@@ -180,7 +180,10 @@ def spawn(m: Machine, c: Configuration, explicit: int = -1, arrival=None, events
         attrs = tuple(attrs)
     s = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
                         False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1)))
-    w = _set_next_serial(w, serial + 1) if arrival is None else _set_next_serial_generated(w, serial + 1, *arrival)
+    if arrival is None:
+        w = _set_next_serial(w, serial + 1)
+    else:
+        w = _set_next_serial_generated(w, serial + 1, arrival[0], arrival[1])
     if events is None:
         c = _set_arrived(c, w, c.sessions.set(serial, s), ready_push(c.ready, serial))
     else:
