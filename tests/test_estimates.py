@@ -179,7 +179,12 @@ def test_a_gap_at_or_below_zero_reads_zero():
     assert est.gap == pytest.approx(-0.9) and read_lambda(est) == 0.0 and read_wait(est) == pytest.approx(0.005)
 
 
-@given(st.lists(st.tuples(st.floats(0, 100), st.floats(0, 10), st.floats(0, 10)), max_size=30),
+#: start times on a grid of a millisecond (gaps of 0 or at least 0.001): a
+#: gap a denormal wide makes λ̂ overflow (test_a_vanishing_gap_overflows_the_price)
+STARTS = st.integers(0, 100_000).map(lambda k: k / 1000)
+
+
+@given(st.lists(st.tuples(STARTS, st.floats(0, 10), st.floats(0, 10)), max_size=30),
        st.floats(0, 10), st.floats(0, 10))
 def test_price_is_finite_and_at_least_ds(jobs, hit, extra):
     """ρ̂ ≤ 0.99 keeps the price finite; every term is non-negative for
@@ -190,3 +195,12 @@ def test_price_is_finite_and_at_least_ds(jobs, hit, extra):
     assert 0.0 <= read_rho(est) <= RHO_CAP
     value = price(est, hit, extra)
     assert math.isfinite(value) and value >= extra
+
+
+def test_a_vanishing_gap_overflows_the_price():
+    """The limit of the finiteness above (docs/estimates.md): two starts a
+    denormal apart make λ̂ about 4.5e307, λ̂·Ŵ overflows to inf, and times a ds
+    of 0 the price is NaN, as the reference's arithmetic in its order gives."""
+    est = note_completion(note_completion(Estimator(), 0.0, 5.0, 0.0), 2.2250738585072014e-308, 0.0, 0.0)
+    assert read_lambda(est) == pytest.approx(4.49423283715579e307)
+    assert math.isnan(price(est, 0.0, 0.0))

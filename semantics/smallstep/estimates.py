@@ -34,7 +34,8 @@ end of the warmup):
   with s_m = s_hit + ds, the estimates of the stage s: the extra wait a miss
   that lengthens a hit's service s_hit by ds causes at an M/G/1 queue, plus
   its own extra service. s_hit is a number (the hit's service time), not a
-  stage. Since ρ̂ ≤ RHO_CAP the price is finite for finite arguments.
+  stage. Since ρ̂ ≤ RHO_CAP the price is finite for finite arguments, unless
+  a product overflows (a weighted gap below about 1e-300: docs/estimates.md).
 """
 
 from __future__ import annotations
