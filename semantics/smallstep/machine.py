@@ -72,6 +72,8 @@ class Machine:
         self.compiler = ExpressionCompiler(program, stage_rules.make_observables(self))
         compile_ = self.compiler.compile
         self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
+        #: each gauge's expression, compiled (measure.read_gauges)
+        self.gauge_reads = tuple(compile_(g.expr) for g in program.gauges)
         self.queue_keys = tuple(None if p.queue is None else tuple(compile_(k) for k in p.queue) for p in program.pools)
         self.spill = tuple(None if p.spill is None else (p.spill.to, p.spill.via, compile_(p.spill.work), compile_(p.spill.when))
                            for p in program.pools)

@@ -16,7 +16,7 @@ import math
 
 from .. import ir
 from ..results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord
-from .configuration import Configuration, iterate_cons, replace_at
+from .configuration import Configuration, Statistics, iterate_cons, replace_at, setter
 from .machine import Machine
 from .stages import busy_level, count_present
 from .values import Env
@@ -100,19 +100,26 @@ def make_event_taker(m: Machine):
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:
-    """The gauges' values at the end of the instant; a change point when a value changed."""
-    if not m.program.gauges:
+    """The gauges' values at the end of the instant; a change point when a
+    value changed (``c`` itself when none did: the common case, read at
+    every instant)."""
+    if not m.gauge_reads:
         return c
-    stats = c.statistics
-    gauges = stats.gauges
+    gauges = changed = c.statistics.gauges
     env = Env(c)
-    for k, gauge in enumerate(m.program.gauges):
-        value = m.compiler.compile(gauge.expr)(env)
-        last = gauges[k]
+    for k, read in enumerate(m.gauge_reads):
+        value = read(env)
+        last = changed[k]
         if last is not None and (last[0][1] == value or (last[0][1] != last[0][1] and value != value)):
             continue
-        gauges = replace_at(gauges, k, ((c.time, value), last))
-    return c._replace(statistics=stats._replace(gauges=gauges))
+        changed = replace_at(changed, k, ((c.time, value), last))
+    if changed is gauges:
+        return c
+    return _set_statistics(c, _set_gauges(c.statistics, changed))
+
+
+_set_statistics = setter(Configuration, "statistics")
+_set_gauges = setter(Statistics, "gauges")
 
 
 def _mean(total: float, count: int) -> float:
