@@ -119,6 +119,11 @@ stage think : delay;
 workload { arrive closed(4); }
 session { run think (~exp(2)); run s (~exp(0.5)); observe done = now; }
 run { horizon 40; seed 3; }""",
+    "end statement": """stage s : fifo(1);
+gauge n = queue(s);
+workload { arrive poisson(0.7); }
+session { set t0 = now; run s (~exp(1)); branch (now - t0 > 2) { observe slow = now - t0; end; } observe fast = now - t0; end; }
+run { horizon 40; warmup 2; seed 5; }""",
     "lease": """pool p { cap 20; block 2; }
 stage s : fifo;
 workload { arrive poisson(1); }

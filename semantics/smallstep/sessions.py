@@ -47,8 +47,9 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
             kind = type(stmt)
             if kind is ir.Set:
                 exprs = (compile_(stmt.expr),)
-            elif kind is ir.Observe:  # and whether the session's block ends right after it
-                exprs = (compile_(stmt.expr), b == m.program.session and i == len(block) - 1)
+            elif kind is ir.Observe:  # and whether the session ends right after it (its block's end, or `end;`)
+                exprs = (compile_(stmt.expr), (b == m.program.session and i == len(block) - 1)
+                         or (i + 1 < len(block) and type(block[i + 1]) is ir.End))
             elif kind is ir.Branch or kind is ir.While:
                 exprs = (compile_(stmt.guard),)
             elif kind is ir.Choose:
@@ -274,9 +275,10 @@ def execute_set(m, c, s, op, env) -> Session:
 
 def execute_observe(m, c, s, op, env):
     """session/observe: a sample, kept after the warm-up with the time, the
-    session and its turn. When the observe is the last statement of the
-    session's block, session/end follows at once, and unobserved the two are
-    one update (the step trace shows both rules as always)."""
+    session and its turn. When the session ends right after it (the observe
+    is the last statement of the session's block, or `end;` follows),
+    session/end follows at once, and unobserved the two are one update (the
+    step trace shows both rules as always)."""
     compiled, last = op.exprs
     value = compiled(env)
     index = op.stmt.index
