@@ -20,6 +20,7 @@ change points) are persistent cons lists ``(item, rest)``.
 from __future__ import annotations
 
 import bisect
+import operator
 from typing import NamedTuple
 
 import immutables
@@ -321,6 +322,21 @@ def remove_event(events: tuple, key: tuple[float, int]) -> tuple:
     i = bisect.bisect_left(events, key)
     assert i < len(events) and events[i][0] == key[0] and events[i][1] == key[1], "no such pending event"
     return events[:i] + events[i + 1 :]
+
+
+def own_entry_index(entries, serial: int) -> int:
+    """The index of ``serial``'s live entry among a pool's ``entries``, -1 for none.
+    (The owners are listed by a C-level map and searched by list.index: a
+    pool can hold an entry per session that ever released into it.)"""
+    try:
+        return list(map(_owner, entries)).index(serial)
+    except ValueError:
+        return -1
+
+
+_owner = operator.itemgetter(CacheEntry._fields.index("owner"))
+
+
 
 
 #: The ready queue: (front, back), two cons lists, the front oldest first

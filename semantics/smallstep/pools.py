@@ -33,21 +33,14 @@ from __future__ import annotations
 import math
 
 from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
-                            Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, remove_event,
-                            ready_from, ready_serials, replace_at)
+                            Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, own_entry_index,
+                            remove_event, ready_from, ready_serials, replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
                       session_env, with_draws)
 from .values import Env, resolve_index
 
 
 # -- reading pools ---------------------------------------------------------------
-
-
-def own_entry_index(entries, serial: int) -> int:
-    for k, e in enumerate(entries):
-        if e.owner == serial:
-            return k
-    return -1
 
 
 def _set_pool(c: Configuration, p: int, pool) -> Configuration:
@@ -121,11 +114,14 @@ def select_head(m: Machine, c: Configuration, p: int) -> Waiting:
     if keys is None or queue[0].preempted:
         return queue[0]
     best, best_key = None, None
+    sessions, now = c.sessions, c.time
+    env = Env(c)  # one environment, set to each waiting session in turn (a queue can be thousands long)
     for w in queue:
-        s = c.sessions[w.serial]
-        env = session_env(m, c, s)
-        env.waited = c.time - s.pending.joined
-        key = tuple(k(env) for k in keys) + (w.join,)
+        s = sessions[w.serial]
+        env.attrs, env.serial, env.stream, env.draws = s.attrs, s.serial, s.stream, s.draws
+        env.waited = now - s.pending.joined
+        key = [k(env) for k in keys]
+        key.append(w.join)
         if best is None or key < best_key:
             best, best_key = w, key
     return best
@@ -160,7 +156,8 @@ def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[fl
     pending = s.pending
     hold = m.holds[pending.stmt]
     pool = c.pools[p]
-    c = _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w is not waiting)))
+    k = pool.queue.index(waiting)
+    c = _set_pool(c, p, pool._replace(queue=pool.queue[:k] + pool.queue[k + 1:]))
     admission = c.sequence
     s = s._replace(holds=s.holds + (ActiveHold(admission, pending.stmt, ()),))
     c = c._replace(sequence=admission + 1, sessions=c.sessions.set(serial, s))

@@ -24,7 +24,7 @@ import bisect
 import math
 
 from .configuration import (AT_STAGE, Configuration, FlowState, Job, Session, StageState, StageStats, Statistics, build,
-                            insert_event, ready_push, remove_event, replace_at, setter)
+                            insert_event, own_entry_index, ready_push, remove_event, replace_at, setter)
 from .estimates import note_completion
 from .machine import Machine, ready_session
 from .values import Env
@@ -58,10 +58,9 @@ def make_observables(m: Machine) -> dict:
         return m.caps[p] - env.config.pools[p].allocated
 
     def cachedin(env: Env, p: int) -> float:
-        for entry in env.config.pools[p].entries:
-            if entry.owner == env.serial:
-                return entry.units
-        return 0.0
+        entries = env.config.pools[p].entries
+        k = own_entry_index(entries, env.serial)
+        return entries[k].units if k >= 0 else 0.0
 
     def holders(env: Env, p: int) -> float:
         return float(len(env.config.pools[p].holders))
