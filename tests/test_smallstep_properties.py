@@ -108,7 +108,7 @@ def events_seen(program, observed: bool) -> list:
 
 #: Programs whose sessions end right after an observe (the two rules are one
 #: update when unobserved), in open and closed workloads, with and without a
-#: lease still held at the end.
+#: hold or a lease still held at the end.
 OBSERVE_LAST = {
     "open": """stage s : fifo(2);
 workload { arrive poisson(1.5); }
@@ -124,6 +124,11 @@ gauge n = queue(s);
 workload { arrive poisson(0.7); }
 session { set t0 = now; run s (~exp(1)); branch (now - t0 > 2) { observe slow = now - t0; end; } observe fast = now - t0; end; }
 run { horizon 40; warmup 2; seed 5; }""",
+    "end inside a hold": """pool p { cap 10; }
+stage s : fifo;
+workload { arrive poisson(1); }
+session { hold p (2) { run s (~exp(0.5)); branch (now > 10) { observe late = now; end; } } observe early = now; }
+run { horizon 40; seed 1; }""",
     "lease": """pool p { cap 20; block 2; }
 stage s : fifo;
 workload { arrive poisson(1); }
