@@ -502,3 +502,15 @@ def test_a_turn_number_that_numbers_nothing_is_a_run_error(value: str, then: str
     error = run_error_of("stage gate : delay; workload { arrive batch(1); } "
                          f"session {{ set turn_no = {value}; {then} run gate (1); end; }} run {{ horizon 5; seed 1; }}")
     assert error.message.startswith("turn_no is") and error.stmt is not None
+
+
+def test_room_for_more_blocks_than_a_run_can_evict_is_a_run_error() -> None:
+    """Seed 000: "An entry is evicted from its tail, block by block." A cache
+    entry of 1e307 units in blocks of 1, evicted to admit a hold of 1e308,
+    is 1e307 evictions: the run looped for ever (the fuzzer's hang). Now a
+    RunError naming the pool and the hold that needs the room."""
+    error = run_error_of("pool host { cap 1e308; block 1; } stage gate : delay; workload { arrive batch(2); } "
+                         "session { branch (serial == 0) { hold host (1e307) { run gate (1); } cache (1e307) } "
+                         "else { run gate (2); hold host (1e308) { run gate (1); } } } run { horizon 10; seed 1; }")
+    assert "pool host: making room for 1e+308 units evicts 1e+307 blocks" in error.message
+    assert error.stmt is not None

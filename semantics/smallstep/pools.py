@@ -43,6 +43,10 @@ from .values import Env, resolve_index
 # -- reading pools ---------------------------------------------------------------
 
 
+#: The most cache blocks one admission, growth or landing may evict (make_room).
+MAX_EVICTIONS = 1_000_000
+
+
 def _set_pool(c: Configuration, p: int, pool) -> Configuration:
     return c._replace(pools=replace_at(c.pools, p, pool))
 
@@ -168,7 +172,7 @@ def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[fl
             c, consumed = consume_prefix(m, c, q, serial, reuse)
             cached = max(cached, consumed)
         need = m.round_up(q, u)
-        c = make_room(m, c, q, need)
+        c = make_room(m, c, q, need, pending.stmt)
         pool = c.pools[q]
         c = _set_pool(c, q, pool._replace(allocated=pool.allocated + need,
                                           holders=pool.holders + (Holding(admission, serial, admission, need, False),)))
@@ -214,9 +218,19 @@ def consume_prefix(m: Machine, c: Configuration, q: int, serial: int, reuse: flo
 # -- eviction and spill ----------------------------------------------------------------
 
 
-def make_room(m: Machine, c: Configuration, q: int, need: float) -> Configuration:
-    """Evict until allocated + cached + need <= cap."""
+def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
+    """Evict until allocated + cached + need <= cap. Backstop: entries go
+    block by block (seed 000: "An entry is evicted from its tail, block by
+    block"), so room for more than MAX_EVICTIONS blocks at once is a
+    RunError naming the pool (and ``stmt``, the statement that needs the
+    room), where it would run for ever (1e308 units in blocks of 1)."""
     cap = m.caps[q]
+    pool = c.pools[q]
+    block = m.block_sizes[q]
+    evicted = min(pool.allocated + pool.cached + need - cap, pool.cached)  # at least, in units
+    if block and evicted / block > MAX_EVICTIONS:
+        fail(f"pool {m.pool_name(q)}: making room for {need:g} units evicts {evicted / block:g} blocks of "
+             f"{block:g} one by one, more than the {MAX_EVICTIONS:,} a run can take at once", c, stmt)
     while True:
         pool = c.pools[q]
         if pool.allocated + pool.cached + need <= cap + EPSILON or not pool.entries:
@@ -428,8 +442,8 @@ def end_lease(m: Machine, c: Configuration, serial: int, lease_id: int, expired:
 # -- grow and preempt --------------------------------------------------------------------
 
 
-def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: float) -> Configuration:
-    c = make_room(m, c, p, need)
+def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: float, stmt=None) -> Configuration:
+    c = make_room(m, c, p, need, stmt)
     s = c.sessions[serial]
     h, k = innermost_hold(s, p)
     hold = s.holds[h]
@@ -456,7 +470,7 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
         return c, True
     while True:
         if c.pools[p].allocated + need <= m.caps[p] + EPSILON:
-            c = _allocate_more(m, c, serial, p, need)
+            c = _allocate_more(m, c, serial, p, need, stmt)
             if m.observer:
                 m.notify("pool/grow", c, {"session": serial, "pool": m.pool_name(p), "units": need})
             return c, True
