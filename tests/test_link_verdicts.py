@@ -236,3 +236,17 @@ def test_a_while_guard_is_checked_like_a_branch_guard():
     program = make_program([ir.Set(slot("x"), sample("Uniform", num(0), num(1))), ir.While(attr("x"), 3)], [[]])
     assert only_warning(program).startswith("blocks[2][1] (While): the guard of this while can be ")
     assert link(make_program([ir.While(attr("more"), 3)], [[ir.Turn()]])) == []
+
+
+def test_a_witness_is_written_as_a_number_the_source_could_write():
+    """A model's whole numbers print exactly up to 10^15; beyond, to 12
+    digits (a hold of ~h2(1e308, 2) gave a 309-digit witness)."""
+    import z3
+
+    from semantics.link.verdicts import format_model_value
+
+    assert format_model_value(z3.IntVal(42)) == "42"
+    assert format_model_value(z3.RealVal(-7)) == "-7"
+    assert format_model_value(z3.RealVal("1/4")) == "0.25"
+    assert format_model_value(z3.IntVal(10**308 + 1)) == "1e+308"
+    assert format_model_value(z3.RealVal(3 * 10**20)) == "3e+20"

@@ -223,14 +223,20 @@ class Verdict:
 
 
 def format_model_value(value: z3.ExprRef) -> str:
+    """A witness as a number the source could write: whole numbers exactly
+    up to 10^15, others (and a model's 300-digit integers) to 12 digits."""
     if z3.is_algebraic_value(value):
         value = value.approx(12)
     if z3.is_int_value(value):
-        return str(value.as_long())
+        return _format_whole(value.as_long())
     if z3.is_rational_value(value):
         fraction = value.as_fraction()
-        return str(fraction.numerator) if fraction.denominator == 1 else f"{float(fraction):.12g}"
+        return _format_whole(fraction.numerator) if fraction.denominator == 1 else f"{float(fraction):.12g}"
     return str(value)
+
+
+def _format_whole(n: int) -> str:
+    return str(n) if abs(n) < 10**15 else f"{float(n):.12g}"
 
 
 def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
