@@ -514,3 +514,15 @@ def test_room_for_more_blocks_than_a_run_can_evict_is_a_run_error() -> None:
                          "else { run gate (2); hold host (1e308) { run gate (1); } } } run { horizon 10; seed 1; }")
     assert "pool host: making room for 1e+308 units evicts 1e+307 blocks" in error.message
     assert error.stmt is not None
+
+
+@pytest.mark.parametrize("statement", ["hold mem (inf) { run gate (1); }", "hold mem (1) { grow mem (inf); }"])
+def test_an_infinite_allocation_is_a_run_error(statement: str) -> None:
+    """Seed 000: a pool's invariant is allocated + cached <= cap, a count of
+    units. On a pool of cap inf a hold (or grow) of inf units fits, and
+    releasing it made the count inf - inf = NaN, after which eviction looped
+    for ever (the fuzzer's hang). Now a RunError naming the statement."""
+    error = run_error_of("pool mem { cap inf; } stage gate : delay; workload { arrive batch(1); } "
+                         f"session {{ {statement} }} run {{ horizon 10; seed 1; }}")
+    assert "come to inf units: an allocation must be a finite number of units" in error.message
+    assert error.stmt is not None

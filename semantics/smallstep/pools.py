@@ -95,6 +95,14 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
     return c
 
 
+def fail_infinite(m: Machine, c: Configuration, p: int, what: str, stmt) -> None:
+    """An allocation of inf units (which only a pool of cap inf admits) is a
+    RunError naming the statement: a holder's units are counted, added and
+    taken back, and inf - inf is no count."""
+    fail(f"{what} on pool {m.pool_name(p)} come to inf units: an allocation must be a finite number of units "
+         f"(a pool counts what its holders take and give back)", c, stmt)
+
+
 def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, reserve: float) -> Configuration:
     """pool/reject: a hold that can never fit ends its session."""
     from .sessions import end_session
@@ -172,6 +180,8 @@ def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[fl
             c, consumed = consume_prefix(m, c, q, serial, reuse)
             cached = max(cached, consumed)
         need = m.round_up(q, u)
+        if need == math.inf:
+            fail_infinite(m, c, q, "the hold's units", pending.stmt)
         c = make_room(m, c, q, need, pending.stmt)
         pool = c.pools[q]
         c = _set_pool(c, q, pool._replace(allocated=pool.allocated + need,
@@ -468,6 +478,8 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
     need = m.round_up(p, current + amount) - current
     if need <= EPSILON:
         return c, True
+    if need == math.inf:
+        fail_infinite(m, c, p, "the grow's units", stmt)
     while True:
         if c.pools[p].allocated + need <= m.caps[p] + EPSILON:
             c = _allocate_more(m, c, serial, p, need, stmt)
