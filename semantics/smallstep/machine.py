@@ -14,7 +14,8 @@ import math
 
 from .. import ir
 from ..errors import RunError
-from .configuration import PLAIN, READY, Configuration, Frame, PoolStats, Session, ready_push, replace_at, setter
+from .configuration import (PLAIN, READY, Configuration, Frame, PoolStats, Session, Statistics, build, ready_push,
+                            replace_at, setter)
 from .rng import derive_stream
 from .values import ESTIMATE_READERS, Env, ExpressionCompiler
 
@@ -221,11 +222,17 @@ def is_warm(m: Machine, c: Configuration) -> bool:
 
 
 def count_pool(c: Configuration, p: int, **increments) -> Configuration:
-    """Add ``increments`` to pool ``p``'s statistics."""
+    """Add ``increments`` to pool ``p``'s statistics (by field name)."""
     stats = c.statistics
-    old = stats.pools[p]
-    new = old._replace(**{k: getattr(old, k) + v for k, v in increments.items()})
-    return c._replace(statistics=stats._replace(pools=replace_at(stats.pools, p, new)))
+    counts = list(stats.pools[p])
+    for name, amount in increments.items():
+        counts[_POOL_STATS_INDEX[name]] += amount
+    return _set_statistics(c, _set_pool_stats(stats, replace_at(stats.pools, p, build(PoolStats, counts))))
+
+
+_POOL_STATS_INDEX = {name: i for i, name in enumerate(PoolStats._fields)}
+_set_statistics = setter(Configuration, "statistics")
+_set_pool_stats = setter(Statistics, "pools")
 
 
 def explain_pool(c: Configuration, p: int, line: str, limit: int = 5) -> Configuration:

@@ -248,10 +248,15 @@ def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> C
         c = evict_one(m, c, q)
 
 
-def _entry_env(m: Machine, c: Configuration, entry: CacheEntry, size: float) -> Env:
+def _entry_env(m: Machine, c: Configuration, entry: CacheEntry, size: float, env: Env | None = None) -> Env:
+    """The environment eviction keys and spill clauses read for ``entry``
+    (a piece of ``size``): ``env`` set to it, or a new one."""
     live = c.sessions.get(entry.source)
     attrs = live.attrs if live is not None else c.ended_attrs.get(entry.source)
-    env = Env(c, attrs, entry.source, m.stream_machine, c.workload.machine_draws)
+    if env is None:
+        env = Env(c, attrs, entry.source, m.stream_machine, c.workload.machine_draws)
+    else:
+        env.attrs, env.serial = attrs, entry.source
     env.size = size
     env.age = c.time - entry.released
     env.last = entry.released
@@ -269,8 +274,9 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
     else:
         best = None
         draws = c.workload.machine_draws
+        env = Env(c, None, -1, m.stream_machine, draws)  # set to each entry in turn
         for i, entry in enumerate(pool.entries):
-            env = _entry_env(m, c, entry, entry.units)
+            _entry_env(m, c, entry, entry.units, env)
             env.draws = draws
             key = tuple(f(env) for f in keys) + (entry.order,)
             draws = env.draws
