@@ -18,6 +18,7 @@ import pytest
 
 from irbuild import Builder, binary, build_lifo_grower_program, explicit, now
 from oracle.peer import report_of
+from semantics.compiler import compile_source
 from semantics import ir
 from semantics.smallstep.driver import run
 
@@ -129,3 +130,28 @@ def test_flows_under_both_shares(share):
                        [b.branch(binary("Lt", who, 4), [b.run(lb, 1.5, lc)], [b.run(lc, 1)])]),
               b.observe("done", now()))
     assert_same(b.build(arrival=explicit(*[{9: float(k)} for k in range(6)]), horizon=20, share=share))
+
+
+
+def test_a_completion_that_keeps_its_time_keeps_its_place():
+    """Seed 002 §3, Ties: "events at one instant: the order they were
+    scheduled". Session 0's run on the delay stage d ends at 1.0; sessions 2
+    and 3 finish svc at 1.0 too, scheduled later. Session 1 joining d does
+    not move session 0's completion, so it stays first: session 0 grows before
+    sessions 2 and 3 take the rest of the pool, and every session ends (with
+    the completion rescheduled behind theirs, all four waited to grow for ever)."""
+    program, _ = compile_source("""
+pool p0 { cap 16; }
+stage d : delay;
+stage svc : fifo(2);
+workload { arrive batch(4); }
+session {
+  run svc (0.5);
+  hold p0 (4) { run d (0.5 + serial * 0.25); grow p0 (2); run d (1); }
+  hold p0 (2) { run d (0.5 + serial * 0.25); }
+  observe t = now;
+}
+run { horizon 60; seed 1; }
+""", "<ties>")
+    assert run(program).ended == 4
+    assert_same(program)

@@ -129,3 +129,24 @@ def test_stage_observables():
     result = run(b.build(arrival=explicit({9: 0.0}, {9: 1.0}), horizon=10))
     values = {o.name: [s[3] for s in o.samples] for o in result.observes}
     assert values == {"queue": [1.0], "busy": [1.0], "work": [3.0]}
+
+
+def test_a_job_joining_a_delay_stage_leaves_the_pending_completion_in_its_place():
+    """Seed 002 §3, Ties: "Events at one instant: the order they were
+    scheduled." Session 0's run on the delay stage d (scheduled first) and
+    session 1's on the fifo f both end at 1; session 2 joining d at 0 changes
+    neither its rate nor its first job, so d's completion is not scheduled
+    again and comes first."""
+    from semantics.compiler import compile_source
+
+    program, _ = compile_source("""
+stage d : delay;
+stage f : fifo;
+workload { arrive batch(3); }
+session {
+  branch (serial == 1) { run f (1); } else { branch (serial == 0) { run d (1); } else { run d (5); } }
+  observe done = serial;
+}
+run { horizon 10; seed 1; }""", "<ties>")
+    completions = [(r["time"], r["session"]) for r in trace(program) if r["rule"].endswith("-complete")]
+    assert completions == [(1.0, 0), (1.0, 1), (5.0, 2)]

@@ -171,6 +171,7 @@ class StageState(NamedTuple):
     updated: float
     rate: float  # ps: each job's rate since ``updated``
     due: tuple[float, int] | None  # ps: the next completion event
+    due_job: int  # ps: the job that event completes (-1: none)
 
 
 class FlowState(NamedTuple):
@@ -178,7 +179,8 @@ class FlowState(NamedTuple):
 
     flows: tuple[Job, ...]  # start order
     updated: float
-    due: tuple[float, int] | None
+    due: tuple[float, int] | None  # the next completion event
+    due_job: int  # the flow that event completes (-1: none)
 
 
 class PoolStats(NamedTuple):
@@ -301,7 +303,7 @@ for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Ses
 #: function; the hot rules build their records this way, 0.1 µs each).
 build = tuple.__new__
 
-EMPTY_STAGE = StageState((), 0, 0.0, 0.0, 0.0, None)
+EMPTY_STAGE = StageState((), 0, 0.0, 0.0, 0.0, None, -1)
 EMPTY_POOL_STATS = PoolStats(0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
 EMPTY_STAGE_STATS = StageStats(0, 0.0, 0.0)
 

@@ -46,7 +46,7 @@ def initial_configuration(m: Machine) -> Configuration:
         gauges=(None,) * len(program.gauges))
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=EMPTY_READY, pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
-        stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None), events=(), sequence=0,
+        stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None, -1), events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,
         areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), samples=None,
         estimates=(Estimator(),) * len(program.stages), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())

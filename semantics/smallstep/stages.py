@@ -220,24 +220,31 @@ def _advance_virtual(c: Configuration, st: StageState) -> StageState:
 
 
 def reschedule_ps(m: Machine, c: Configuration, s: int) -> Configuration:
-    """The ps stage's rate for the jobs present now, and its next completion."""
+    """The ps stage's rate for the jobs present now, and its next completion.
+    A pending completion whose job and rate are unchanged keeps its event:
+    its time has not changed, so it was not scheduled again, and "events at
+    one instant" keep "the order they were scheduled" (seed 002 §3, Ties; a
+    job joining a delay stage leaves the others' completions where they were)."""
     st = c.stages[s]
-    events = c.events
-    if st.due is not None:
-        events = remove_event(events, st.due)
     n = len(st.jobs)
-    rate, due, seq = 0.0, None, c.sequence
+    rate = 0.0
     if n:
         env = Env(c)
         env.present = float(n)
         rate = m.capacities[s](env) / n
-        if rate > 0 and math.isfinite(rate):
-            due = (c.time + max(0.0, (st.jobs[0].work - st.virtual) / rate), seq)
-            seq += 1
-            events = insert_event(events, due, "ps", s)
-        elif not rate >= 0:
-            rate = 0.0
-    st = st._replace(rate=rate, due=due)
+        if st.due is not None and rate == st.rate and st.jobs[0].job_id == st.due_job:
+            return c
+    events = c.events
+    if st.due is not None:
+        events = remove_event(events, st.due)
+    due, seq = None, c.sequence
+    if rate > 0 and math.isfinite(rate):
+        due = (c.time + max(0.0, (st.jobs[0].work - st.virtual) / rate), seq)
+        seq += 1
+        events = insert_event(events, due, "ps", s)
+    elif not rate >= 0:
+        rate = 0.0
+    st = st._replace(rate=rate, due=due, due_job=st.jobs[0].job_id if due is not None else -1)
     return c._replace(stages=replace_at(c.stages, s, st), events=events, sequence=seq)
 
 
@@ -297,20 +304,29 @@ def compute_rates(m: Machine, flows: tuple[Job, ...]) -> list[float]:
 
 
 def reschedule_flows(m: Machine, c: Configuration) -> Configuration:
+    """Every flow's rate under the share, and the next completion: the flow
+    with the least time left, then start order. As for ps, a pending
+    completion whose flow and rate are unchanged keeps its event."""
     fl = c.flows
+    rates = compute_rates(m, fl.flows)
+    flows = tuple(f._replace(rate=r) for f, r in zip(fl.flows, rates))
+    first = min(((f.work / f.rate if f.rate > 0 else math.inf, f.job_id, f.rate) for f in flows), default=None)
+    if fl.due is not None and first is not None and first[1] == fl.due_job and first[2] == _rate_of(fl, fl.due_job):
+        return c._replace(flows=FlowState(flows, c.time, fl.due, fl.due_job))
     events = c.events
     if fl.due is not None:
         events = remove_event(events, fl.due)
-    rates = compute_rates(m, fl.flows)
-    flows = tuple(f._replace(rate=r) for f, r in zip(fl.flows, rates))
-    due, seq = None, c.sequence
-    if flows:
-        first = min((f.work / f.rate if f.rate > 0 else math.inf, f.job_id) for f in flows)
-        if math.isfinite(first[0]):
-            due = (c.time + first[0], seq)
-            seq += 1
-            events = insert_event(events, due, "flow")
-    return c._replace(flows=FlowState(flows, c.time, due), events=events, sequence=seq)
+    due, job, seq = None, -1, c.sequence
+    if first is not None and math.isfinite(first[0]):
+        due, job = (c.time + first[0], seq), first[1]
+        seq += 1
+        events = insert_event(events, due, "flow")
+    return c._replace(flows=FlowState(flows, c.time, due, job), events=events, sequence=seq)
+
+
+def _rate_of(fl: FlowState, job_id: int) -> float | None:
+    """The rate flow ``job_id`` had in ``fl`` (None if it is gone)."""
+    return next((f.rate for f in fl.flows if f.job_id == job_id), None)
 
 
 # -- completions ---------------------------------------------------------------
