@@ -339,8 +339,6 @@ def own_entry_index(entries, serial: int) -> int:
 _owner = operator.itemgetter(CacheEntry._fields.index("owner"))
 
 
-
-
 #: The ready queue: (front, back), two cons lists, the front oldest first
 #: and the back newest first (a functional queue: joining and leaving it are
 #: O(1) amortised, where a tuple made a thousand sessions ready at one

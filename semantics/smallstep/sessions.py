@@ -287,7 +287,7 @@ def execute_observe(m, c, s, op, env):
         turn = s.attrs[m.slot_turn]
         if not -math.inf < turn < math.inf:
             check_turn_number(c, s, m, op.at)
-        samples = ((index, c.time, s.serial, int(turn), value), samples)  # workload.record_sample
+        samples = workload.record_sample(c, s.serial, int(turn), index, value)
     if last and not m.observer and not s.holds and not s.leases:  # (running, it has no job, growth or pending hold)
         return end_session(m, c, s, samples=samples)
     s = _set_pc_draws(s, op.next, env.draws)
