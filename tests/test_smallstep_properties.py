@@ -21,8 +21,7 @@ from irbuild import Builder, binary, sample
 from semantics import ir
 from semantics.compiler import compile_source
 from semantics.errors import RunError
-from semantics.smallstep.driver import configurations, machine_for, run, walk
-from semantics.smallstep.machine import Machine
+from semantics.smallstep.driver import build_machine, configurations, machine_for, run, walk
 from semantics.smallstep.invariants import check_invariants
 from semantics.smallstep.measure import take_first_event
 from semantics.smallstep.settle import settle
@@ -99,7 +98,7 @@ def test_settle_is_idempotent(program):
 
 def events_seen(program, observed: bool) -> list:
     """The configuration after each event and its settle, with or without a step-trace observer attached."""
-    m = Machine(program, observer=(lambda rule, c, fields: None) if observed else None)
+    m = build_machine(program, observer=(lambda rule, c, fields: None) if observed else None)
     try:
         return list(walk(m))
     except RunError as e:

@@ -148,41 +148,6 @@ class PoolState(NamedTuple):
     growers: tuple[int, ...]  # serials in the order they stalled
 
 
-class Job(NamedTuple):
-    """A job at a stage. ``work``: the service time (fifo), the virtual
-    finish tag (ps), the remaining work at the flow state's last update
-    (flows). ``owner`` is a session serial, or None for a spill write."""
-
-    job_id: int  # its sequence number: start order
-    owner: int | None
-    work: float
-    arrived: float
-    started: float  # NaN while waiting at a fifo stage
-    due: tuple[float, int] | None  # a fifo job's completion event
-    spill: tuple[int, int, float] | None  # (tier pool, source serial, units) of a spill write
-    stages: tuple[int, ...]  # the stages a flow holds (a single stage otherwise)
-    rate: float  # a flow's current rate
-
-
-class StageState(NamedTuple):
-    jobs: tuple[Job, ...]  # fifo: arrival order; ps: (finish tag, start order)
-    busy: int  # fifo: the jobs in service, always the first ``busy`` of ``jobs`` (jobs start in arrival order)
-    virtual: float  # ps virtual time at ``updated``
-    updated: float
-    rate: float  # ps: each job's rate since ``updated``
-    due: tuple[float, int] | None  # ps: the next completion event
-    due_job: int  # ps: the job that event completes (-1: none)
-
-
-class FlowState(NamedTuple):
-    """The jobs of every stage shared as flows (seed 002 §3 Stages)."""
-
-    flows: tuple[Job, ...]  # start order
-    updated: float
-    due: tuple[float, int] | None  # the next completion event
-    due_job: int  # the flow that event completes (-1: none)
-
-
 class PoolStats(NamedTuple):
     wait_sum: float
     wait_count: int
@@ -224,8 +189,8 @@ class Configuration(NamedTuple):
     sessions: immutables.Map  # serial -> Session (live sessions only)
     ready: tuple  # serials in the order they became ready: a queue (ready_push, ready_pop; EMPTY_READY)
     pools: tuple[PoolState, ...]
-    stages: tuple[StageState, ...]
-    flows: FlowState
+    stages: tuple  # per stage, its kind's state record (stages/: fifo.FifoState, ps.PsState; None for a stage of flows)
+    flows: tuple  # the flows of every stage shared by flows (stages/flows.FlowState)
     #: pending events (time, sequence number, kind, a, b), sorted by (time, sequence number); kinds:
     #: "arrive", "job" (a, b = stage, job), "ps" (a = stage), "flow", "lease" (a, b = serial, lease)
     events: tuple[tuple[float, int, str, int, int], ...]
@@ -256,7 +221,7 @@ class _Unchanged:
 _UNCHANGED = _Unchanged()
 
 
-def _install_fast_replace(record_type) -> None:
+def install_fast_replace(record_type) -> None:
     """Give a NamedTuple a ``_replace`` that builds the new record with one
     ``tuple.__new__`` call (collections' generic ``_replace`` goes through
     ``_make`` and a ``map``, about three times the cost; LITERAL-SPEED.md).
@@ -294,8 +259,8 @@ def setter(record_type, *names: str):
 
 
 for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Session, CacheEntry, Holding, Waiting,
-                     PoolState, Job, StageState, FlowState, PoolStats, StageStats, Statistics, Workload, Configuration):
-    _install_fast_replace(_record_type)
+                     PoolState, PoolStats, StageStats, Statistics, Workload, Configuration):
+    install_fast_replace(_record_type)
 
 
 #: ``build(Record, (field, ...))`` is ``Record(field, ...)`` without the
@@ -303,7 +268,6 @@ for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Ses
 #: function; the hot rules build their records this way, 0.1 µs each).
 build = tuple.__new__
 
-EMPTY_STAGE = StageState((), 0, 0.0, 0.0, 0.0, None, -1)
 EMPTY_POOL_STATS = PoolStats(0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
 EMPTY_STAGE_STATS = StageStats(0, 0.0, 0.0)
 

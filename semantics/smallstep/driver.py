@@ -23,19 +23,37 @@ import immutables
 from .. import ir
 from ..errors import RunError
 from ..results import RunResult
+from . import fast, stages
+from .configuration import (EMPTY_POOL_STATS, EMPTY_READY, EMPTY_STAGE_STATS, Configuration, PoolState, Statistics,
+                            Workload)
 from .estimates import Estimator
-from .configuration import (EMPTY_READY, EMPTY_POOL_STATS, PoolState, EMPTY_STAGE, EMPTY_STAGE_STATS, Configuration, FlowState,
-                            Statistics, Workload)
 from .machine import Machine
-from .measure import advance_time, build_result, read_gauges
+from .measure import advance_time, build_result, read_gauges, take_first_event
 from .pools import expire_lease
+from .sessions import compile_ops
 from .settle import settle
-from .stages import complete_fifo, complete_flow, complete_ps
 from .steptrace import describe_rule
-from .workload import arrive, load_trace, start_workload
+from .workload import arrival_event, load_trace, start_workload
 
 #: How many events pass between two calls of the progress callback.
 PROGRESS_EVERY = 4096
+
+
+def build_machine(program: ir.Program, observer=None, trace_sessions=()) -> Machine:
+    """The machine of ``program``, with the parts made of rules installed: the
+    compiled statements, each event kind's rule and time/advance. Without an
+    observer the fast forms stand in for their definitions (fast.py)."""
+    if observer is None:
+        m = Machine(program, fast.stage_kinds(), trace_sessions=trace_sessions)
+        m.ops = compile_ops(m, fast.statement_rules())
+        m.take_first_event = fast.EVENT_TAKER(m)
+    else:
+        m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
+        m.ops = compile_ops(m)
+        m.take_first_event = lambda c: take_first_event(m, c)
+    m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds if kind.name != "step"}
+    m.event_rules.update({"arrive": arrival_event, "lease": expire_lease})
+    return m
 
 
 def initial_configuration(m: Machine) -> Configuration:
@@ -45,8 +63,10 @@ def initial_configuration(m: Machine) -> Configuration:
         ended=0, turns=0,
         gauges=(None,) * len(program.gauges))
     return Configuration(
-        time=0.0, sessions=immutables.Map(), ready=EMPTY_READY, pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
-        stages=(EMPTY_STAGE,) * len(program.stages), flows=FlowState((), 0.0, None, -1), events=(), sequence=0,
+        time=0.0, sessions=immutables.Map(), ready=EMPTY_READY,
+        pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
+        stages=tuple(kind.initial_state(m, s) for s, kind in enumerate(m.stage_kinds)),
+        flows=stages.flows.EMPTY, events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,
         areas=(0.0,) * (4 * len(program.pools) + 2 * len(program.stages) + 1), samples=None,
         estimates=(Estimator(),) * len(program.stages), taken=0, dirty=frozenset(), ended_attrs=immutables.Map())
@@ -54,25 +74,9 @@ def initial_configuration(m: Machine) -> Configuration:
 
 def take_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time (the levels integrated),
-    the event taken off and counted (measure.take_first_event); then its rule applies."""
+    the event taken off and counted; then its rule applies."""
     _, _, kind, a, b = c.events[0]
-    c = m.take_first_event(c)
-    if kind == "job":
-        return complete_fifo(m, c, a, b)
-    if kind == "arrive":
-        return arrive(m, c)
-    if kind == "ps":
-        return complete_ps(m, c._replace(stages=_clear_due(c, a)), a)
-    if kind == "flow":
-        return complete_flow(m, c._replace(flows=c.flows._replace(due=None)))
-    if kind == "lease":
-        return expire_lease(m, c, a, b)
-    raise AssertionError(f"unknown event {kind}")
-
-
-def _clear_due(c: Configuration, s: int):
-    st = c.stages[s]
-    return c.stages[:s] + (st._replace(due=None),) + c.stages[s + 1:]
+    return m.event_rules[kind](m, m.take_first_event(c), a, b)
 
 
 def walk(m: Machine, progress: Callable[[float], None] | None = None, every: bool = True) -> Iterator[Configuration]:
@@ -129,7 +133,7 @@ def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> R
     run 3 %, and, before the run froze the older objects, up to a tenth when
     they walked the whole process; docs/semantics.md, Speed). Nothing of the
     run's values depends on it."""
-    m = Machine(program, trace_sessions=load_trace(program, base_dir))
+    m = build_machine(program, trace_sessions=load_trace(program, base_dir))
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -155,7 +159,7 @@ def trace(program: ir.Program, *, base_dir: str | None = None, steps: int | None
         if c.time >= from_time:
             buffer.append(describe_rule(rule, c.time, fields))
 
-    m = Machine(program, observer=observe, trace_sessions=load_trace(program, base_dir))
+    m = build_machine(program, observer=observe, trace_sessions=load_trace(program, base_dir))
     yielded = 0
     for _ in walk(m):
         for record in buffer:
@@ -175,7 +179,7 @@ def configurations(program: ir.Program, *, base_dir: str | None = None) -> Itera
     def observe(rule: str, c: Configuration, fields: dict) -> None:
         buffer.append((rule, c))
 
-    m = Machine(program, observer=observe, trace_sessions=load_trace(program, base_dir))
+    m = build_machine(program, observer=observe, trace_sessions=load_trace(program, base_dir))
     last = None
     for last in walk(m):
         yield from buffer
@@ -185,4 +189,4 @@ def configurations(program: ir.Program, *, base_dir: str | None = None) -> Itera
 
 def machine_for(program: ir.Program, *, base_dir: str | None = None) -> Machine:
     """The machine of ``program`` (for tests that apply rules by hand, e.g. settle twice)."""
-    return Machine(program, trace_sessions=load_trace(program, base_dir))
+    return build_machine(program, trace_sessions=load_trace(program, base_dir))

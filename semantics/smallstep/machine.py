@@ -1,21 +1,26 @@
 """The machine: what a run knows of its program that never changes (block
 sizes, capacities, compiled expressions, which pools a release can unblock,
-the streams' keys), the optional step-trace observer, and the small helpers
-every family of rules shares (a session's evaluation environment, making a
-session ready, counting a statistic).
+the streams' keys, each stage's kind), the optional step-trace observer, and
+the small helpers every family of rules shares (a session's evaluation
+environment, making a session ready, counting a statistic).
 
-Nothing here is state: the state of a run is the Configuration.
+Nothing here is state: the state of a run is the Configuration. The machine
+is built by the driver (driver.build_machine), which also installs the parts
+made of rules: the compiled statements, the event rules and time/advance.
+This module imports no rule module: the rules are above it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Mapping
 
 from .. import ir
 from ..errors import RunError
 from .configuration import (PLAIN, READY, Configuration, Frame, PoolStats, Session, Statistics, build, ready_push,
                             replace_at, setter)
+from .observables import make_observables
 from .rng import derive_stream
 from .values import ESTIMATE_READERS, Env, ExpressionCompiler
 
@@ -54,10 +59,10 @@ class CompiledHold:
 class Machine:
     """The fixed part of a run of ``program``."""
 
-    def __init__(self, program: ir.Program, observer=None, trace_sessions=()):
-        from . import stages as stage_rules  # the observables read stage state
-        from .sessions import compile_ops  # the statements' rules
-
+    def __init__(self, program: ir.Program, kinds: Mapping, observer=None, trace_sessions=()):
+        """``kinds``: each stage kind's rules by name (stages.KINDS: "fifo",
+        "ps", "flows"), given by the driver, which knows the rule modules;
+        ``observer``: the step trace's, or None."""
         self.program = program
         self.observer = observer
         self.trace_sessions = trace_sessions
@@ -70,8 +75,17 @@ class Machine:
         self.poisson_gap = 1.0 / program.arrival.rate if isinstance(program.arrival, ir.Poisson) else None
         self.caps = tuple(p.cap for p in program.pools)
         self.block_sizes = tuple(p.block for p in program.pools)
-        self.compiler = ExpressionCompiler(program, stage_rules.make_observables(self))
+        self.servers = tuple(s.kind.servers if isinstance(s.kind, ir.Fifo) else 0 for s in program.stages)
+        self.holds: dict[tuple[int, int], CompiledHold] = {}
+        self._scan_stages()
+        #: per stage, the name of its kind ("fifo", "ps", "flows": a ps stage some run holds with another, "step")
+        self.kind_names = tuple(_kind_name(s, stage, self.flow_stages) for s, stage in enumerate(program.stages))
+        #: per stage, its kind's rules and readers (stages.StageKind)
+        self.stage_kinds = tuple(kinds.get(name) for name in self.kind_names)
+        self.compiler = ExpressionCompiler(program, make_observables(self))
         compile_ = self.compiler.compile
+        self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
+        self._check_flow_capacities()
         self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
         #: each gauge's expression, compiled (measure.read_gauges)
         self.gauge_reads = tuple(compile_(g.expr) for g in program.gauges)
@@ -81,44 +95,61 @@ class Machine:
         self.lifo = tuple(p.preempt is not None for p in program.pools)
         self.engine_memory = tuple(any(isinstance(s.kind, ir.Step) and s.kind.memory == i for s in program.stages)
                                    for i in range(len(program.pools)))
-        self.kinds = tuple("fifo" if isinstance(s.kind, ir.Fifo) else "ps" if isinstance(s.kind, ir.Ps) else "step"
-                           for s in program.stages)
-        self.servers = tuple(s.kind.servers if isinstance(s.kind, ir.Fifo) else 0 for s in program.stages)
-        self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
         self.stream_arrivals = derive_stream(self.seed, ("arrivals",))
         self.stream_workload = derive_stream(self.seed, ("workload",))
         self.stream_machine = derive_stream(self.seed, ("machine",))
         self.stream_sessions = derive_stream(self.seed, ("session",))
-        self.holds: dict[tuple[int, int], CompiledHold] = {}
-        self.statements: dict[tuple[int, int], tuple] = {}
-        self._scan_program()
+        self._scan_holds()
         self.closed = isinstance(program.arrival, ir.Closed)
         #: whether any expression reads the online estimates (price, est_*): only then do completions feed them
         self.reads_estimates = _reads_estimates(program)
         #: a new session's attributes before init, and its continuation: the session block
         self.blank_attrs = (0.0,) * len(program.attrs)
         self.session_frames = (Frame(program.session, PLAIN, None, 0),)
-        from .measure import make_event_taker  # the time averages' areas (measure.py)
-
-        #: c -> c at its first pending event's time, the event taken off (measure.take_first_event, written out)
-        self.take_first_event = make_event_taker(self)
-        #: the evaluation environment run_session reuses (scratch: every rule sets what it reads)
-        self.session_scratch = Env(None)
+        #: installed by the driver (driver.build_machine), once, before the run:
         #: per block, its statements with their rules and compiled expressions (sessions.Op)
-        self.ops = compile_ops(self)
+        self.ops: tuple = ()
+        #: c -> c at its first pending event's time, the event taken off (time/advance)
+        self.take_first_event = None
+        #: each event kind -> its rule (m, c, a, b) -> c
+        self.event_rules: dict = {}
 
     # -- the static facts ---------------------------------------------------
 
-    def _scan_program(self) -> None:
-        program = self.program
+    def _scan_stages(self) -> None:
+        """The stages some run holds with another (flows)."""
         flow_stages: set[int] = set()
+        for block in self.program.blocks:
+            for stmt in block:
+                if isinstance(stmt, ir.Run) and stmt.also:
+                    for ref in (stmt.stage,) + tuple(stmt.also):
+                        flow_stages.update(range(ref.base, ref.base + ref.count))
+        self.flow_stages = frozenset(flow_stages)
+
+    def _check_flow_capacities(self) -> None:
+        """A stage shared by flows is ps(φ) with a constant φ above 0 (seed 002 §3, Stages)."""
+        self.flow_capacity = {}
+        for s in sorted(self.flow_stages):
+            kind = self.program.stages[s].kind
+            if not isinstance(kind, ir.Ps):
+                raise RunError(f"stage {self.stage_name(s)} is held by a run over several stages, so it must be ps(φ) with a constant φ")
+            env = Env(None)
+            env.present = 1.0
+            try:
+                phi = self.capacities[s](env)
+            except (AttributeError, RunError):
+                phi = math.nan
+            if not (phi > 0 and math.isfinite(phi)):
+                raise RunError(f"stage {self.stage_name(s)} is held by a run over several stages: its capacity must be a constant above 0")
+            self.flow_capacity[s] = phi
+
+    def _scan_holds(self) -> None:
+        """The holds, compiled; which pools a change of a pool can unblock; which queues are volatile."""
+        program = self.program
         waits_at: dict[int, set[int]] = {}  # pool -> pools whose queue may hold a hold needing it
         volatile: set[int] = set()
         for b, block in enumerate(program.blocks):
             for i, stmt in enumerate(block):
-                if isinstance(stmt, ir.Run) and stmt.also:
-                    for ref in (stmt.stage,) + tuple(stmt.also):
-                        flow_stages.update(range(ref.base, ref.base + ref.count))
                 if isinstance(stmt, ir.Hold):
                     self.holds[(b, i)] = CompiledHold(self.compiler, stmt)
                     first = stmt.pools[0].ref
@@ -133,25 +164,10 @@ class Machine:
         for p, pool in enumerate(program.pools):
             if pool.queue is not None:
                 volatile.add(p)
-        self.flow_stages = frozenset(flow_stages)
         self.dependents = tuple(tuple(sorted({q} | waits_at.get(q, set()))) for q in range(len(program.pools)))
         self.volatile = frozenset(volatile)
         #: per pool: whether a stage serves it (``admit via``), so that settle does not retry its admissions
         self.admitted_via_stage = tuple(p.admit_via is not None for p in program.pools)
-        self.flow_capacity = {}
-        for s in sorted(flow_stages):
-            kind = program.stages[s].kind
-            if not isinstance(kind, ir.Ps):
-                raise RunError(f"stage {self.stage_name(s)} is held by a run over several stages, so it must be ps(φ) with a constant φ")
-            env = Env(None)
-            env.present = 1.0
-            try:
-                phi = self.capacities[s](env)
-            except (AttributeError, RunError):
-                phi = math.nan
-            if not (phi > 0 and math.isfinite(phi)):
-                raise RunError(f"stage {self.stage_name(s)} is held by a run over several stages: its capacity must be a constant above 0")
-            self.flow_capacity[s] = phi
         self.keeps_ended_attrs = any(p.evict is not None or p.spill is not None for p in program.pools)
 
     # -- names for messages -------------------------------------------------
@@ -294,3 +310,14 @@ def _reads_changing_state(e, own_pools: set[int]) -> bool:
     if isinstance(e, ir.Cond):
         return any(_reads_changing_state(x, own_pools) for x in (e.test, e.then, e.otherwise))
     return True
+
+
+def _kind_name(s: int, stage: ir.Stage, flow_stages: frozenset) -> str:
+    """The kind of stage ``s``: "fifo", "ps" (delay is ps), "flows" (a ps stage some run holds with another) or "step"."""
+    if s in flow_stages:
+        return "flows"
+    if isinstance(stage.kind, ir.Fifo):
+        return "fifo"
+    if isinstance(stage.kind, ir.Ps):
+        return "ps"
+    return "step"

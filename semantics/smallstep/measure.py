@@ -18,19 +18,8 @@ from .. import ir
 from ..results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord
 from .configuration import Configuration, Statistics, iterate_cons, replace_at, setter
 from .machine import Machine
-from .stages import busy_level, count_present
+from .observables import levels
 from .values import Env
-
-
-def levels(m: Machine, c: Configuration) -> list[float]:
-    """Every level a time average is taken of, in the order of Configuration.areas."""
-    out = []
-    for pool in c.pools:
-        out += (pool.allocated, pool.cached, len(pool.queue), len(pool.holders))
-    for s in range(len(c.stages)):
-        out += (count_present(m, c, s), busy_level(m, c, s))
-    out.append(len(c.sessions))
-    return out
 
 
 def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
@@ -51,9 +40,14 @@ def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
 def take_first_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time, that event taken off
     the pending events and counted (its rule applies next: driver.take_event).
-    The definition; a run uses ``m.take_first_event``, the same written out
-    for its program (``make_event_taker``)."""
-    return advance_time(m, c, c.events[0][0])._replace(events=c.events[1:], taken=c.taken + 1)
+    The definition; an unobserved run uses ``make_event_taker``'s, the same
+    written out for its program (fast.py)."""
+    t = c.events[0][0]
+    if t > c.time:
+        c = advance_time(m, c, t)
+        if m.observer:
+            m.notify("time/advance", c, {"to": t})
+    return c._replace(events=c.events[1:], taken=c.taken + 1)
 
 
 def make_event_taker(m: Machine):
@@ -75,7 +69,7 @@ def make_event_taker(m: Machine):
              "    t = events[0][0]",
              f"    dt = {interval}",
              "    if dt > 0:"]
-    if m.flow_stages:
+    if any(kind.level_source is None for kind in m.stage_kinds):
         lines.append("        areas = tuple([x + level * dt for x, level in zip(areas, levels(m, c))])")
     else:
         terms, k = [], 0
@@ -84,11 +78,10 @@ def make_event_taker(m: Machine):
             terms += [f"areas[{k}] + p{p}.allocated * dt", f"areas[{k + 1}] + p{p}.cached * dt",
                       f"areas[{k + 2}] + len(p{p}.queue) * dt", f"areas[{k + 3}] + len(p{p}.holders) * dt"]
             k += 4
-        for s, servers in enumerate(m.servers):
+        for s, kind in enumerate(m.stage_kinds):
             lines.append(f"        s{s} = stages[{s}]")
             lines.append(f"        n{s} = len(s{s}.jobs)")
-            busy = f"(s{s}.busy / {servers})" if servers else f"(1.0 if n{s} else 0.0)"  # busy_level's two cases
-            terms += [f"areas[{k}] + n{s} * dt", f"areas[{k + 1}] + {busy} * dt"]
+            terms += [f"areas[{k}] + n{s} * dt", f"areas[{k + 1}] + {kind.level_source(m, s, f's{s}')} * dt"]
             k += 2
         terms.append(f"areas[{k}] + len(sessions) * dt")
         lines.append("        areas = (" + ", ".join(terms) + ",)")
@@ -145,7 +138,7 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
     stages = []
     for s, (stage, ss) in enumerate(zip(program.stages, stats.stages)):
         stages.append(StageRecord(
-            name=stage.name, index=stage.index, kind=m.kinds[s], mean_number=average(areas[base + 2 * s]),
+            name=stage.name, index=stage.index, kind="ps" if m.kind_names[s] == "flows" else m.kind_names[s], mean_number=average(areas[base + 2 * s]),
             utilization=average(areas[base + 2 * s + 1]), completed=ss.completed,
             throughput=ss.completed / span if span > 0 else math.nan,
             mean_wait=_mean(ss.wait_sum, ss.completed), mean_service=_mean(ss.service_sum, ss.completed)))

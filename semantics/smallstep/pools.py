@@ -306,7 +306,7 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
 
 def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float) -> Configuration:
     """pool/spill: an evicted piece whose predicate holds is written to the tier through the link stage."""
-    from .stages import enter_stage
+    from .stages import enter_stage  # a spill write is a job of the link stage (the semantics' own recursion)
 
     to, via, work_of, when = m.spill[q]
     env = _entry_env(m, c, entry, units)
@@ -540,7 +540,7 @@ def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
 
 def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
     """Take the session out of whatever it waits for or runs at."""
-    from .stages import leave_stage
+    from .stages import leave_stage  # a preempted or ended session's job leaves its stage (the semantics' own recursion)
 
     s = c.sessions[serial]
     if s.job is not None:

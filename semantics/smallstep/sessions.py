@@ -19,7 +19,9 @@ from .. import ir
 from .configuration import LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session, Statistics, setter
 from .machine import MAX_QUIET_STATEMENTS, Machine, fail, session_env
 from . import pools, stages, workload
-from .values import resolve_index
+from .values import Env, resolve_index
+
+_new = object.__new__
 
 
 class Op(NamedTuple):
@@ -35,9 +37,12 @@ class Op(NamedTuple):
     exprs: tuple
 
 
-def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
+def compile_ops(m: Machine, execute: dict | None = None) -> tuple[tuple[Op, ...], ...]:
     """Every block's statements as Ops, then the Op of the block's end
-    (``end_op``); the machine keeps them: ``m.ops``."""
+    (``end_op``); ``execute``: each statement kind's rule (default
+    ``EXECUTE``, the definitions; fast.py's forms for an unobserved run).
+    The driver installs them in the machine: ``m.ops``."""
+    execute = EXECUTE if execute is None else execute
     compile_ = m.compiler.compile
     openers = block_openers(m.program)
     blocks = []
@@ -57,13 +62,13 @@ def compile_ops(m: Machine) -> tuple[tuple[Op, ...], ...]:
             elif kind is ir.Run:
                 refs = (stmt.stage,) + tuple(stmt.also or ())
                 fixed = tuple(r.base for r in refs) if all(r.index is None for r in refs) else None
-                if fixed is not None and any(m.kinds[t] == "step" for t in fixed):
+                if fixed is not None and any(m.kind_names[t] == "step" for t in fixed):
                     fixed = None  # resolved and checked when it runs: a step stage stops the run there
                 exprs = (compile_(stmt.work), refs, fixed)
             else:
                 exprs = ()
             local = LOCAL.get(kind)
-            ops.append(Op(local or EXECUTE[kind], local is not None, stmt, (b, i), i + 1, exprs))
+            ops.append(Op(local or execute[kind], local is not None, stmt, (b, i), i + 1, exprs))
         ops.append(end_op(m, b, len(block), openers.get(b)))
         blocks.append(tuple(ops))
     return tuple(blocks)
@@ -125,10 +130,10 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     ops = m.ops
     quiet = MAX_QUIET_STATEMENTS  # statements it may still run at this instant without blocking
     s = c.sessions.get(serial)
-    env = m.session_scratch  # scratch space of this run (run_session is never re-entered)
+    env = _new(Env)  # scratch space of this run, its fields at their defaults
+    env.config = c
     env.serial = serial
     env.stream = None if s is None else s.stream
-    env.config = c
     while s is not None and s.status == READY:
         quiet -= 1
         if quiet < 0:
@@ -143,7 +148,6 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
             continue
         c = env.config = op.rule(m, c, s, op, env)
         s = c.sessions.get(serial)
-    env.config = env.attrs = None  # the scratch keeps no configuration alive (the machine outlives the run's values)
     return c
 
 
@@ -275,26 +279,34 @@ def execute_set(m, c, s, op, env) -> Session:
 
 def execute_observe(m, c, s, op, env):
     """session/observe: a sample, kept after the warm-up with the time, the
-    session and its turn. When the session ends right after it (the observe
-    is the last statement of the session's block, or `end;` follows),
-    session/end follows at once, and unobserved the two are one update (the
-    step trace shows both rules as always)."""
-    compiled, last = op.exprs
-    value = compiled(env)
-    index = op.stmt.index
-    samples = c.samples
-    if c.time >= m.warmup:
-        turn = s.attrs[m.slot_turn]
-        if not -math.inf < turn < math.inf:
-            check_turn_number(c, s, m, op.at)
-        samples = workload.record_sample(c, s.serial, int(turn), index, value)
-    if last and not m.observer and not s.holds and not s.leases:  # (running, it has no job, growth or pending hold)
-        return end_session(m, c, s, samples=samples)
+    session and its turn."""
+    value = op.exprs[0](env)
+    samples = _with_sample(m, c, s, op, value)
     s = _set_pc_draws(s, op.next, env.draws)
     c = _set_samples_sessions(c, samples, c.sessions.set(s.serial, s))
     if m.observer:
-        _note(m, c, "session/observe", s, name=m.program.observes[index], value=value)
+        _note(m, c, "session/observe", s, name=m.program.observes[op.stmt.index], value=value)
     return c
+
+
+def execute_observe_then_end(m, c, s, op, env):
+    """Fast form (fast.py) of session/observe when session/end follows at
+    once (the observe is the last statement of the session's block, or
+    `end;` follows) and the session holds and leases nothing: the two rules
+    as one update."""
+    if not op.exprs[1] or s.holds or s.leases:  # (running, it has no job, growth or pending hold)
+        return execute_observe(m, c, s, op, env)
+    return end_session(m, c, s, samples=_with_sample(m, c, s, op, op.exprs[0](env)))
+
+
+def _with_sample(m, c, s, op, value):
+    """The samples with the observation's sample added, at or after the warm-up."""
+    if c.time < m.warmup:
+        return c.samples
+    turn = s.attrs[m.slot_turn]
+    if not -math.inf < turn < math.inf:
+        check_turn_number(c, s, m, op.at)
+    return workload.record_sample(c, s.serial, int(turn), op.stmt.index, value)
 
 
 def execute_hold(m, c, s, op, env):
@@ -336,7 +348,7 @@ def execute_run(m, c, s, op, env):
     if targets is None:  # an indexed family member, or a step stage
         targets = tuple(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage") for ref in refs)
         for t in targets:
-            if m.kinds[t] == "step":
+            if m.kind_names[t] == "step":
                 fail(f"run on step stage {m.stage_name(t)}: step stages are not implemented yet", c, op.at)
     work = work_of(env)
     if not work == work:

@@ -27,9 +27,22 @@ ESTIMATE_READERS = {"EstLambda": read_lambda, "EstRho": read_rho, "EstWait": rea
 
 
 class Env:
-    """What one evaluation reads; ``draws`` advances with every draw."""
+    """What one evaluation reads; ``draws`` advances with every draw. The
+    class attributes are the defaults of the context variables, so that a
+    rule sets only what its moment reads (an instance keeps what was set)."""
 
-    __slots__ = ("config", "attrs", "serial", "stream", "draws", "waited", "size", "age", "last", "queued", "present", "stmt")
+    config = None
+    attrs = None
+    serial = -1
+    stream = 0
+    draws = 0
+    stmt = None
+    waited = 0.0
+    size = 0.0
+    age = 0.0
+    last = 0.0
+    queued = 0.0
+    present = 0.0
 
     def __init__(self, config, attrs=None, serial=-1, stream=0, draws=0, stmt=None):
         self.config = config
@@ -38,12 +51,6 @@ class Env:
         self.stream = stream
         self.draws = draws
         self.stmt = stmt
-        self.waited = 0.0
-        self.size = 0.0
-        self.age = 0.0
-        self.last = 0.0
-        self.queued = 0.0
-        self.present = 0.0
 
 
 Compiled = Callable[[Env], float]

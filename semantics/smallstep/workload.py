@@ -87,11 +87,11 @@ def start_workload(m: Machine, c: Configuration) -> Configuration:
         return schedule_arrival(m, c, gap)
     if isinstance(arrival, (ir.Closed, ir.Batch)):
         for _ in range(arrival.n):
-            c = spawn(m, c)
+            c = arrive(m, c)
         return c
     if isinstance(arrival, ir.Sessions):
         for k in range(len(arrival.sessions)):
-            c = spawn(m, c, explicit=k)
+            c = arrive(m, c, explicit=k)
     return c
 
 
@@ -117,15 +117,15 @@ def schedule_arrival(m: Machine, c: Configuration, gap: float) -> Configuration:
     return c._replace(events=insert_event(c.events, key, "arrive"), sequence=c.sequence + 1)
 
 
-def arrive(m: Machine, c: Configuration) -> Configuration:
-    """The open workload's arrival event: the next one is scheduled, then the session arrives."""
+def arrival_event(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> Configuration:
+    """The open workload's arrival event: the next one is scheduled, then the session arrives (workload/arrive)."""
     gap, position = draw_gap(m, c)
     generated = c.workload.generated + 1
     limit = m.program.arrivals
     if limit is None or generated < limit:
         key = (c.time + gap, c.sequence)
-        return spawn(m, c, arrival=(generated, position), events=insert_event(c.events, key, "arrive"))
-    return spawn(m, c, arrival=(generated, position))
+        return arrive(m, c, arrival=(generated, position), events=insert_event(c.events, key, "arrive"))
+    return arrive(m, c, arrival=(generated, position))
 
 
 def replace_closed(m: Machine, c: Configuration) -> Configuration:
@@ -143,7 +143,7 @@ def replace_closed(m: Machine, c: Configuration) -> Configuration:
             time=c.time,
         )
     c = c._replace(workload=c.workload._replace(replaced=(c.time, count)))
-    return spawn(m, c)
+    return arrive(m, c)
 
 
 _set_next_serial = setter(Workload, "next_serial")
@@ -152,7 +152,7 @@ _set_arrived = setter(Configuration, "workload", "sessions", "ready")
 _set_arrived_scheduled = setter(Configuration, "workload", "sessions", "ready", "events", "sequence")
 
 
-def spawn(m: Machine, c: Configuration, explicit: int = -1, arrival=None, events=None) -> Configuration:
+def arrive(m: Machine, c: Configuration, explicit: int = -1, arrival=None, events=None) -> Configuration:
     """workload/arrive: a new session, in the same update as what the open
     workload's arrival event changed: ``arrival``, its (arrivals generated,
     the arrivals stream's position), and ``events`` (the events with the next

@@ -1,0 +1,43 @@
+"""The fast forms, installed beside the definitions from one table when no
+step trace observes a run (driver.build_machine).
+
+Where one event applies several rules in a row with nothing observable
+between them, an unobserved run builds one configuration for them, and
+time/advance is written out per program; a traced run applies every rule by
+its definition, so that the trace shows each. Every form here is checked to
+leave the same configuration as its definitions (tests/test_smallstep_properties.py:
+every event of a set of programs, with and without an observer; the event
+taker against measure.take_first_event on reachable configurations).
+
+| fast form | the definitions it folds |
+|---|---|
+| ``fifo.enter_fast`` | stage/fifo-enter, then stage/fifo-start when a server is free and no job waits |
+| ``fifo.complete_fast`` | stage/fifo-complete, then stage/fifo-start of the one job the freed server takes |
+| ``sessions.execute_observe_then_end`` | session/observe, then session/end when the session ends right after it holding nothing |
+| ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
+"""
+
+from __future__ import annotations
+
+from .. import ir
+from . import measure, sessions
+from .stages import KINDS, fifo
+
+#: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
+STAGE_ENTRIES = {"fifo": {"enter": fifo.enter_fast, "complete": fifo.complete_fast}}
+
+#: statement kinds whose rules have fast forms
+STATEMENTS = {ir.Observe: sessions.execute_observe_then_end}
+
+#: time/advance and the event taken off, written out for a machine's program
+EVENT_TAKER = measure.make_event_taker
+
+
+def stage_kinds() -> dict:
+    """stages.KINDS with the fast forms in place."""
+    return {name: kind._replace(**STAGE_ENTRIES.get(name, {})) for name, kind in KINDS.items()}
+
+
+def statement_rules() -> dict:
+    """sessions.EXECUTE with the fast forms in place."""
+    return {**sessions.EXECUTE, **STATEMENTS}

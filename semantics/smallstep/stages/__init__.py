@@ -1,0 +1,79 @@
+"""Stage rules, one module per kind (seed 002 §3, Stages): ``fifo`` (c
+servers), ``ps`` (φ(present)/present each; ``delay`` is ps at rate 1 each),
+``flows`` (runs over several stages, and every job on a stage such a run
+holds, under the program's share).
+
+Each kind is one ``StageKind`` behind one small dispatch: its job record and
+state are its own, and the rest of the semantics reaches a stage only
+through these entries:
+
+- ``enter(m, c, stages, owner, past, work, spill, job_id)``: a job arrives (a rule);
+- ``leave(m, c, s, job_id)``: ``stage/leave``, a job taken off early (a rule);
+- ``complete``: its completion event's rule (``EVENTS``: event kind -> rule);
+- ``present``, ``busy``, ``level``, ``work``: the state as expressions and
+  the time averages read it (observables.py);
+- ``initial_state``: its state at time 0;
+- ``level_source``: ``level`` written as Python for the event taker (None:
+  the program's levels are read by ``observables.levels``).
+
+A job's owner is a session (made ready at completion) or a spill write (which
+becomes a cache entry of the tier at completion: pools.land_spill).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from ..configuration import Configuration
+from ..machine import Machine
+from . import fifo, flows, ps
+
+
+class StageKind(NamedTuple):
+    name: str
+    initial_state: Callable
+    enter: Callable
+    leave: Callable
+    complete: Callable
+    event: str
+    present: Callable
+    busy: Callable
+    level: Callable
+    work: Callable
+    level_source: Callable | None
+
+
+def _kind(module) -> StageKind:
+    return StageKind(module.KIND, module.initial_state, module.enter, module.leave, module.complete, module.EVENT,
+                     module.present, module.busy, module.level, module.work, module.level_source)
+
+
+def _not_yet(m, c, stages, owner, past, work, spill, job_id):
+    raise AssertionError("a run on a step stage stops before it enters (sessions.execute_run)")
+
+
+FIFO = _kind(fifo)
+PS = _kind(ps)
+FLOWS = _kind(flows)
+#: step stages are not implemented yet: nothing enters one, so it reads as an empty ps stage
+STEP = PS._replace(name="step", enter=_not_yet, event="iteration")
+
+#: every kind by the name Machine gives it (Machine.kind_names)
+KINDS = {kind.name: kind for kind in (FIFO, PS, FLOWS, STEP)}
+
+#: each event kind a stage schedules -> the rule it applies: (m, c, a, b) -> c
+EVENTS = {kind.event: kind.complete for kind in (FIFO, PS, FLOWS)}
+
+
+def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner, work: float,
+                spill=None, past=None) -> Configuration:
+    """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages:
+    all of one kind, flows); its id is the next sequence number. ``owner``:
+    the session, or None for a spill write; ``past``: the (pc, stream
+    position) the run statement left the session with, set in the same update."""
+    return m.stage_kinds[stages[0]].enter(m, c, stages, owner, past, work, spill, c.sequence)
+
+
+def leave_stage(m: Machine, c: Configuration, stage: int, job_id: int) -> Configuration:
+    """stage/leave: the job is taken off its stage (its session was preempted or ended)."""
+    return m.stage_kinds[stage].leave(m, c, stage, job_id)

@@ -1,0 +1,164 @@
+"""ps(φ): every job at once, each at φ(present)/present (seed 002 §3,
+Stages); ``delay`` is ps with capacity ``present`` (every job at rate 1).
+
+- ``stage/ps-enter``: the job's finish tag is the virtual time now plus its work.
+- ``stage/ps-complete``: the job with the smallest finish tag finishes, equal
+  tags in start order ("jobs of a ps stage with equal finish tags finish in
+  the order they started").
+
+Kept as virtual time V: V grows at the per-job rate, a job's finish tag is V
+at its arrival plus its work; the stage has one pending completion event.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import NamedTuple
+
+from ..configuration import install_fast_replace, Configuration, insert_event, remove_event, replace_at
+from ..machine import Machine
+from ..values import Env
+from .jobs import at_stage, finish_job
+
+KIND = "ps"
+EVENT = "ps"  # the completion event (a = stage)
+
+
+class PsJob(NamedTuple):
+    job_id: int  # its sequence number: start order
+    owner: int | None  # a session serial, or None for a spill write
+    arrived: float
+    started: float  # = arrived: a ps job never waits
+    spill: tuple[int, int, float] | None  # (tier pool, source serial, units) of a spill write
+    tag: float  # its virtual finish tag
+
+
+class PsState(NamedTuple):
+    jobs: tuple[PsJob, ...]  # by (finish tag, start order)
+    virtual: float  # virtual time at ``updated``
+    updated: float
+    rate: float  # each job's rate since ``updated``
+    due: tuple[float, int] | None  # the next completion event
+    due_job: int  # the job that event completes (-1: none)
+
+
+for _record_type in (PsJob, PsState):
+    install_fast_replace(_record_type)
+
+EMPTY = PsState((), 0.0, 0.0, 0.0, None, -1)
+
+
+def initial_state(m: Machine, s: int) -> PsState:
+    return EMPTY
+
+
+# -- the state as expressions read it -------------------------------------------
+
+
+def present(m: Machine, c: Configuration, s: int) -> int:
+    return len(c.stages[s].jobs)
+
+
+def busy(m: Machine, c: Configuration, s: int) -> float:
+    """``busy(s)``: every job present is in service."""
+    return float(len(c.stages[s].jobs))
+
+
+def level(m: Machine, c: Configuration, s: int) -> float:
+    """Utilisation now: 1 while any job is present."""
+    return 1.0 if c.stages[s].jobs else 0.0
+
+
+def level_source(m: Machine, s: int, state: str) -> str:
+    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
+    return f"(1.0 if {state}.jobs else 0.0)"
+
+
+def work(m: Machine, c: Configuration, s: int) -> float:
+    """``work(s)``: what is left of every job's work."""
+    st = c.stages[s]
+    v = st.virtual + st.rate * (c.time - st.updated)
+    return sum(max(0.0, j.tag - v) for j in st.jobs)
+
+
+# -- rules ----------------------------------------------------------------------
+
+
+def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
+          job_id: int) -> Configuration:
+    """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
+    s = stages[0]
+    c = c._replace(sequence=job_id + 1, sessions=at_stage(c, owner, past, s, job_id))
+    owner = None if owner is None else owner.serial
+    st = _advance_virtual(c, c.stages[s])
+    tag = st.virtual + work
+    job = PsJob(job_id, owner, c.time, c.time, spill, tag)
+    i = bisect.bisect_right(st.jobs, (tag, job_id), key=_tag_order)
+    st = st._replace(jobs=st.jobs[:i] + (job,) + st.jobs[i:])
+    c = reschedule(m, c._replace(stages=replace_at(c.stages, s, st)), s)
+    if m.observer:
+        m.notify("stage/ps-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner, "work": work,
+                                       "present": len(c.stages[s].jobs)})
+    return c
+
+
+def complete(m: Machine, c: Configuration, s: int, _unused: int = 0) -> Configuration:
+    """stage/ps-complete: the job with the smallest finish tag (then start order) finishes."""
+    st = _advance_virtual(c, c.stages[s]._replace(due=None))
+    job = st.jobs[0]
+    st = st._replace(jobs=st.jobs[1:], virtual=max(st.virtual, job.tag))
+    c = reschedule(m, c._replace(stages=replace_at(c.stages, s, st)), s)
+    return finish_job(m, c, s, job, "stage/ps-complete", c.stages, c.events, c.sequence)
+
+
+def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
+    """stage/leave: the job is taken off the stage (its session was preempted or ended)."""
+    st = _advance_virtual(c, c.stages[s])
+    st = st._replace(jobs=tuple(j for j in st.jobs if j.job_id != job_id))
+    c = reschedule(m, c._replace(stages=replace_at(c.stages, s, st)), s)
+    if m.observer:
+        m.notify("stage/leave", c, {"stage": m.stage_name(s), "job": job_id})
+    return c
+
+
+# -- the completion event -------------------------------------------------------
+
+
+def _tag_order(j: PsJob):
+    return (j.tag, j.job_id)
+
+
+def _advance_virtual(c: Configuration, st: PsState) -> PsState:
+    if st.updated == c.time:
+        return st
+    return st._replace(virtual=st.virtual + st.rate * (c.time - st.updated), updated=c.time)
+
+
+def reschedule(m: Machine, c: Configuration, s: int) -> Configuration:
+    """The stage's rate for the jobs present now, and its next completion.
+    A pending completion whose job and rate are unchanged keeps its event:
+    its time has not changed, so it was not scheduled again, and "events at
+    one instant" keep "the order they were scheduled" (seed 002 §3, Ties; a
+    job joining a delay stage leaves the others' completions where they were)."""
+    st = c.stages[s]
+    n = len(st.jobs)
+    rate = 0.0
+    if n:
+        env = Env(c)
+        env.present = float(n)
+        rate = m.capacities[s](env) / n
+        if st.due is not None and rate == st.rate and st.jobs[0].job_id == st.due_job:
+            return c
+    events = c.events
+    if st.due is not None:
+        events = remove_event(events, st.due)
+    due, seq = None, c.sequence
+    if rate > 0 and math.isfinite(rate):
+        due = (c.time + max(0.0, (st.jobs[0].tag - st.virtual) / rate), seq)
+        seq += 1
+        events = insert_event(events, due, EVENT, s)
+    elif not rate >= 0:
+        rate = 0.0
+    st = st._replace(rate=rate, due=due, due_job=st.jobs[0].job_id if due is not None else -1)
+    return c._replace(stages=replace_at(c.stages, s, st), events=events, sequence=seq)
