@@ -105,7 +105,7 @@ def fail_infinite(m: Machine, c: Configuration, p: int, what: str, stmt) -> None
 
 def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, reserve: float) -> Configuration:
     """pool/reject: a hold that can never fit ends its session."""
-    from .sessions import end_session
+    from .sessions import end_session  # a rejected hold ends its session (the semantics' own recursion)
 
     what = f"reserve {reserve:g}" if reserve > units else f"units {units:g}"
     c = count_pool(c, p, rejected=1)
