@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
                             Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, own_entry_index,
@@ -139,30 +140,63 @@ def select_head(m: Machine, c: Configuration, p: int) -> Waiting:
     return best
 
 
+class Admission(NamedTuple):
+    """The premise of pool/admit evaluated for a queue's head: the hold it
+    tries, its header's values (evaluated now: "the unit expressions are
+    evaluated when the session is admitted") and whether it fits."""
+
+    waiting: Waiting
+    units: tuple[float, ...]  # per pool of the hold, what it takes
+    needs: tuple[float, ...]  # per pool, the room it must find: max(units, reserve)
+    reuse: float  # at most this much of its own cached prefix is consumed (inf without reuse)
+    draws: int  # the session's stream position after the header (a header may draw)
+    fits: bool  # every pool has room: allocated + round_up(need) <= cap (cached prefixes never block)
+
+
+def admissible(m: Machine, c: Configuration, p: int) -> Admission | None:
+    """The premise of pool/admit at pool ``p``: its head (select_head), its
+    header evaluated now, and whether it fits every pool of its hold; None
+    when the queue is empty."""
+    if not c.pools[p].queue:
+        return None
+    waiting = select_head(m, c, p)
+    s = c.sessions[waiting.serial]
+    stmt = s.pending.stmt
+    hold = m.holds[stmt]
+    env = session_env(m, c, s, stmt)
+    units = tuple([max(0.0, f(env)) for f in hold.units])
+    needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
+    reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
+    fits = all(c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
+               for q, need in zip(s.pending.pools, needs))
+    return Admission(waiting, units, needs, reuse, env.draws, fits)
+
+
+def header_drawn(c: Configuration, a: Admission) -> Configuration:
+    """``c`` with the head's stream where its header's evaluation left it (every evaluation draws anew)."""
+    s = c.sessions[a.waiting.serial]
+    return c if s.draws == a.draws else c._replace(sessions=c.sessions.set(s.serial, s._replace(draws=a.draws)))
+
+
 def try_admit(m: Machine, c: Configuration, p: int) -> Configuration:
-    """Admit heads of pool ``p``'s queue while they fit."""
-    while c.pools[p].queue:
-        waiting = select_head(m, c, p)
-        s = c.sessions[waiting.serial]
-        stmt = s.pending.stmt
-        hold = m.holds[stmt]
-        env = session_env(m, c, s, stmt)
-        pools = s.pending.pools
-        units = [max(0.0, f(env)) for f in hold.units]
-        needs = [max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)]
-        reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
-        s = with_draws(s, env)
-        if s is not c.sessions[waiting.serial]:
-            c = c._replace(sessions=c.sessions.set(s.serial, s))
-        for q, need in zip(pools, needs):
-            if c.pools[q].allocated + m.round_up(q, need) > m.caps[q] + EPSILON:
-                return c
-        c = admit(m, c, p, waiting, units, reuse)
-    return c
+    """Admit heads of pool ``p``'s queue while they fit (pool/admit); the
+    first that does not fit blocks the rest (head-of-line)."""
+    while True:
+        a = admissible(m, c, p)
+        if a is None:
+            return c
+        c = header_drawn(c, a)
+        if not a.fits:
+            return c
+        c = admit(m, c, p, a)
 
 
-def admit(m: Machine, c: Configuration, p: int, waiting: Waiting, units: list[float], reuse: float) -> Configuration:
-    """pool/admit: the hold takes its units on every pool; its body runs."""
+def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
+    """pool/admit (its premise: ``admissible``, which found ``a`` fits): the
+    hold leaves the queue and takes its units on every pool, consuming its own
+    cached prefix (pool/consume) and evicting (pool/evict-*) as needed; its
+    body runs."""
+    waiting, units, reuse = a.waiting, a.units, a.reuse
     serial = waiting.serial
     s = c.sessions[serial]
     pending = s.pending
@@ -473,37 +507,71 @@ def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: floa
     return c._replace(sessions=c.sessions.set(serial, s))
 
 
-def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> tuple[Configuration, bool]:
-    """session/grow: the innermost hold on ``p`` grows by ``amount`` (to
-    blocks). Returns whether the session goes on (False: it waits or was preempted)."""
+#: What a growth came to (``grow``): it grew, it waits (preempt none), or
+#: the grower itself was the victim of its own growth (preempt lifo).
+GREW = "grew"
+WAITS = "waits"
+PREEMPTED = "preempted"
+
+
+def growth_need(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> float:
+    """The units a growth of the innermost hold on ``p`` by ``amount`` adds:
+    to whole blocks (seed 002 §3: "grow m (d) enlarges the innermost hold on m
+    by d (rounded to blocks)"); outside a hold on ``p``, or inf, a RunError."""
     s = c.sessions[serial]
     h, k = innermost_hold(s, p)
     if h < 0:
         fail(f"grow {m.pool_name(p)} outside a hold of {m.pool_name(p)}", c, stmt)
     current = s.holds[h].allocations[k].units
     need = m.round_up(p, current + amount) - current
-    if need <= EPSILON:
-        return c, True
     if need == math.inf:
         fail_infinite(m, c, p, "the grow's units", stmt)
-    while True:
-        if c.pools[p].allocated + need <= m.caps[p] + EPSILON:
-            c = _allocate_more(m, c, serial, p, need, stmt)
-            if m.observer:
-                m.notify("pool/grow", c, {"session": serial, "pool": m.pool_name(p), "units": need})
-            return c, True
+    return need
+
+
+def grow_fits(m: Machine, c: Configuration, p: int, need: float) -> bool:
+    """The premise of pool/grow: the pool has room for ``need`` more units next to the allocated ones."""
+    return c.pools[p].allocated + need <= m.caps[p] + EPSILON
+
+
+def grow_allocate(m: Machine, c: Configuration, serial: int, p: int, need: float, stmt=None) -> Configuration:
+    """pool/grow (its premise: grow_fits): the innermost hold on ``p`` takes
+    ``need`` more units, cache entries evicted as needed."""
+    c = _allocate_more(m, c, serial, p, need, stmt)
+    if m.observer:
+        m.notify("pool/grow", c, {"session": serial, "pool": m.pool_name(p), "units": need})
+    return c
+
+
+def grow_wait(m: Machine, c: Configuration, serial: int, p: int, amount: float, need: float) -> Configuration:
+    """pool/grow-wait (its premise: the growth does not fit and there is no
+    victim): the session waits to grow, behind the pool's earlier growers."""
+    s = c.sessions[serial]._replace(status=GROWING, growth=(p, amount))
+    pool = c.pools[p]
+    c = _set_pool(c, p, pool._replace(growers=pool.growers + (serial,)))
+    c = c._replace(sessions=c.sessions.set(serial, s))
+    if m.observer:
+        m.notify("pool/grow-wait", c, {"session": serial, "pool": m.pool_name(p), "units": need})
+    return c
+
+
+def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> tuple[Configuration, str]:
+    """A growth of the innermost hold on ``p`` by ``amount``: while it does
+    not fit and the pool has a victim (preempt lifo: choose_victim), the
+    victim is preempted (pool/preempt); then it grows (pool/grow), or, with
+    no victim, waits (pool/grow-wait). Returns what it came to: GREW, WAITS,
+    or PREEMPTED when the grower was its own victim (then it stops there)."""
+    need = growth_need(m, c, serial, p, amount, stmt)
+    if need <= EPSILON:
+        return c, GREW
+    while not grow_fits(m, c, p, need):
         victim = choose_victim(m, c, p) if m.lifo[p] else None
         if victim is None:
-            s = c.sessions[serial]._replace(status=GROWING, growth=(p, amount))
-            pool = c.pools[p]
-            c = _set_pool(c, p, pool._replace(growers=pool.growers + (serial,)))
-            c = c._replace(sessions=c.sessions.set(serial, s))
-            if m.observer:
-                m.notify("pool/grow-wait", c, {"session": serial, "pool": m.pool_name(p), "units": need})
-            return c, False
+            return grow_wait(m, c, serial, p, amount, need), WAITS
         c = preempt(m, c, victim, p)
         if victim == serial:
-            return c, False
+            return c, PREEMPTED
+    return grow_allocate(m, c, serial, p, need, stmt), GREW
 
 
 def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:

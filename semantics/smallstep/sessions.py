@@ -321,7 +321,7 @@ def execute_grow(m, c, s, op, env):
     p = _pool_of(m, s, op.stmt.ref, env)
     amount = max(0.0, m.compiler.compile(op.stmt.amount)(env))
     c = _store(c, _past(s, op, env))
-    c, _ = pools.grow(m, c, s.serial, p, amount, op.at)
+    c, _ = pools.grow(m, c, s.serial, p, amount, op.at)  # it goes on, waits, or re-enters its queue: its status says which
     return c
 
 
