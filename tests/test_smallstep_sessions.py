@@ -5,7 +5,6 @@ end time)."""
 from __future__ import annotations
 
 import pathlib
-import re
 
 import pytest
 

@@ -13,7 +13,9 @@ least fixed point of the assignments, computed by Kleene iteration from
 goes to infinity) so that ``set k = k + 1`` ends; an attribute no assignment
 gives a value ends unbounded. Every step over-approximates, so a fact proved
 for every value in the range holds for every value the run can produce
-(NaN aside: the ranges do not model it).
+(NaN aside: the ranges do not model it, nor a value computed from a NaN,
+such as min(NaN, 2); docs/arithmetic.md). Monotone functions (floor, ceil,
+sqrt, exp) are the run's own (semantics/arithmetic.py) applied to the bounds.
 
 A draw's range is its support: exp, erlang and h2 [0, inf), det {x},
 uniform [lo, hi], bernoulli {0, 1}.
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .. import ir
+from .. import arithmetic, ir
 from .walk import visit_session
 
 
@@ -104,20 +106,10 @@ def apply_monotone(a: Interval, f, whole: bool) -> Interval:
     return Interval(f(a.low), f(a.high), whole)
 
 
-def floor_bound(x: float) -> float:
-    return x if math.isinf(x) else float(math.floor(x))
-
-
-def ceil_bound(x: float) -> float:
-    return x if math.isinf(x) else float(math.ceil(x))
-
-
 def sqrt_bound(x: float) -> float:
-    return math.sqrt(max(x, 0.0))
-
-
-def exp_bound(x: float) -> float:
-    return math.exp(x) if x < 700 else math.inf
+    """sqrt at a bound, a negative one read as 0 (sqrt of a negative is NaN,
+    which the ranges do not model)."""
+    return arithmetic.sqrt(max(x, 0.0))
 
 
 class RangeEvaluator:
@@ -206,13 +198,13 @@ class RangeEvaluator:
                 return negate(a)
             return Interval(0.0, max(-a.low, a.high), a.whole)
         if e.fun == "Floor":
-            return apply_monotone(args[0], floor_bound, True)
+            return apply_monotone(args[0], arithmetic.floor, True)
         if e.fun == "Ceil":
-            return apply_monotone(args[0], ceil_bound, True)
+            return apply_monotone(args[0], arithmetic.ceil, True)
         if e.fun == "Sqrt":
             return apply_monotone(args[0], sqrt_bound, False)
         if e.fun == "Exp":
-            return apply_monotone(args[0], exp_bound, False)
+            return apply_monotone(args[0], arithmetic.exp, False)
         if e.fun in ("Ln", "Pow"):
             return EVERYTHING
         if e.fun in ("Used", "Free", "CachedIn"):

@@ -16,7 +16,8 @@ real arithmetic: a conditional and min/max as If, floor/ceil as an integer
 within one of its argument, a draw as a fresh value in its support, and every
 observable (used(p), cachedin(p), budget_left(s), a context variable) and
 every function Z3 does not know (sqrt, exp, ln, pow) as a fresh value, non
-negative where it cannot be negative, at most the pool's cap where that is
+negative where it cannot be negative (docs/arithmetic.md says where these
+reals differ from a run's floats), at most the pool's cap where that is
 known. If the property fails for no admissible value the site is fine; if it
 holds for every one (the negation is unsatisfiable) the program is wrong and
 linking fails; if only for some, a warning names a witness from the model.
@@ -187,9 +188,9 @@ class Encoder:
             root = self.make_fresh("sqrt")
             self.constraints.append(root >= 0)
             return root
-        if e.fun == "Exp":
+        if e.fun == "Exp":  # at least 0, not above: a float's exp underflows to 0 below about -745
             power = self.make_fresh("exp")
-            self.constraints.append(power > 0)
+            self.constraints.append(power >= 0)
             return power
         if e.fun in ("Ln", "Pow"):
             return self.make_fresh(e.fun.lower())

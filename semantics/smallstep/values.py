@@ -14,10 +14,9 @@ is true; ``&&`` and ``||`` short-circuit); ``c ? a : b`` evaluates one arm.
 from __future__ import annotations
 
 import math
-import operator
 from typing import Callable
 
-from .. import ir
+from .. import arithmetic, ir
 from ..errors import RunError
 from .estimates import price, read_lambda, read_rho, read_wait
 from .rng import sample_distribution, sample_exp
@@ -56,66 +55,18 @@ class Env:
 Compiled = Callable[[Env], float]
 
 
-def _truth(x: float) -> float:
-    return 1.0 if x != 0.0 else 0.0
+#: The operators and functions are semantics/arithmetic.py's (one
+#: definition for the fold, the linker and the run); the names below are what
+#: the closures and the written-out source call.
+_truth = arithmetic.truth
+_divide = arithmetic.divide
+_power = arithmetic.power
 
+#: The binary operators, by IR name (the closures short-circuit && and || before reading it).
+_BINARY = arithmetic.BINARY
 
-def _divide(x: float, y: float) -> float:
-    if y == 0.0:
-        if x == 0.0 or math.isnan(x):
-            return math.nan
-        return math.copysign(math.inf, x) * math.copysign(1.0, y)
-    return x / y
-
-
-def _power(x: float, y: float) -> float:
-    try:
-        return math.pow(x, y)
-    except (OverflowError, ValueError):
-        return math.inf if x > 0 else math.nan
-
-
-_BINARY = {
-    "Add": operator.add,
-    "Sub": operator.sub,
-    "Mul": operator.mul,
-    "Div": _divide,
-    "Pow": _power,
-    "Lt": lambda x, y: 1.0 if x < y else 0.0,
-    "Le": lambda x, y: 1.0 if x <= y else 0.0,
-    "Gt": lambda x, y: 1.0 if x > y else 0.0,
-    "Ge": lambda x, y: 1.0 if x >= y else 0.0,
-    "Eq": lambda x, y: 1.0 if x == y else 0.0,
-    "Ne": lambda x, y: 1.0 if x != y else 0.0,
-}
-
-
-def _sqrt(x: float) -> float:
-    return math.sqrt(x) if x >= 0 else math.nan
-
-
-def _ln(x: float) -> float:
-    if x > 0:
-        return math.log(x)
-    return -math.inf if x == 0 else math.nan
-
-
-def _exp(x: float) -> float:
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return math.inf
-
-
-def _floor(x: float) -> float:
-    return float(math.floor(x)) if math.isfinite(x) else x
-
-
-def _ceil(x: float) -> float:
-    return float(math.ceil(x)) if math.isfinite(x) else x
-
-
-_MATH = {"Abs": abs, "Floor": _floor, "Ceil": _ceil, "Sqrt": _sqrt, "Exp": _exp, "Ln": _ln}
+#: The one-argument pure functions, by IR name.
+_MATH = {fun: arithmetic.FUNCTIONS[fun] for fun in ("Abs", "Floor", "Ceil", "Sqrt", "Exp", "Ln")}
 
 
 def raise_run_error(env: Env, message: str):
@@ -151,7 +102,9 @@ def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: 
 _CONTEXT_FIELDS = {"Now": "env.config.time", "Waited": "env.waited", "Size": "env.size", "Age": "env.age",
                    "Last": "env.last", "Queued": "env.queued", "N": "env.present"}
 
-#: Binary operators written as Python: operator -> a format of the two operands' source.
+#: Binary operators written as Python: operator -> a format of the two operands' source. Each is
+#: arithmetic's definition or its inline form (+ - * and the comparisons as Python's float
+#: operators, && and || short-circuiting; semantics/arithmetic.py lists why each is equal).
 _BINARY_SOURCE = {
     "Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "Div": "_divide({}, {})", "Pow": "_power({}, {})",
     "Lt": "(1.0 if {} < {} else 0.0)", "Le": "(1.0 if {} <= {} else 0.0)", "Gt": "(1.0 if {} > {} else 0.0)",
@@ -353,11 +306,8 @@ class ExpressionCompiler:
         fun = e.fun
         if fun in ("Min", "Max", "Pow"):
             a, b = sub(e.args[0].expr), sub(e.args[1].expr)
-            if fun == "Min":
-                return lambda env: min(a(env), b(env))
-            if fun == "Max":
-                return lambda env: max(a(env), b(env))
-            return lambda env: _power(a(env), b(env))
+            f = arithmetic.FUNCTIONS[fun]
+            return lambda env: f(a(env), b(env))
         if fun in _MATH:
             f, g = _MATH[fun], sub(e.args[0].expr)
             return lambda env: f(g(env))

@@ -6,7 +6,9 @@ A constant expression reads numbers, ``inf``, earlier ``let`` constants, the
 arithmetic and comparison operators, ``c ? a : b``, the pure functions
 (min max abs floor ceil sqrt exp ln pow) and aggregates over constants.
 Anything else (an attribute, a draw, an observable) is not a constant, and
-``evaluate_constant`` says which name or call made it one.
+``evaluate_constant`` says which name or call made it one. The operators and
+functions are the run's own (semantics/arithmetic.py), so a constant folds
+to the value the run would compute.
 """
 
 from __future__ import annotations
@@ -14,78 +16,32 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping
 
+from .. import arithmetic
 from ..errors import ProgramError, Span
 from . import ast
 
-def take_min(a: float, b: float) -> float:
-    """The smaller; a NaN operand gives the other (IEEE minNum, Rust's f64::min)."""
-    if math.isnan(a):
-        return b
-    if math.isnan(b):
-        return a
-    return min(a, b)
 
-
-def take_max(a: float, b: float) -> float:
-    """The larger; a NaN operand gives the other (IEEE maxNum, Rust's f64::max)."""
-    if math.isnan(a):
-        return b
-    if math.isnan(b):
-        return a
-    return max(a, b)
-
-
-def round_down(x: float) -> float:
-    """floor on floats: an infinity or NaN is itself."""
-    return float(math.floor(x)) if math.isfinite(x) else x
-
-
-def round_up(x: float) -> float:
-    """ceil on floats: an infinity or NaN is itself."""
-    return float(math.ceil(x)) if math.isfinite(x) else x
-
-
-#: The pure functions a constant may call, by source name.
+#: The pure functions a constant may call, by source name: arity and
+#: definition (semantics/arithmetic.py, the run's own).
 PURE_FUNCTIONS: dict[str, tuple[int, Callable[..., float]]] = {
-    "min": (2, take_min),
-    "max": (2, take_max),
-    "abs": (1, abs),
-    "floor": (1, round_down),
-    "ceil": (1, round_up),
-    "sqrt": (1, lambda x: math.sqrt(x) if x >= 0 else math.nan),
-    "exp": (1, lambda x: math.exp(x) if x < 710 else math.inf),
-    "ln": (1, lambda x: math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)),
-    "pow": (2, lambda a, b: apply_binary("Pow", a, b)),
+    "min": (2, arithmetic.minimum),
+    "max": (2, arithmetic.maximum),
+    "abs": (1, arithmetic.absolute),
+    "floor": (1, arithmetic.floor),
+    "ceil": (1, arithmetic.ceil),
+    "sqrt": (1, arithmetic.sqrt),
+    "exp": (1, arithmetic.exp),
+    "ln": (1, arithmetic.ln),
+    "pow": (2, arithmetic.power),
 }
 
-
-def apply_binary(op: str, a: float, b: float) -> float:
-    """The IR's binary operators on numbers (tests are 0 or 1)."""
-    if op == "Add":
-        return a + b
-    if op == "Sub":
-        return a - b
-    if op == "Mul":
-        return a * b
-    if op == "Div":
-        if b == 0:
-            if a == 0 or math.isnan(a):
-                return math.nan
-            return math.copysign(math.inf, a) * math.copysign(1.0, b)
-        return a / b
-    if op == "Pow":
-        try:
-            value = math.pow(a, b)
-        except OverflowError:
-            return math.inf
-        except ValueError:
-            return math.nan
-        return value
-    truth = {
-        "Lt": a < b, "Le": a <= b, "Gt": a > b, "Ge": a >= b, "Eq": a == b, "Ne": a != b,
-        "And": a != 0 and b != 0, "Or": a != 0 or b != 0,
-    }[op]
-    return 1.0 if truth else 0.0
+#: How ``sum``, ``max`` and ``min j in n (e)`` combine their terms, left to
+#: right, as the lowered IR does (``max(max(t0, t1), t2)``).
+AGGREGATES: dict[str, Callable[[float, float], float]] = {
+    "sum": arithmetic.add,
+    "max": arithmetic.maximum,
+    "min": arithmetic.minimum,
+}
 
 
 class NotConstant(Exception):
@@ -113,13 +69,12 @@ def fold(expr: ast.Expr, lets: Mapping[str, float], bound: Mapping[str, float] |
                 return math.inf
         raise NotConstant(f"`{expr.path.dotted}`", expr.span)
     if isinstance(expr, ast.Unary):
-        value = fold(expr.operand, lets, bound)
-        return -value if expr.op == "Neg" else (0.0 if value != 0 else 1.0)
+        return arithmetic.UNARY[expr.op](fold(expr.operand, lets, bound))
     if isinstance(expr, ast.Binary):
-        return apply_binary(expr.op, fold(expr.left, lets, bound), fold(expr.right, lets, bound))
+        return arithmetic.BINARY[expr.op](fold(expr.left, lets, bound), fold(expr.right, lets, bound))
     if isinstance(expr, ast.Cond):
         test = fold(expr.test, lets, bound)
-        return fold(expr.then if test != 0 else expr.otherwise, lets, bound)
+        return fold(expr.then if arithmetic.is_true(test) else expr.otherwise, lets, bound)
     if isinstance(expr, ast.FunctionCall):
         if expr.function in PURE_FUNCTIONS:
             arity, function = PURE_FUNCTIONS[expr.function]
@@ -135,7 +90,7 @@ def fold(expr: ast.Expr, lets: Mapping[str, float], bound: Mapping[str, float] |
             raise ProgramError(f"`{expr.aggregate} {expr.variable} in`'s count must be a positive whole number, "
                                f"found {format_number(count)}", expr.count.span)
         values = [fold(expr.body, lets, {**bound, expr.variable: float(k)}) for k in range(int(count))]
-        combine = {"sum": lambda a, b: a + b, "max": take_max, "min": take_min}[expr.aggregate]
+        combine = AGGREGATES[expr.aggregate]
         total = values[0]
         for value in values[1:]:
             total = combine(total, value)
