@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
-    def program_arguments(p: argparse.ArgumentParser, run_block: bool) -> None:
-        p.add_argument("file", metavar="FILE", help="a .sq program or a .json IR file")
+    def program_arguments(p: argparse.ArgumentParser, run_block: bool, optional_file: bool = False) -> None:
+        p.add_argument("file", metavar="FILE", nargs="?" if optional_file else None,
+                       help="a .sq program or a .json IR file")
         p.add_argument("--set", dest="sets", action="append", type=_assignment, default=[], metavar="NAME=VALUE",
                        help="override a let constant (.sq only); repeatable")
         p.add_argument("--arrivals", type=_count, metavar="N", help="exactly N arrivals, then drain")
@@ -80,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.add_argument("--dump", metavar="DIR", help="write every observation and gauge as CSV under DIR")
     p = commands.add_parser("trace", help="print the step trace: one JSON line per rule applied")
-    program_arguments(p, run_block=True)
+    program_arguments(p, run_block=True, optional_file=True)
+    p.add_argument("--rules", action="store_true",
+                   help="list every rule of the semantics (its name, meaning and the seed sentence it implements) instead")
     p.add_argument("--steps", type=_count, metavar="N", help="at most N rules")
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
                    help="only rules at time T or later")
@@ -142,8 +145,14 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_trace(args: argparse.Namespace) -> int:
-    from .smallstep.driver import trace
+    from .smallstep.driver import all_rules, trace
 
+    if args.rules:
+        for rule in all_rules():
+            print(f"{rule.name}\n    {rule.meaning}\n    seed: {rule.seed}")
+        return EXIT_OK
+    if args.file is None:
+        raise UsageError("trace needs a FILE (or --rules)\nusage: serq-ref trace FILE [options] | serq-ref trace --rules")
     loaded = load(args.file, _overrides(args))
     _print_warnings(loaded)
 

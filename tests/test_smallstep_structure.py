@@ -25,7 +25,7 @@ PACKAGE = "semantics.smallstep"
 #: modules that hold rules (a configuration to a configuration)
 RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "fast", "driver"}
 #: modules below the rules: what a rule reads and writes, never a rule
-FACTS = {"configuration", "machine", "observables", "values", "rng", "estimates", "steptrace", "invariants"}
+FACTS = {"configuration", "machine", "observables", "values", "rng", "estimates", "steptrace", "invariants", "rules"}
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -30,6 +30,7 @@ from .estimates import Estimator
 from .machine import Machine
 from .measure import advance_time, build_result, read_gauges, take_first_event
 from .pools import expire_lease
+from .rules import REGISTRY
 from .sessions import compile_ops
 from .settle import settle
 from .steptrace import describe_rule
@@ -185,6 +186,12 @@ def configurations(program: ir.Program, *, base_dir: str | None = None) -> Itera
         yield from buffer
         buffer.clear()
     yield "end", last
+
+
+def all_rules() -> list:
+    """Every rule of the semantics (rules.Rule), by family then name: the
+    driver has imported every rule module, so the registry is whole."""
+    return sorted(REGISTRY.values(), key=lambda r: tuple(r.name.split("/")))
 
 
 def machine_for(program: ir.Program, *, base_dir: str | None = None) -> Machine:

@@ -19,6 +19,7 @@ from ..results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRe
 from .configuration import Configuration, Statistics, iterate_cons, replace_at, setter
 from .machine import Machine
 from .observables import levels
+from .rules import rule
 from .values import Env
 
 
@@ -32,9 +33,13 @@ def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
     return tuple([a + level * dt for a, level in zip(c.areas, levels(m, c))])
 
 
+@rule("time/advance", "time passes to the next event (or the horizon); every level is integrated over the part after the warm-up",
+      "002 §3: Flow lets time pass at the stages; Statistics: time averages over [warmup, end]")
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
-    """time/advance: time passes from ``c.time`` to ``t``; every level is integrated over the part after the warm-up."""
-    return c._replace(time=t, areas=integrate(m, c, t))
+    c = c._replace(time=t, areas=integrate(m, c, t))
+    if m.observer:
+        m.notify("time/advance", c, {"to": t})
+    return c
 
 
 def take_first_event(m: Machine, c: Configuration) -> Configuration:
@@ -43,10 +48,8 @@ def take_first_event(m: Machine, c: Configuration) -> Configuration:
     The definition; an unobserved run uses ``make_event_taker``'s, the same
     written out for its program (fast.py)."""
     t = c.events[0][0]
-    if t > c.time:
+    if t > c.time:  # time/advance's premise: the event is later
         c = advance_time(m, c, t)
-        if m.observer:
-            m.notify("time/advance", c, {"to": t})
     return c._replace(events=c.events[1:], taken=c.taken + 1)
 
 

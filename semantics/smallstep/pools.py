@@ -38,6 +38,7 @@ from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation
                             remove_event, ready_from, ready_serials, replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
                       session_env, with_draws)
+from .rules import rule
 from .values import Env, resolve_index
 
 
@@ -65,8 +66,10 @@ def innermost_hold(s, p: int) -> tuple[int, int]:
 
 
 def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int], preempted: bool) -> Configuration:
-    """session/hold-enter: the hold waits in its first pool's queue (at the
-    head after a preemption), unless it can never fit (pool/reject)."""
+    """A hold statement reached (or re-executed after a preemption): its
+    pools are resolved and its units and reserve evaluated now, only to judge
+    whether it can ever fit; it is rejected (pool/reject) or joins its first
+    pool's queue (session/hold-enter)."""
     s = c.sessions[serial]
     hold = m.holds[stmt]
     env = session_env(m, c, s, stmt)
@@ -79,11 +82,17 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
     for k, p in enumerate(pools):
         units = max(0.0, hold.units[k](env))
         reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
-        need = m.round_up(p, max(units, reserve))
-        if need > m.caps[p] + EPSILON:
+        if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
             c = c._replace(sessions=c.sessions.set(serial, with_draws(s, env)))
             return reject(m, c, serial, p, units, reserve)
-    s = with_draws(s, env)._replace(status=QUEUED, pending=PendingHold(stmt, pools, c.time))
+    return join_queue(m, c._replace(sessions=c.sessions.set(serial, with_draws(s, env))), serial, stmt, pools, preempted)
+
+
+@rule("session/hold-enter", "the hold waits in its first pool's queue: at its end, or at its head after a preemption",
+      "002 §3 Pools: hold m₁(u₁) ... joins the queue of m₁; Ties: a preempted session re-enters at the head, ahead of the key")
+def join_queue(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int], pools: tuple[int, ...],
+               preempted: bool) -> Configuration:
+    s = c.sessions[serial]._replace(status=QUEUED, pending=PendingHold(stmt, pools, c.time))
     first = pools[0]
     pool = c.pools[first]
     waiting = Waiting(serial, c.sequence, preempted)
@@ -104,6 +113,8 @@ def fail_infinite(m: Machine, c: Configuration, p: int, what: str, stmt) -> None
          f"(a pool counts what its holders take and give back)", c, stmt)
 
 
+@rule("pool/reject", "a hold whose units, or reserve when larger, are above a pool's cap (as they evaluate when it joins) ends its session",
+      "002 §3 Pools: A request that can never fit ... is rejected: the session ends.")
 def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, reserve: float) -> Configuration:
     """pool/reject: a hold that can never fit ends its session."""
     from .sessions import end_session  # a rejected hold ends its session (the semantics' own recursion)
@@ -191,6 +202,8 @@ def try_admit(m: Machine, c: Configuration, p: int) -> Configuration:
         c = admit(m, c, p, a)
 
 
+@rule("pool/admit", "the queue's head fits every pool of its hold (allocated + round_up(max(units, reserve)) <= cap): it takes its units and its body runs",
+      "002 §3 Pools: The head of a queue is admitted when every pool of its hold has room for its reserve units next to the allocated units (used + r <= cap ...; cached prefixes never block)")
 def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
     """pool/admit (its premise: ``admissible``, which found ``a`` fits): the
     hold leaves the queue and takes its units on every pool, consuming its own
@@ -239,6 +252,8 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
     return c
 
 
+@rule("pool/consume", "with a cache clause, the admitted session takes at most reuse units of its own cached prefix; the rest stays as a dead entry of the same age",
+      "002 §3 Pools: on admission the session consumes at most ρ units of its own cached prefix ...; the rest of that entry stays in the cache as a dead entry with the same age")
 def consume_prefix(m: Machine, c: Configuration, q: int, serial: int, reuse: float) -> tuple[Configuration, float]:
     """pool/consume: the session takes at most ``reuse`` of its own cached
     prefix on ``q``; the rest stays as a dead entry of the same age."""
@@ -299,15 +314,17 @@ def _entry_env(m: Machine, c: Configuration, entry: CacheEntry, size: float, env
 
 
 def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
-    """pool/evict-block or pool/evict-entry: the first entry in the pool's order loses its tail."""
+    """The first entry in the pool's order (lru: release time, then release
+    order, which is how entries are kept; by: the keys, read for each entry
+    now, then release order) loses its tail: one block (pool/evict-block), or
+    its last block or, without a block size, all of it (pool/evict-entry)."""
     pool = c.pools[q]
     keys = m.evict_keys[q]
+    draws = c.workload.machine_draws
     if keys is None:
-        k = 0  # entries are kept in release order: (release time, release order) ascending
-        draws = c.workload.machine_draws
+        k = 0
     else:
         best = None
-        draws = c.workload.machine_draws
         env = Env(c, None, -1, m.stream_machine, draws)  # set to each entry in turn
         for i, entry in enumerate(pool.entries):
             _entry_env(m, c, entry, entry.units, env)
@@ -317,27 +334,51 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
             if best is None or key < best[0]:
                 best = (key, i)
         k = best[1]
+    if draws != c.workload.machine_draws:  # the keys may draw, on the machine's stream
+        c = c._replace(workload=c.workload._replace(machine_draws=draws))
     entry = pool.entries[k]
     block = m.block_sizes[q]
-    removed = min(block, entry.units) if block else entry.units
-    rest = entry.units - removed
-    gone = rest <= EPSILON
-    entries = pool.entries[:k] + pool.entries[k + 1:] if gone else replace_at(pool.entries, k, entry._replace(units=rest))
-    c = _set_pool(c, q, pool._replace(entries=entries, cached=pool.cached - removed))
-    if draws != c.workload.machine_draws:
-        c = c._replace(workload=c.workload._replace(machine_draws=draws))
+    if block and entry.units - block > EPSILON:
+        return evict_block(m, c, q, k, block)
+    return evict_entry(m, c, q, k, min(block, entry.units) if block else entry.units)
+
+
+@rule("pool/evict-block", "one block from the tail of the first entry in the pool's order, which keeps the rest",
+      "000: An entry is evicted from its tail, block by block; 002 §3 Pools: evict lru orders by release time and then release order, evict by (k₁, …) by the keys and then release order")
+def evict_block(m: Machine, c: Configuration, q: int, k: int, block: float) -> Configuration:
+    pool = c.pools[q]
+    entry = pool.entries[k]
+    rest = entry.units - block
+    c = _set_pool(c, q, pool._replace(entries=replace_at(pool.entries, k, entry._replace(units=rest)),
+                                      cached=pool.cached - block))
+    return _evicted(m, c, q, entry, block, rest, "pool/evict-block")
+
+
+@rule("pool/evict-entry", "the first entry in the pool's order goes: its last block, or all of it without a block size",
+      "002 §3 Pools: Eviction is per entry, or per block from the tail of the entry when the pool has block b")
+def evict_entry(m: Machine, c: Configuration, q: int, k: int, units: float) -> Configuration:
+    pool = c.pools[q]
+    entry = pool.entries[k]
+    c = _set_pool(c, q, pool._replace(entries=pool.entries[:k] + pool.entries[k + 1:], cached=pool.cached - units))
+    return _evicted(m, c, q, entry, units, 0.0, "pool/evict-entry")
+
+
+def _evicted(m: Machine, c: Configuration, q: int, entry: CacheEntry, removed: float, rest: float,
+             rule_name: str) -> Configuration:
+    """The conclusion both evictions share: the pool retried, counted, traced, and the piece spilled if its predicate holds."""
     c = mark_dirty(m, c, q)  # a waiting hold's header may read its own cached prefix
     if is_warm(m, c):
-        c = count_pool(c, q, evicted_entries=1 if gone else 0, evicted_units=removed)
+        c = count_pool(c, q, evicted_entries=0 if rest else 1, evicted_units=removed)
     if m.observer:
-        m.notify("pool/evict-entry" if gone else "pool/evict-block", c,
-                 {"pool": m.pool_name(q), "source": entry.source, "dead": entry.owner is None, "units": removed,
-                  "left": 0.0 if gone else rest})
+        m.notify(rule_name, c, {"pool": m.pool_name(q), "source": entry.source, "dead": entry.owner is None,
+                                "units": removed, "left": rest})
     if m.spill[q] is not None:
         c = spill(m, c, q, entry, removed)
     return c
 
 
+@rule("pool/spill", "an evicted piece for which the pool's spill predicate holds becomes a write job of the given work on the link stage",
+      "002 §2: spill POOL via STAGE ( expr ) when ( expr ) -- write evicted prefixes to a tier; 000 spill")
 def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float) -> Configuration:
     """pool/spill: an evicted piece whose predicate holds is written to the tier through the link stage."""
     from .stages import enter_stage  # a spill write is a job of the link stage (the semantics' own recursion)
@@ -360,6 +401,8 @@ def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float)
     return enter_stage(m, c, (via,), None, work, spill=(to, entry.source, units))
 
 
+@rule("pool/spill-land", "a written piece joins its session's entry in the tier (dead if the session ended), released now; what cannot fit next to the tier's allocations is not kept",
+      "000 spill: the evicted prefix is written to the tier")
 def land_spill(m: Machine, c: Configuration, to: int, source: int, units: float) -> Configuration:
     """pool/spill-land: the written piece joins its session's entry in the
     tier (dead if the session has ended), released now; what cannot fit next
@@ -389,11 +432,22 @@ def land_spill(m: Machine, c: Configuration, to: int, source: int, units: float)
 # -- release ---------------------------------------------------------------------
 
 
+@rule("pool/release", "an allocation goes back; with the hold's cache clause min(cache, computed) units stay cached for the session, rounded down to blocks (replacing its previous entry there)",
+      "002 §3 Pools: At the end of the body the units are released and min(ℓ, computed) units stay cached, rounded down to blocks")
 def release_units(m: Machine, c: Configuration, serial: int, q: int, units: float, computed: float,
-                  stmt: tuple[int, int], holder_id: int, rule: str = "pool/release") -> Configuration:
-    """pool/release: ``units`` of ``q`` go back; with the hold's cache clause
-    min(cache, computed) units stay cached for the session, rounded down to
-    blocks (the session's previous entry there is replaced)."""
+                  stmt: tuple[int, int], holder_id: int) -> Configuration:
+    c, kept = give_back(m, c, serial, q, units, computed, stmt, holder_id)
+    if m.observer:
+        m.notify("pool/release", c, {"session": serial, "pool": m.pool_name(q), "units": units, "cached": kept})
+    return c
+
+
+def give_back(m: Machine, c: Configuration, serial: int, q: int, units: float, computed: float,
+              stmt: tuple[int, int], holder_id: int) -> tuple[Configuration, float]:
+    """The conclusion pool/release and pool/lease-end share: ``units`` of
+    ``q`` go back; with the hold's cache clause min(cache, computed) units
+    stay cached for the session, rounded down to blocks (the session's
+    previous entry there is replaced). Returns the units kept cached."""
     pool = c.pools[q]
     pool = pool._replace(allocated=pool.allocated - units,
                          holders=tuple(h for h in pool.holders if not (h.serial == serial and h.hold_id == holder_id)))
@@ -417,10 +471,7 @@ def release_units(m: Machine, c: Configuration, serial: int, q: int, units: floa
     c = _set_pool(c, q, pool)
     if m.keeps_ended_attrs:
         c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
-    c = mark_dirty(m, c._replace(sessions=c.sessions.set(serial, s)), q)
-    if m.observer:
-        m.notify(rule, c, {"session": serial, "pool": m.pool_name(q), "units": units, "cached": kept})
-    return c
+    return mark_dirty(m, c._replace(sessions=c.sessions.set(serial, s)), q), kept
 
 
 def _computed(a: Allocation) -> float:
@@ -449,6 +500,8 @@ def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_
             c = release_units(m, c, serial, a.pool, a.units, computed, hold.stmt, hold.hold_id)
 
 
+@rule("pool/lease", "a leased allocation outlives its hold's scope, neither evictable nor a victim, until a release, its time or the session's end",
+      "002 §3 Pools: A hold's lease m (t) keeps its allocation on m past the scope's end, neither evictable nor a preemption victim")
 def start_lease(m: Machine, c: Configuration, serial: int, hold: ActiveHold, a: Allocation) -> Configuration:
     """pool/lease: the allocation stays the session's past the scope, neither
     evictable nor a victim, until release, its time, or the session's end."""
@@ -476,8 +529,9 @@ def start_lease(m: Machine, c: Configuration, serial: int, hold: ActiveHold, a: 
     return c
 
 
+@rule("pool/lease-end", "a lease ends (the session's release, its time, or the session's end): the leased units go back, caching per the hold's clause",
+      "002 §3 Pools: A hold's lease m (t) keeps its allocation on m past the scope's end ... until the session's release m, t seconds, or the session's end, and cache applies then")
 def end_lease(m: Machine, c: Configuration, serial: int, lease_id: int, expired: bool) -> Configuration:
-    """pool/lease-end: the leased units go back, caching per the hold's clause."""
     s = c.sessions[serial]
     lease = next(x for x in s.leases if x.lease_id == lease_id)
     events = c.events
@@ -485,8 +539,11 @@ def end_lease(m: Machine, c: Configuration, serial: int, lease_id: int, expired:
         events = remove_event(events, lease.due)
     s = s._replace(leases=tuple(x for x in s.leases if x.lease_id != lease_id))
     c = c._replace(sessions=c.sessions.set(serial, s), events=events)
-    return release_units(m, c, serial, lease.pool, lease.units, lease.computed, lease.stmt, lease_id,
-                         rule="pool/lease-end")
+    c, kept = give_back(m, c, serial, lease.pool, lease.units, lease.computed, lease.stmt, lease_id)
+    if m.observer:
+        m.notify("pool/lease-end", c, {"session": serial, "pool": m.pool_name(lease.pool), "units": lease.units,
+                                       "cached": kept})
+    return c
 
 
 # -- grow and preempt --------------------------------------------------------------------
@@ -534,6 +591,8 @@ def grow_fits(m: Machine, c: Configuration, p: int, need: float) -> bool:
     return c.pools[p].allocated + need <= m.caps[p] + EPSILON
 
 
+@rule("pool/grow", "the innermost hold on the pool takes the growth (to blocks), cache entries evicted as needed",
+      "002 §3 Pools: grow m (d) enlarges the innermost hold on m by d (rounded to blocks)")
 def grow_allocate(m: Machine, c: Configuration, serial: int, p: int, need: float, stmt=None) -> Configuration:
     """pool/grow (its premise: grow_fits): the innermost hold on ``p`` takes
     ``need`` more units, cache entries evicted as needed."""
@@ -543,6 +602,8 @@ def grow_allocate(m: Machine, c: Configuration, serial: int, p: int, need: float
     return c
 
 
+@rule("pool/grow-wait", "a growth that does not fit and has no victim (preempt none) waits, behind the pool's earlier growers",
+      "002 §3 Pools: If it does not fit: with preempt none the session waits and resumes where it was")
 def grow_wait(m: Machine, c: Configuration, serial: int, p: int, amount: float, need: float) -> Configuration:
     """pool/grow-wait (its premise: the growth does not fit and there is no
     victim): the session waits to grow, behind the pool's earlier growers."""
@@ -587,7 +648,7 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
 
 
 def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
-    """pool/grow-resume: the growers of ``p`` in stall order, while the head fits."""
+    """The growers of ``p`` in stall order, while the head fits (pool/grow-resume); the head blocks the rest."""
     while c.pools[p].growers:
         serial = c.pools[p].growers[0]
         s = c.sessions[serial]
@@ -595,14 +656,21 @@ def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
         h, k = innermost_hold(s, p)
         current = s.holds[h].allocations[k].units
         need = m.round_up(p, current + amount) - current
-        if c.pools[p].allocated + need > m.caps[p] + EPSILON:
+        if not grow_fits(m, c, p, need):
             return c
-        pool = c.pools[p]
-        c = _set_pool(c, p, pool._replace(growers=pool.growers[1:]))
-        c = _allocate_more(m, c, serial, p, need)
-        c = make_ready(m, c, c.sessions[serial])
-        if m.observer:
-            m.notify("pool/grow-resume", c, {"session": serial, "pool": m.pool_name(p), "units": need})
+        c = resume_grower(m, c, p, serial, need)
+    return c
+
+
+@rule("pool/grow-resume", "the first grower of the pool fits now: it grows and goes on",
+      "002 §3 Ties: A pool's growers: the order they stalled, the head blocking the rest.")
+def resume_grower(m: Machine, c: Configuration, p: int, serial: int, need: float) -> Configuration:
+    pool = c.pools[p]
+    c = _set_pool(c, p, pool._replace(growers=pool.growers[1:]))
+    c = _allocate_more(m, c, serial, p, need)
+    c = make_ready(m, c, c.sessions[serial])
+    if m.observer:
+        m.notify("pool/grow-resume", c, {"session": serial, "pool": m.pool_name(p), "units": need})
     return c
 
 
@@ -625,6 +693,8 @@ def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
     return c._replace(sessions=c.sessions.set(serial, s), ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
 
 
+@rule("pool/preempt", "under preempt lifo the victim's job leaves its stage, its hold is released with its computed prefix cached, computed is set, and it re-enters the head of the queue",
+      "002 §3 Pools: with preempt lifo the holder ... admitted last ... is preempted: its job leaves its stage, its hold is released with its computed prefix cached, and it re-enters the head of the pool's queue")
 def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     """pool/preempt: the victim's job leaves its stage, its hold on ``p``
     (and every hold inside it) is released with the computed prefix cached,
@@ -667,9 +737,10 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
 
 
 def release_statement(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
-    """session/release: the innermost hold on ``p`` gives its allocation back
-    now (caching per its clause); without one, the session's lease of ``p``
-    ends; with neither, nothing happens."""
+    """The release statement: the innermost hold on ``p`` gives its
+    allocation back now, caching per its clause (pool/release); without one,
+    the session's lease of ``p`` ends (pool/lease-end); with neither, nothing
+    happens."""
     s = c.sessions[serial]
     h, k = innermost_hold(s, p)
     if h < 0:
@@ -686,6 +757,8 @@ def release_statement(m: Machine, c: Configuration, serial: int, p: int) -> Conf
     return release_units(m, c, serial, p, a.units, _computed(a), hold.stmt, hold.hold_id)
 
 
+@rule("session/drop", "the session's own cached prefix on the pool is discarded",
+      "002 §2: drop POOL; -- discard the own cached prefix")
 def drop_statement(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
     """session/drop: the session's own cached prefix on ``p`` is discarded."""
     pool = c.pools[p]
@@ -700,6 +773,8 @@ def drop_statement(m: Machine, c: Configuration, serial: int, p: int) -> Configu
     return c
 
 
+@rule("session/load", "the innermost hold's computed position on the pool advances, within its allocation (else a RunError)",
+      "002 §3 Pools: load m (n) advances the innermost enclosing hold's position on m by n tokens, which its allocation must cover")
 def load_statement(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> Configuration:
     """session/load: the innermost hold's computed position on ``p`` advances by ``amount``, within its allocation."""
     s = c.sessions[serial]

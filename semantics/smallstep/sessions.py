@@ -19,6 +19,7 @@ from .. import ir
 from .configuration import LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session, Statistics, setter
 from .machine import MAX_QUIET_STATEMENTS, Machine, fail, session_env
 from . import pools, stages, workload
+from .rules import rule
 from .values import Env, resolve_index
 
 _new = object.__new__
@@ -162,12 +163,16 @@ def _store(c: Configuration, s: Session) -> Configuration:
 # -- leaving a block -------------------------------------------------------------
 
 
+@rule("session/loop-again", "a loop's body ended: it starts again",
+      "002 §2: loop block (forever)")
 def loop_again(m, c, s, op, env) -> Session:
     """session/loop-again (local): the loop's body starts again."""
     s = _set_pc(s, 0)
     return _note_local(m, c, s, "session/loop-again")
 
 
+@rule("session/while-again", "a while's body ended: its guard is read again; 1 runs the body again, 0 goes on after the while",
+      "FORMAT.md While: the body again while the guard is 1")
 def while_again(m, c, s, op, env) -> Session:
     """session/while (local), at the end of its block: the guard is read
     again; at 1 the block runs again, at 0 the session goes on after the while."""
@@ -176,15 +181,19 @@ def while_again(m, c, s, op, env) -> Session:
         s = _set_pc_draws(s, 0, env.draws)
     else:
         s = _set_frames_pc_draws(s, s.frames[:-1], s.frames[-1].resume, env.draws)
-    return _note_local(m, c, s, "session/while", again=again)
+    return _note_local(m, c, s, "session/while-again", again=again)
 
 
+@rule("session/block-exit", "a branch's block ended: the enclosing block goes on after the branch",
+      "002 §3: a continuation is a stack of block frames")
 def exit_block(m, c, s, op, env) -> Session:
     """session/block-exit (local): a branch's block ends; the enclosing block goes on after the branch."""
     s = _set_frames_pc(s, s.frames[:-1], s.frames[-1].resume)
     return _note_local(m, c, s, "session/block-exit")
 
 
+@rule("session/hold-exit", "a hold's body ended: every allocation goes back (pool/release), a leased one stays (pool/lease); computed := 0",
+      "002 §3 Pools: At the end of the body the units are released and min(ℓ, computed) units stay cached")
 def exit_hold(m, c, s, op, env) -> Configuration:
     """session/hold-exit: the body ended: every allocation goes back with
     min(cache, computed) cached, except a leased one; ``computed`` is 0 again."""
@@ -259,6 +268,8 @@ def check_turn_number(c: Configuration, s: Session, m: Machine, stmt) -> float:
     return turn
 
 
+@rule("session/turn", "turn_no + 1; the next explicit turn or trace row and more; then the turn block",
+      "002 §3 Workload: turn at every turn statement; with a trace, turn loads the next turn's new, out, think, forced and sets more")
 def execute_turn(m, c, s, op, env):
     """session/turn: the next turn's attributes."""
     check_turn_number(c, s, m, op.at)
@@ -266,6 +277,8 @@ def execute_turn(m, c, s, op, env):
     return _note(m, c, "session/turn", c.sessions[s.serial])
 
 
+@rule("session/set", "the attribute takes the expression's value",
+      "002 §2: set NAME = expr")
 def execute_set(m, c, s, op, env) -> Session:
     """session/set (local): the attribute takes the expression's value."""
     value = op.exprs[0](env)
@@ -277,6 +290,8 @@ def execute_set(m, c, s, op, env) -> Session:
     return s
 
 
+@rule("session/observe", "a sample (time, session, turn_no, value), kept at or after the warm-up",
+      "002 §3 Statistics: observe x = e records a sample after warm-up with the time, session and turn")
 def execute_observe(m, c, s, op, env):
     """session/observe: a sample, kept after the warm-up with the time, the
     session and its turn."""
@@ -342,8 +357,9 @@ def execute_load(m, c, s, op, env):
 
 
 def execute_run(m, c, s, op, env):
-    """session/run: a job of ``work`` at the stage (or, with several stages,
-    one flow holding them all). A run of zero work completes at once."""
+    """The run statement: its work is evaluated; a run of zero work
+    completes at once (session/run), any other is a job at the stage(s) (the
+    stage kind's enter rule: stage/fifo-enter, stage/ps-enter, stage/flow-enter)."""
     work_of, refs, targets = op.exprs
     if targets is None:  # an indexed family member, or a step stage
         targets = tuple(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage") for ref in refs)
@@ -354,11 +370,19 @@ def execute_run(m, c, s, op, env):
     if not work == work:
         fail("the run's work is NaN", c, op.at)
     if work <= 0:
-        s = _past(s, op, env)
-        return _note(m, _store(c, s), "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
+        return complete_at_once(m, c, s, op, env, targets)
     return stages.enter_stage(m, c, targets, s, work, past=(op.next, env.draws))
 
 
+@rule("session/run", "a run of zero work (or less) completes at once: the session goes on",
+      "002 §3 Stages: A run of zero work completes at once.")
+def complete_at_once(m, c, s, op, env, targets):
+    s = _past(s, op, env)
+    return _note(m, _store(c, s), "session/run", s, stages=[m.stage_name(t) for t in targets], work=0.0)
+
+
+@rule("session/branch", "the first block when the guard is 1, the second when 0; any other value is a RunError naming the statement",
+      "002 §3 Branching: branch (e) takes the first block when e is 1 and the second when it is 0; any other value ... is a run-time error")
 def execute_branch(m, c, s, op, env) -> Session:
     """session/branch (local): the first block when the guard is 1, the second when 0; any other value is a RunError."""
     stmt = op.stmt
@@ -368,12 +392,16 @@ def execute_branch(m, c, s, op, env) -> Session:
     return _note_local(m, c, s, "session/branch", taken=taken)
 
 
+@rule("session/loop", "the body, forever",
+      "002 §2: loop block")
 def execute_loop(m, c, s, op, env) -> Session:
     """session/loop (local): the body, forever."""
     s = s._replace(frames=s.frames + (Frame(op.stmt.block, LOOP, op.at, op.next),), pc=0)
     return _note_local(m, c, s, "session/loop")
 
 
+@rule("session/while", "the guard is read: at 1 the body runs, at 0 the session goes on after the while",
+      "FORMAT.md While: the body again and again while the guard is 1")
 def execute_while(m, c, s, op, env) -> Session:
     """session/while (local): the block, again and again while the guard is 1."""
     enter = _test(c, op.exprs[0], env, op.at, "while")
@@ -384,6 +412,8 @@ def execute_while(m, c, s, op, env) -> Session:
     return _note_local(m, c, s, "session/while", again=enter)
 
 
+@rule("session/choose", "the index with the least keys, then the smallest index",
+      "002 §3 Ties: choose: the keys, in order, then the smallest index")
 def execute_choose(m, c, s, op, env) -> Session:
     """session/choose (local): the index with the least keys, then the smallest index."""
     stmt = op.stmt
@@ -420,6 +450,8 @@ EXECUTE = {
 # -- the end ------------------------------------------------------------------------
 
 
+@rule("session/end", "every hold released, every lease ended, cached prefixes kept; the session leaves (under closed(n) a new one arrives at once)",
+      "002 §3 Pools: end releases every hold but keeps the session's cached prefixes")
 def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, env=None,
                 samples=None) -> Configuration:
     """session/end (also the rule of the session block's end): every hold is

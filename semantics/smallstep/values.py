@@ -14,6 +14,7 @@ is true; ``&&`` and ``||`` short-circuit); ``c ? a : b`` evaluates one arm.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Callable
 
 from .. import arithmetic, ir
@@ -97,10 +98,12 @@ def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: 
     return ref.base + int(i)
 
 
-#: The context variables an evaluation reads from the Env (the rest belong
-#: to a step stage's iteration).
-_CONTEXT_FIELDS = {"Now": "env.config.time", "Waited": "env.waited", "Size": "env.size", "Age": "env.age",
-                   "Last": "env.last", "Queued": "env.queued", "N": "env.present"}
+#: Every context variable an evaluation reads (seed 002 §2, "context
+#: variables ..."; FORMAT.md Moments say where each exists), by IR name -> the
+#: field of the Env that holds it at that moment (``now``: the configuration's
+#: time). Both compilations are derived from this one table.
+CONTEXT_FIELDS = {"Now": "config.time", "Waited": "waited", "Size": "size", "Age": "age", "Last": "last",
+                  "Queued": "queued", "N": "present"}
 
 #: Binary operators written as Python: operator -> a format of the two operands' source. Each is
 #: arithmetic's definition or its inline form (+ - * and the comparisons as Python's float
@@ -178,8 +181,8 @@ class ExpressionCompiler:
             if kind is ir.Attr:
                 reads_attrs.append(True)
                 return f"(attrs[{x.slot}] if attrs is not None else nan)"
-            if kind is ir.Ctx and x.var in _CONTEXT_FIELDS:
-                return _CONTEXT_FIELDS[x.var]
+            if kind is ir.Ctx and x.var in CONTEXT_FIELDS:
+                return f"env.{CONTEXT_FIELDS[x.var]}"
             if kind is ir.Unary:
                 operand = source(x.operand)
                 return f"(-{operand})" if x.op == "Neg" else f"(0.0 if {operand} != 0.0 else 1.0)"
@@ -231,20 +234,9 @@ class ExpressionCompiler:
         raise TypeError(f"not an IR expression: {e!r}")
 
     def _compile_context(self, var: str) -> Compiled:
-        if var == "Now":
-            return lambda env: env.config.time
-        if var == "Waited":
-            return lambda env: env.waited
-        if var == "Size":
-            return lambda env: env.size
-        if var == "Age":
-            return lambda env: env.age
-        if var == "Last":
-            return lambda env: env.last
-        if var == "Queued":
-            return lambda env: env.queued
-        if var == "N":
-            return lambda env: env.present
+        if var in CONTEXT_FIELDS:
+            read = operator.attrgetter(CONTEXT_FIELDS[var])
+            return lambda env: read(env)
         spelling = ir.CONTEXT_VARIABLES.get(var, var)
 
         def step_only(env: Env) -> float:
@@ -335,7 +327,7 @@ def _writable(e: ir.Expr) -> bool:
     kind = type(e)
     if kind is ir.Cost:
         return _writable(e.expr)
-    return kind in (ir.Num, ir.Attr, ir.Unary, ir.Binary, ir.Cond) or (kind is ir.Ctx and e.var in _CONTEXT_FIELDS)
+    return kind in (ir.Num, ir.Attr, ir.Unary, ir.Binary, ir.Cond) or (kind is ir.Ctx and e.var in CONTEXT_FIELDS)
 
 
 def _nests_deeper_than(e: ir.Expr, n: int) -> bool:

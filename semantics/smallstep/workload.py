@@ -28,6 +28,7 @@ from .. import ir
 from ..errors import RunError
 from .configuration import READY, Configuration, Session, Workload, build, insert_event, ready_push, setter
 from .machine import MAX_READIES_PER_INSTANT, Machine
+from .rules import rule
 from .rng import derive_stream, draw_uniform, member_stream, sample_exp
 from .values import Env
 
@@ -129,8 +130,8 @@ def arrival_event(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> Con
 
 
 def replace_closed(m: Machine, c: Configuration) -> Configuration:
-    """workload/replace: under ``arrive closed`` a session that ends is
-    replaced at once. Backstop: sessions that end without letting time pass
+    """Under ``arrive closed`` a session that ends is replaced at once: a new
+    session arrives (workload/arrive). Backstop: sessions that end without letting time pass
     (a hold rejected at once, say) would be replaced forever at one instant;
     past MAX_READIES_PER_INSTANT replacements at one instant the run stops
     with an error, as for the session backstops (SERQ-FACTS.md)."""
@@ -152,6 +153,8 @@ _set_arrived = setter(Configuration, "workload", "sessions", "ready")
 _set_arrived_scheduled = setter(Configuration, "workload", "sessions", "ready", "events", "sequence")
 
 
+@rule("workload/arrive", "a session arrives: its serial is the arrival count, init runs (on the stream of (session, turn 0)), an explicit session's attributes overwrite, and it is ready",
+      "002 §3 Workload: init runs at arrival; 002 §2: arrive poisson / renewal / closed / batch, explicit sessions")
 def arrive(m: Machine, c: Configuration, explicit: int = -1, arrival=None, events=None) -> Configuration:
     """workload/arrive: a new session, in the same update as what the open
     workload's arrival event changed: ``arrival``, its (arrivals generated,

@@ -26,6 +26,7 @@ from typing import Callable, NamedTuple
 
 from ..configuration import Configuration
 from ..machine import Machine
+from ..rules import rule
 from . import fifo, flows, ps
 
 
@@ -74,6 +75,11 @@ def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner, wo
     return m.stage_kinds[stages[0]].enter(m, c, stages, owner, past, work, spill, c.sequence)
 
 
+@rule("stage/leave", "a preempted or ended session's job is taken off its stage (a fifo server it held takes the next job)",
+      "002 §3 Pools: its job leaves its stage (a preemption); end releases every hold (an end)")
 def leave_stage(m: Machine, c: Configuration, stage: int, job_id: int) -> Configuration:
-    """stage/leave: the job is taken off its stage (its session was preempted or ended)."""
-    return m.stage_kinds[stage].leave(m, c, stage, job_id)
+    kind = m.stage_kinds[stage]
+    c = kind.leave(m, c, stage, job_id)
+    if m.observer:
+        m.notify("stage/leave", c, {"stage": "flow" if kind.name == "flows" else m.stage_name(stage), "job": job_id})
+    return c

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from ..configuration import install_fast_replace, Configuration, build, insert_event, remove_event, replace_at, setter
 from ..machine import Machine
+from ..rules import rule
 from .jobs import at_stage, finish_job
 
 KIND = "fifo"
@@ -87,6 +88,8 @@ def work(m: Machine, c: Configuration, s: int) -> float:
 # -- rules ----------------------------------------------------------------------
 
 
+@rule("stage/fifo-enter", "the job joins the end of the stage's line",
+      "002 §3 Stages: fifo(c): c servers, jobs in arrival order at rate 1")
 def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
           job_id: int) -> Configuration:
     """stage/fifo-enter: the job joins the end of the stage's line; it starts
@@ -102,6 +105,8 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
     return start(m, c, s) if st.busy < m.servers[s] else c  # stage/fifo-start's premise: a server is free
 
 
+@rule("stage/fifo-start", "while a server is free, the first waiting job starts; its completion is an event at now plus its work",
+      "002 §3 Stages: fifo(c): c servers, jobs in arrival order at rate 1")
 def start(m: Machine, c: Configuration, s: int) -> Configuration:
     """stage/fifo-start: while a server is free, the first waiting job starts."""
     st = c.stages[s]
@@ -128,6 +133,8 @@ def start_next(s: int, jobs: tuple, busy: int, events: tuple, seq: int, now: flo
             insert_event(events, due, EVENT, s, job.job_id), seq + 1)
 
 
+@rule("stage/fifo-complete", "the job's service ends; its session goes on",
+      "002 §3 Stages: fifo(c): c servers, jobs in arrival order at rate 1")
 def complete(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     """stage/fifo-complete: the job's service ends; the server it frees
     starts the next waiting job (stage/fifo-start)."""
@@ -142,16 +149,15 @@ def complete(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration
 
 
 def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
-    """stage/leave: the job is taken off the stage (its session was preempted or ended)."""
+    """The kind's part of stage/leave: the job is taken off the line; a
+    server it held takes the next waiting job (stage/fifo-start, inside the rule)."""
     st = c.stages[s]
     k = next(k for k, j in enumerate(st.jobs) if j.job_id == job_id)
     job = st.jobs[k]
     events = remove_event(c.events, job.due) if job.due is not None else c.events
     st = st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:], busy=st.busy - 1 if k < st.busy else st.busy)
     c = c._replace(stages=replace_at(c.stages, s, st), events=events)
-    if m.observer:
-        m.notify("stage/leave", c, {"stage": m.stage_name(s), "job": job_id})
-    return start(m, c, s)
+    return start(m, c, s) if st.busy < m.servers[s] else c  # stage/fifo-start's premise: a server is free
 
 
 def _in_service(jobs: tuple, job_id: int) -> int:

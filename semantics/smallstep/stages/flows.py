@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from ..configuration import install_fast_replace, Configuration, insert_event, remove_event
 from ..machine import Machine
+from ..rules import rule
 from .jobs import at_stage, finish_job
 
 KIND = "flows"
@@ -89,6 +90,8 @@ def work(m: Machine, c: Configuration, s: int) -> float:
 # -- rules ----------------------------------------------------------------------
 
 
+@rule("stage/flow-enter", "the job holds every stage of the run from its start to its end; every flow's rate is set again under the share",
+      "002 §3 Stages: run a, b (w) is one job that holds a and b from its start to its end: a flow, whose work goes down at one rate at all its stages, set by the program's share")
 def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
           job_id: int) -> Configuration:
     """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
@@ -103,6 +106,8 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
     return c
 
 
+@rule("stage/flow-complete", "the flow with the least time left, then start order, finishes",
+      "002 §3 Stages: share maxmin is max-min fair ...; share bottleneck gives each flow its equal share at the tightest of its stages")
 def complete(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> Configuration:
     """stage/flow-complete: the flow with the least time left (then start order) finishes."""
     fl = _advance(c)
@@ -113,12 +118,9 @@ def complete(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> Configur
 
 
 def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
-    """stage/leave: the flow is taken off its stages (its session was preempted or ended)."""
+    """The kind's part of stage/leave: the flow is taken off its stages; every rate is set again."""
     fl = _advance(c)
-    c = reschedule(m, c._replace(flows=fl._replace(flows=tuple(f for f in fl.flows if f.job_id != job_id))))
-    if m.observer:
-        m.notify("stage/leave", c, {"stage": "flow", "job": job_id})
-    return c
+    return reschedule(m, c._replace(flows=fl._replace(flows=tuple(f for f in fl.flows if f.job_id != job_id))))
 
 
 # -- rates and the completion event ----------------------------------------------

@@ -34,10 +34,12 @@ def at_stage(c: Configuration, owner: Session | None, past, stage: int, job_id: 
 
 def finish_job(m: Machine, c: Configuration, s: int, job, rule: str, stages: tuple, events: tuple,
                sequence: int, every=None) -> Configuration:
-    """The job's completion is counted (at or after the warm-up) at ``s``
-    (or at ``every`` stage a flow held); its session becomes ready; in the
-    same update as ``stages`` (without the job), ``events`` and ``sequence``
-    (with the next job's start, say). The completion is traced as ``rule``."""
+    """The conclusion of a completion rule (``rule``: stage/fifo-complete,
+    stage/ps-complete, stage/flow-complete): the job's completion is counted
+    (at or after the warm-up) at ``s`` (or at ``every`` stage a flow held); its
+    session becomes ready; in the same update as ``stages`` (without the job),
+    ``events`` and ``sequence`` (with the next job's start, say). The rule's
+    record is emitted here, once, before a spill write lands (pool/spill-land)."""
     stats = c.statistics
     if c.time >= m.warmup:
         counted = stats.stages
@@ -52,16 +54,16 @@ def finish_job(m: Machine, c: Configuration, s: int, job, rule: str, stages: tup
             estimates = replace_at(estimates, t, note_completion(estimates[t], job.started, job.started - job.arrived,
                                                                  c.time - job.started))
         c = _set_estimates(c, estimates)
-    if m.observer:
-        c = _set_finished(c, stats, stages, events, sequence)
-        m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.owner is not None:
         owner = ready_session(c, c.sessions[job.owner])
-        return _set_finished_ready(c, c.sessions.set(job.owner, owner), ready_push(c.ready, job.owner), stats, stages,
-                                   events, sequence)
-    c = _set_finished(c, stats, stages, events, sequence)
+        c = _set_finished_ready(c, c.sessions.set(job.owner, owner), ready_push(c.ready, job.owner), stats, stages,
+                                events, sequence)
+    else:
+        c = _set_finished(c, stats, stages, events, sequence)
+    if m.observer:
+        m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.spill is not None:
-        from ..pools import land_spill  # a spill write's completion is a pool rule (the semantics' own recursion)
+        from ..pools import land_spill  # a spill write's completion lands it in the tier (the semantics' own recursion)
 
         return land_spill(m, c, *job.spill)
     return c

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from ..configuration import install_fast_replace, Configuration, insert_event, remove_event, replace_at
 from ..machine import Machine
+from ..rules import rule
 from ..values import Env
 from .jobs import at_stage, finish_job
 
@@ -85,6 +86,8 @@ def work(m: Machine, c: Configuration, s: int) -> float:
 # -- rules ----------------------------------------------------------------------
 
 
+@rule("stage/ps-enter", "the job's finish tag is the virtual time now plus its work; every job's rate is φ(present)/present",
+      "002 §3 Stages: ps(φ): every job at once, each at φ(present)/present. delay: every job on its own at rate 1.")
 def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
           job_id: int) -> Configuration:
     """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
@@ -103,6 +106,8 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
     return c
 
 
+@rule("stage/ps-complete", "the job with the smallest finish tag, then start order, finishes",
+      "002 §3 Ties: jobs of a ps stage with equal finish tags finish in the order they started")
 def complete(m: Machine, c: Configuration, s: int, _unused: int = 0) -> Configuration:
     """stage/ps-complete: the job with the smallest finish tag (then start order) finishes."""
     st = _advance_virtual(c, c.stages[s]._replace(due=None))
@@ -113,13 +118,10 @@ def complete(m: Machine, c: Configuration, s: int, _unused: int = 0) -> Configur
 
 
 def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
-    """stage/leave: the job is taken off the stage (its session was preempted or ended)."""
+    """The kind's part of stage/leave: the job is taken off; the others' rate is set again."""
     st = _advance_virtual(c, c.stages[s])
     st = st._replace(jobs=tuple(j for j in st.jobs if j.job_id != job_id))
-    c = reschedule(m, c._replace(stages=replace_at(c.stages, s, st)), s)
-    if m.observer:
-        m.notify("stage/leave", c, {"stage": m.stage_name(s), "job": job_id})
-    return c
+    return reschedule(m, c._replace(stages=replace_at(c.stages, s, st)), s)
 
 
 # -- the completion event -------------------------------------------------------

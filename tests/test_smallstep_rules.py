@@ -1,0 +1,166 @@
+"""Every rule is one function registered under its trace name (issue 8, part 1).
+
+The registry (semantics.smallstep.rules.REGISTRY), the names the step traces
+print, and the rule tables of docs/semantics.md are the same set: a rule that
+is registered but never printed, printed but not registered, or documented
+under another name fails here. The traces are those of every example that
+runs (step stages excepted until they exist) and of the programs below, which
+between them apply every rule.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from irbuild import Builder, add, lt
+from semantics import ir
+from semantics.compiler import compile_source
+from semantics.errors import ProgramError, RunError
+from semantics.pipeline import Overrides, load
+from semantics.smallstep.driver import all_rules, trace
+from semantics.smallstep.rules import REGISTRY
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+#: Programs that between them apply every rule (text syntax).
+PROGRAMS = {
+    # sessions, fifo / ps / delay stages, choose, branch, loop, observe, end, a closed workload
+    "statements": """
+stage srv : fifo(1);
+stage cpu : ps(2);
+stage d : delay;
+workload { arrive closed(3); }
+session {
+  set x = serial;
+  choose j in 2 by (serial);
+  branch (serial < 1) { run d (1); } else { run srv (1); }
+  run d (0);
+  loop { run cpu (0.5); branch (now > 3) { observe late = now; end; } }
+}
+run { horizon 8; seed 1; }
+""",
+    # pools: admission, reject, consume, eviction by block and entry, spill and landing, lease, release, drop, load
+    "pools": """
+pool kv { cap 48; block 8; evict lru; spill host via link (1) when (size >= 8); }
+pool host { cap 64; block 8; }
+stage link : ps(1);
+stage d : delay;
+workload { arrive batch(5); turn { set n = 8 + 8 * serial; } }
+session {
+  turn;
+  branch (serial == 4) { hold kv (64) { run d (1); } }
+  hold kv (n) { load kv (4); run d (1 + serial); } cache (n);
+  hold kv (n) reuse (n) { run d (1); release kv; run d (1); } cache (n) lease kv (2);
+  hold kv (8) { run d (1); } cache (8) lease kv (inf);
+  run d (1);
+  release kv;
+  drop kv;
+}
+run { horizon 40; seed 2; }
+""",
+    # growth under preempt lifo: grow, preempt (the victim's job leaves its stage)
+    "growth": """
+pool kv { cap 12; block 4; preempt lifo; }
+stage srv : fifo(1);
+stage d : delay;
+workload { arrive batch(2); }
+session {
+  hold kv (4) { run d (1 + serial); grow kv (8); run srv (1); } cache (4);
+}
+run { horizon 60; seed 3; }
+""",
+    # growth under preempt none: grow-wait, then grow-resume
+    "waiting growth": """
+pool slots { cap 6; preempt none; }
+stage d : delay;
+workload { arrive batch(2); }
+session { hold slots (2) { run d (1); grow slots (3 - 3 * serial); run d (1); } }
+run { horizon 60; seed 3; }
+""",
+    # flows under a share
+    "flows": """
+stage a : ps(1);
+stage b : ps(2);
+share maxmin;
+workload { arrive batch(3); }
+session { run a, b (2); run a (1); }
+run { horizon 20; seed 4; }
+""",
+}
+
+
+def while_program() -> ir.Program:
+    """``while`` exists only in the IR (the reference's replay programs use it)."""
+    b = Builder(attrs=("k",))
+    d = b.delay("d")
+    b.session(b.set("k", 0.0), b.while_(lt(b.attr("k"), 2.0), b.set("k", add(b.attr("k"), 1.0)), b.run(d, 1.0)))
+    return b.build(arrival=ir.Batch(1), horizon=10)
+
+
+def printed_names(program, base_dir=None) -> set[str]:
+    try:
+        return {record["rule"] for record in trace(program, base_dir=base_dir)}
+    except RunError:
+        return set()
+
+
+def example_programs():
+    for path in sorted((ROOT / "examples").rglob("*.sq")):
+        if path.parent.name == "lib":
+            continue
+        try:
+            loaded = load(str(path), Overrides(horizon=200.0, arrivals=None, seed=None, warmup=0.0, sets=()))
+        except ProgramError:
+            continue
+        if any(isinstance(s.kind, ir.Step) for s in loaded.program.stages):
+            continue  # step stages: the next issue
+        yield path.name, loaded.program, loaded.base_dir
+
+
+def all_printed() -> set[str]:
+    names = set()
+    for source in PROGRAMS.values():
+        names |= printed_names(compile_source(source, "<rules>")[0])
+    names |= printed_names(while_program())
+    for _, program, base_dir in example_programs():
+        names |= printed_names(program, base_dir)
+    return names
+
+
+def documented() -> set[str]:
+    """The rule names in the first column of docs/semantics.md's tables under "Rules, by name"."""
+    text = (ROOT / "docs" / "semantics.md").read_text()
+    section = text[text.index("## Rules, by name"):]
+    section = section[:section.index("\n## ", 3)]
+    names = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            names |= set(re.findall(r"`([a-z]+/[a-z-]+)`", first))
+    return names
+
+
+def test_every_rule_is_registered_once_under_its_trace_name():
+    rules = all_rules()
+    assert [r.name for r in rules] == sorted(REGISTRY, key=lambda n: tuple(n.split("/")))
+    for r in rules:
+        assert re.fullmatch(r"[a-z]+/[a-z-]+", r.name), r.name
+        assert r.meaning and r.seed, f"{r.name}: a rule says what it does and which sentence of the seed it implements"
+
+
+def test_the_registry_the_traces_and_the_docs_name_the_same_rules():
+    registered = set(REGISTRY)
+    printed = all_printed()
+    assert printed - registered == set(), "printed by a trace but registered as no rule"
+    assert registered - printed == set(), "registered but applied by none of the programs: add one that applies it"
+    assert documented() == registered, (f"docs/semantics.md lacks {sorted(registered - documented())}, "
+                                        f"names no rule {sorted(documented() - registered)}")
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_rule_programs_run(name):
+    program, _ = compile_source(PROGRAMS[name], f"<{name}>")
+    assert printed_names(program), f"{name} stopped with a RunError"
