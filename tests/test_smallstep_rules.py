@@ -4,8 +4,8 @@ The registry (semantics.smallstep.rules.REGISTRY), the names the step traces
 print, and the rule tables of docs/semantics.md are the same set: a rule that
 is registered but never printed, printed but not registered, or documented
 under another name fails here. The traces are those of every example that
-runs (step stages excepted until they exist) and of the programs below, which
-between them apply every rule.
+runs, of the reference implementation's vLLM programs under ../shared/oracle,
+and of the programs below, which between them apply every rule.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import re
 import pytest
 
 from irbuild import Builder, add, lt
-from semantics import ir
+from semantics import codec, ir
+from shared_paths import SHARED
 from semantics.compiler import compile_source
 from semantics.errors import ProgramError, RunError
 from semantics.pipeline import Overrides, load
@@ -80,6 +81,19 @@ workload { arrive batch(2); }
 session { hold slots (2) { run d (1); grow slots (3 - 3 * serial); run d (1); } }
 run { horizon 60; seed 3; }
 """,
+    # a step stage that waits: the head of its queue does not fit (step/admit-stop) and it has no resident (step/idle)
+    "idle step stage": """
+pool reqs { cap 4; admit via e; }
+pool kv { cap 32; block 16; }
+stage e : step { budget 32; cost 1; memory kv; }
+stage d : delay;
+workload { arrive batch(2); }
+session {
+  branch (serial == 0) { hold kv (32) { run d (3); } }
+  else { run d (1); hold reqs (1), kv (16) { run e prefill (16) growing kv; run e decode (2) growing kv; } }
+}
+run { horizon 20; seed 5; }
+""",
     # flows under a share
     "flows": """
 stage a : ps(1);
@@ -100,6 +114,13 @@ def while_program() -> ir.Program:
     return b.build(arrival=ir.Batch(1), horizon=10)
 
 
+def oracle_programs():
+    """The reference implementation's compiled vLLM programs (the step engine
+    with preemption, withdrawal, head-of-line blocking, serve orders)."""
+    for path in sorted((SHARED / "oracle").rglob("*.ir.json")):
+        yield codec.loads(path.read_text())
+
+
 def printed_names(program, base_dir=None) -> set[str]:
     try:
         return {record["rule"] for record in trace(program, base_dir=base_dir)}
@@ -115,8 +136,6 @@ def example_programs():
             loaded = load(str(path), Overrides(horizon=200.0, arrivals=None, seed=None, warmup=0.0, sets=()))
         except ProgramError:
             continue
-        if any(isinstance(s.kind, ir.Step) for s in loaded.program.stages):
-            continue  # step stages: the next issue
         yield path.name, loaded.program, loaded.base_dir
 
 
@@ -125,6 +144,8 @@ def all_printed() -> set[str]:
     for source in PROGRAMS.values():
         names |= printed_names(compile_source(source, "<rules>")[0])
     names |= printed_names(while_program())
+    for program in oracle_programs():
+        names |= printed_names(program)
     for _, program, base_dir in example_programs():
         names |= printed_names(program, base_dir)
     return names

@@ -105,13 +105,15 @@ def test_a_run_of_zero_work_completes_at_once():
     assert result.stages[0].completed == 0 and result.events == 0
 
 
-def test_run_on_a_step_stage_is_not_implemented_yet():
+def test_a_prefill_on_a_step_stage_takes_iterations_of_its_budget():
+    # 002 §3 Stages: "One token to a decoding job, up to chunk to a prefilling one, until the budget is spent";
+    # the iteration advances the clock by its cost (1): a prefill of 20 under budget 8 takes 3 iterations
     b = Builder()
     b.stages.append(ir.Stage("engine", None, ir.Step(ir.Num(8.0), ir.Num(1.0), ir.Num(0.0), (), None)))
-    b.session(ir.Run(ir.Ref(0, 1, None), "Prefill", ir.Num(4.0), None, None))
-    with pytest.raises(RunError) as err:
-        run(b.build(horizon=5))
-    assert err.value.stmt == (2, 0) and "step stages are not implemented yet" in err.value.message
+    b.session(ir.Run(ir.Ref(0, 1, None), "Prefill", ir.Num(20.0), None, None), b.observe("done", now()))
+    result = run(b.build(horizon=10))
+    assert done_times(result) == [(0, 3.0)]
+    assert result.stages[0].iterations == 3 and result.stages[0].prefill_only == 3
 
 
 def test_stage_observables():

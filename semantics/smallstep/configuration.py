@@ -170,6 +170,7 @@ class StageStats(NamedTuple):
 class Statistics(NamedTuple):
     pools: tuple[PoolStats, ...]
     stages: tuple[StageStats, ...]
+    engines: tuple  # per stage: a step stage's iteration counts (stages/step.StepStats), None for another kind
     ended: int
     turns: int
     gauges: tuple  # per gauge: a cons list of (time, value) change points, newest first

@@ -52,7 +52,7 @@ def build_machine(program: ir.Program, observer=None, trace_sessions=()) -> Mach
         m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
         m.ops = compile_ops(m)
         m.take_first_event = lambda c: take_first_event(m, c)
-    m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds if kind.name != "step"}
+    m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
     m.event_rules.update({"arrive": arrival_event, "lease": expire_lease})
     return m
 
@@ -61,6 +61,7 @@ def initial_configuration(m: Machine) -> Configuration:
     program = m.program
     statistics = Statistics(
         pools=(EMPTY_POOL_STATS,) * len(program.pools), stages=(EMPTY_STAGE_STATS,) * len(program.stages),
+        engines=tuple(stages.step.EMPTY_STATS if kind.name == "step" else None for kind in m.stage_kinds),
         ended=0, turns=0,
         gauges=(None,) * len(program.gauges))
     return Configuration(

@@ -56,6 +56,26 @@ class CompiledHold:
         self.body = hold.body
 
 
+class StepFacts:
+    """A step stage's compiled parts (seed 002 §2: step { budget B; cost C;
+    chunk K; serve ...; memory P; })."""
+
+    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served")
+
+    def __init__(self, m: "Machine", s: int, stage: ir.Stage):
+        kind = stage.kind
+        compile_ = m.compiler.compile
+        self.budget = compile_(kind.budget)
+        self.cost = compile_(kind.cost)
+        self.chunk = compile_(kind.chunk)
+        #: serve by keys (admission order: none); exclusive prefill: no keys and ``exclusive``
+        self.keys = tuple(compile_(k) for k in kind.serve) if kind.serve is not None else ()
+        self.exclusive = kind.serve is None
+        self.memory = kind.memory
+        #: the pools whose queues it serves (admit via), in declaration order
+        self.served = tuple(p for p, pool in enumerate(m.program.pools) if pool.admit_via == s)
+
+
 class Machine:
     """The fixed part of a run of ``program``."""
 
@@ -93,8 +113,15 @@ class Machine:
         self.spill = tuple(None if p.spill is None else (p.spill.to, p.spill.via, compile_(p.spill.work), compile_(p.spill.when))
                            for p in program.pools)
         self.lifo = tuple(p.preempt is not None for p in program.pools)
-        self.engine_memory = tuple(any(isinstance(s.kind, ir.Step) and s.kind.memory == i for s in program.stages)
-                                   for i in range(len(program.pools)))
+        #: per pool, the step stages whose memory it is (their residents are its preemption victims)
+        self.engines_of_memory = tuple(tuple(s for s, stage in enumerate(program.stages)
+                                             if isinstance(stage.kind, ir.Step) and stage.kind.memory == p)
+                                       for p in range(len(program.pools)))
+        #: the step stages, in declaration order (settle tries them in this order)
+        self.engines = tuple(s for s, stage in enumerate(program.stages) if isinstance(stage.kind, ir.Step))
+        #: per stage, a step stage's compiled parts (StepFacts), None for another kind
+        self.steps = tuple(StepFacts(self, s, stage) if isinstance(stage.kind, ir.Step) else None
+                           for s, stage in enumerate(program.stages))
         self.stream_arrivals = derive_stream(self.seed, ("arrivals",))
         self.stream_workload = derive_stream(self.seed, ("workload",))
         self.stream_machine = derive_stream(self.seed, ("machine",))

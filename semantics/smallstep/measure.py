@@ -140,11 +140,16 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
     base = 4 * len(program.pools)
     stages = []
     for s, (stage, ss) in enumerate(zip(program.stages, stats.stages)):
+        steps = stats.engines[s]
+        extra = {} if steps is None else dict(
+            iterations=steps.iterations, prefill_only=steps.prefill_only, decode_only=steps.decode_only,
+            mixed=steps.mixed, mean_decodes=steps.decodes / steps.iterations if steps.iterations else math.nan)
         stages.append(StageRecord(
-            name=stage.name, index=stage.index, kind="ps" if m.kind_names[s] == "flows" else m.kind_names[s], mean_number=average(areas[base + 2 * s]),
+            name=stage.name, index=stage.index, kind="ps" if m.kind_names[s] == "flows" else m.kind_names[s],
+            mean_number=average(areas[base + 2 * s]),
             utilization=average(areas[base + 2 * s + 1]), completed=ss.completed,
             throughput=ss.completed / span if span > 0 else math.nan,
-            mean_wait=_mean(ss.wait_sum, ss.completed), mean_service=_mean(ss.service_sum, ss.completed)))
+            mean_wait=_mean(ss.wait_sum, ss.completed), mean_service=_mean(ss.service_sum, ss.completed), **extra))
     pools = []
     for p, (pool, ps) in enumerate(zip(program.pools, stats.pools)):
         used, cached, queue, holders = areas[4 * p:4 * p + 4]

@@ -9,6 +9,8 @@ the pool records, the stage queries go through each stage's kind
   ``queued(p)``: sessions in p's queue.
 - ``queue(s)``: the jobs present at s (waiting or in service); ``busy(s)``:
   those in service; ``work(s)``: what is left of their work.
+- ``budget_left(s)``: inside step stage s's admissions, the budget its
+  iteration has left; elsewhere its plan (stages/step.py, ``budget_plan``).
 - ``levels``: every level a time average is taken of (Configuration.areas).
 """
 
@@ -47,8 +49,13 @@ def make_observables(m) -> dict:
     def work(env, s: int) -> float:
         return kinds[s].work(m, env.config, s)
 
+    def budget_left(env, s: int) -> float:
+        if env.budget is not None and env.budget[0] == s:  # inside the stage's admissions: the iteration's budget left
+            return env.budget[1]
+        return kinds[s].budget_plan(m, env.config, s)
+
     return {"Used": used, "Free": free, "CachedIn": cachedin, "Holders": holders, "Queued": queued,
-            "Queue": queue, "Busy": busy, "Work": work}
+            "Queue": queue, "Busy": busy, "Work": work, "BudgetLeft": budget_left}
 
 
 def levels(m, c: Configuration) -> list[float]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .configuration import (ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
+from .configuration import (AT_STAGE, ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
                             Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, own_entry_index,
                             remove_event, ready_from, ready_serials, replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
@@ -74,11 +74,6 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
     hold = m.holds[stmt]
     env = session_env(m, c, s, stmt)
     pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
-    for p in pools:
-        via = m.program.pools[p].admit_via
-        if via is not None:
-            fail(f"pool {m.pool_name(p)} is admitted via step stage {m.stage_name(via)}: step stages are not implemented yet",
-                 c, stmt)
     for k, p in enumerate(pools):
         units = max(0.0, hold.units[k](env))
         reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
@@ -130,9 +125,10 @@ def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, rese
 # -- admission -------------------------------------------------------------------
 
 
-def select_head(m: Machine, c: Configuration, p: int) -> Waiting:
+def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> Waiting:
     """The hold the pool tries: a preempted one first, else by the queue's
-    keys (re-evaluated now, ``waited`` since it joined), then join order."""
+    keys (re-evaluated now, ``waited`` since it joined; ``budget`` as
+    admissible's), then join order."""
     queue = c.pools[p].queue
     keys = m.queue_keys[p]
     if keys is None or queue[0].preempted:
@@ -140,6 +136,7 @@ def select_head(m: Machine, c: Configuration, p: int) -> Waiting:
     best, best_key = None, None
     sessions, now = c.sessions, c.time
     env = Env(c)  # one environment, set to each waiting session in turn (a queue can be thousands long)
+    env.budget = budget
     for w in queue:
         s = sessions[w.serial]
         env.attrs, env.serial, env.stream, env.draws = s.attrs, s.serial, s.stream, s.draws
@@ -164,17 +161,20 @@ class Admission(NamedTuple):
     fits: bool  # every pool has room: allocated + round_up(need) <= cap (cached prefixes never block)
 
 
-def admissible(m: Machine, c: Configuration, p: int) -> Admission | None:
+def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> Admission | None:
     """The premise of pool/admit at pool ``p``: its head (select_head), its
     header evaluated now, and whether it fits every pool of its hold; None
-    when the queue is empty."""
+    when the queue is empty. ``budget``: (step stage, budget left) when that
+    stage admits (seed 002 §3: "budget_left(S) then evaluates to the budget
+    left"), which the queue's keys and the header read."""
     if not c.pools[p].queue:
         return None
-    waiting = select_head(m, c, p)
+    waiting = select_head(m, c, p, budget)
     s = c.sessions[waiting.serial]
     stmt = s.pending.stmt
     hold = m.holds[stmt]
     env = session_env(m, c, s, stmt)
+    env.budget = budget
     units = tuple([max(0.0, f(env)) for f in hold.units])
     needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
     reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
@@ -636,11 +636,23 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
 
 
 def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
-    """The most recently admitted holder of ``p`` in a scope (a lease is no
-    victim). For a step stage's memory only its residents could be victims,
-    and step stages are not implemented yet: none."""
-    if m.engine_memory[p]:
-        return None
+    """The premise of pool/preempt's victim (seed 002 §3 Pools, Ties: "the
+    preemption victim: the most recently admitted holder"). For a pool that is
+    a step stage's memory, "the holder that is a resident of the step stage the
+    pool is the memory of and was admitted last — by the session's latest
+    admission" (a holder away from the engine is in no running list); for any
+    other pool, its most recently admitted holder in a scope. A lease is never
+    a victim. None: no victim."""
+    engines = m.engines_of_memory[p]
+    if engines:
+        best = None
+        for holding in c.pools[p].holders:
+            if holding.leased:
+                continue
+            s = c.sessions[holding.serial]
+            if s.job is not None and s.job[0] in engines and (best is None or s.admission > best.admission):
+                best = s
+        return None if best is None else best.serial
     for holding in reversed(c.pools[p].holders):
         if not holding.leased:
             return holding.serial
@@ -662,13 +674,17 @@ def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
     return c
 
 
-@rule("pool/grow-resume", "the first grower of the pool fits now: it grows and goes on",
+@rule("pool/grow-resume", "the first grower of the pool fits now: it grows and goes on (a step stage's resident stays at the stage, to be served)",
       "002 §3 Ties: A pool's growers: the order they stalled, the head blocking the rest.")
 def resume_grower(m: Machine, c: Configuration, p: int, serial: int, need: float) -> Configuration:
     pool = c.pools[p]
     c = _set_pool(c, p, pool._replace(growers=pool.growers[1:]))
     c = _allocate_more(m, c, serial, p, need)
-    c = make_ready(m, c, c.sessions[serial])
+    s = c.sessions[serial]
+    if s.job is not None:  # a resident of a step stage whose growth waited: served again at its next iteration
+        c = c._replace(sessions=c.sessions.set(serial, s._replace(status=AT_STAGE, growth=None)))
+    else:
+        c = make_ready(m, c, s)
     if m.observer:
         m.notify("pool/grow-resume", c, {"session": serial, "pool": m.pool_name(p), "units": need})
     return c
@@ -786,12 +802,24 @@ def load_statement(m: Machine, c: Configuration, serial: int, p: int, amount: fl
     if a.position + amount > a.units + EPSILON:
         fail(f"load {m.pool_name(p)} ({amount:g}): the hold has {a.units:g} allocated and {a.position:g} computed; "
              f"a load must fit the allocation (grow first)", c, stmt)
-    a = a._replace(position=a.position + amount, advanced=True)
-    s = s._replace(holds=replace_at(s.holds, h, hold._replace(allocations=replace_at(hold.allocations, k, a))))
+    s = s._replace(holds=replace_at(s.holds, h, advance_position(hold, k, amount)))
     c = c._replace(sessions=c.sessions.set(serial, s))
     if m.observer:
-        m.notify("session/load", c, {"session": serial, "pool": m.pool_name(p), "position": a.position})
+        m.notify("session/load", c, {"session": serial, "pool": m.pool_name(p), "position": a.position + amount})
     return c
+
+
+def advance_position(hold: ActiveHold, k: int, amount: float) -> ActiveHold:
+    """The hold with its position on its ``k``-th pool advanced by ``amount``
+    (a load, or the tokens an iteration gave a growing run). From then on
+    every pool of the hold counts its position as what it computed, not its
+    allocation: the hold computes one sequence, and a pool no run grew (a
+    request slot beside the KV) computed nothing past its consumed prefix
+    (docs/semantics.md, "computed position")."""
+    allocations = tuple(a._replace(position=a.position + amount, advanced=True) if i == k
+                        else (a if a.advanced else a._replace(advanced=True))
+                        for i, a in enumerate(hold.allocations))
+    return hold._replace(allocations=allocations)
 
 
 def expire_lease(m: Machine, c: Configuration, serial: int, lease_id: int) -> Configuration:

@@ -63,9 +63,8 @@ def compile_ops(m: Machine, execute: dict | None = None) -> tuple[tuple[Op, ...]
             elif kind is ir.Run:
                 refs = (stmt.stage,) + tuple(stmt.also or ())
                 fixed = tuple(r.base for r in refs) if all(r.index is None for r in refs) else None
-                if fixed is not None and any(m.kind_names[t] == "step" for t in fixed):
-                    fixed = None  # resolved and checked when it runs: a step stage stops the run there
-                exprs = (compile_(stmt.work), refs, fixed)
+                growing = None if stmt.growing is None else (stmt.growing, m.compiler.compile_ref_index(stmt.growing))
+                exprs = (compile_(stmt.work), refs, fixed, stmt.mode, growing)
             else:
                 exprs = ()
             local = LOCAL.get(kind)
@@ -359,19 +358,20 @@ def execute_load(m, c, s, op, env):
 def execute_run(m, c, s, op, env):
     """The run statement: its work is evaluated; a run of zero work
     completes at once (session/run), any other is a job at the stage(s) (the
-    stage kind's enter rule: stage/fifo-enter, stage/ps-enter, stage/flow-enter)."""
-    work_of, refs, targets = op.exprs
-    if targets is None:  # an indexed family member, or a step stage
+    stage kind's enter rule: stage/fifo-enter, stage/ps-enter,
+    stage/flow-enter, stage/step-enter with its mode and the pool it grows)."""
+    work_of, refs, targets, mode, growing = op.exprs
+    if targets is None:  # an indexed family member
         targets = tuple(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage") for ref in refs)
-        for t in targets:
-            if m.kind_names[t] == "step":
-                fail(f"run on step stage {m.stage_name(t)}: step stages are not implemented yet", c, op.at)
     work = work_of(env)
     if not work == work:
         fail("the run's work is NaN", c, op.at)
     if work <= 0:
         return complete_at_once(m, c, s, op, env, targets)
-    return stages.enter_stage(m, c, targets, s, work, past=(op.next, env.draws))
+    how = None
+    if mode != "Plain":
+        how = (mode, None if growing is None else resolve_index(growing[0], growing[1], env, "pool"))
+    return stages.enter_stage(m, c, targets, s, work, past=(op.next, env.draws), how=how)
 
 
 @rule("session/run", "a run of zero work (or less) completes at once: the session goes on",

@@ -43,6 +43,18 @@ class Env:
     last = 0.0
     queued = 0.0
     present = 0.0
+    residents = 0.0
+    decoders = 0.0
+    kv_decode = 0.0
+    kv_prefill = 0.0
+    tokens = 0.0
+    prefilled = 0.0
+    attention = 0.0
+    decoding = 0.0
+    admission = 0.0
+    remaining = 0.0
+    #: (step stage, its budget left) while that stage admits: what budget_left(stage) reads then
+    budget = None
 
     def __init__(self, config, attrs=None, serial=-1, stream=0, draws=0, stmt=None):
         self.config = config
@@ -103,7 +115,13 @@ def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: 
 #: field of the Env that holds it at that moment (``now``: the configuration's
 #: time). Both compilations are derived from this one table.
 CONTEXT_FIELDS = {"Now": "config.time", "Waited": "waited", "Size": "size", "Age": "age", "Last": "last",
-                  "Queued": "queued", "N": "present"}
+                  "Queued": "queued", "N": "present",
+                  # a step stage's: the residents before the iteration (budget, chunk, cost, serve keys) ...
+                  "Nres": "residents", "Ndec": "decoders", "Kvb": "kv_decode", "Kvp": "kv_prefill",
+                  # ... what the iteration scheduled (cost) ...
+                  "Ntok": "tokens", "Npre": "prefilled", "Attn": "attention",
+                  # ... and one resident's (serve keys)
+                  "Decoding": "decoding", "Admission": "admission", "Remaining": "remaining"}
 
 #: Binary operators written as Python: operator -> a format of the two operands' source. Each is
 #: arithmetic's definition or its inline form (+ - * and the comparisons as Python's float
@@ -237,12 +255,7 @@ class ExpressionCompiler:
         if var in CONTEXT_FIELDS:
             read = operator.attrgetter(CONTEXT_FIELDS[var])
             return lambda env: read(env)
-        spelling = ir.CONTEXT_VARIABLES.get(var, var)
-
-        def step_only(env: Env) -> float:
-            raise_run_error(env, f"`{spelling}` belongs to a step stage's iteration: step stages are not implemented yet")
-
-        return step_only
+        raise ValueError(f"unknown context variable {var}")
 
     def _compile_sample(self, e: ir.Sample, sub) -> Compiled:
         args = [sub(a) for a in e.args]
@@ -305,12 +318,6 @@ class ExpressionCompiler:
             return lambda env: f(g(env))
         if fun in ESTIMATE_READERS:
             return self._compile_estimate(e, sub)
-        if fun == "BudgetLeft":
-
-            def budget_left(env: Env) -> float:
-                raise_run_error(env, "`budget_left` reads a step stage's iteration: step stages are not implemented yet")
-
-            return budget_left
         ref = e.args[0].ref
         index = None if ref.index is None else sub(ref.index)
         query = self.observables[fun]

@@ -1,7 +1,7 @@
 """Stage rules, one module per kind (seed 002 §3, Stages): ``fifo`` (c
 servers), ``ps`` (φ(present)/present each; ``delay`` is ps at rate 1 each),
 ``flows`` (runs over several stages, and every job on a stage such a run
-holds, under the program's share).
+holds, under the program's share), ``step`` (the step engine's iterations).
 
 Each kind is one ``StageKind`` behind one small dispatch: its job record and
 state are its own, and the rest of the semantics reaches a stage only
@@ -14,7 +14,9 @@ through these entries:
   the time averages read it (observables.py);
 - ``initial_state``: its state at time 0;
 - ``level_source``: ``level`` written as Python for the event taker (None:
-  the program's levels are read by ``observables.levels``).
+  the program's levels are read by ``observables.levels``);
+- ``budget_plan``: what ``budget_left(s)`` reads outside the stage's own
+  admissions (step stages only).
 
 A job's owner is a session (made ready at completion) or a spill write (which
 becomes a cache entry of the tier at completion: pools.land_spill).
@@ -27,7 +29,7 @@ from typing import Callable, NamedTuple
 from ..configuration import Configuration
 from ..machine import Machine
 from ..rules import rule
-from . import fifo, flows, ps
+from . import fifo, flows, ps, step
 
 
 class StageKind(NamedTuple):
@@ -42,37 +44,34 @@ class StageKind(NamedTuple):
     level: Callable
     work: Callable
     level_source: Callable | None
+    budget_plan: Callable | None
 
 
 def _kind(module) -> StageKind:
     return StageKind(module.KIND, module.initial_state, module.enter, module.leave, module.complete, module.EVENT,
-                     module.present, module.busy, module.level, module.work, module.level_source)
-
-
-def _not_yet(m, c, stages, owner, past, work, spill, job_id):
-    raise AssertionError("a run on a step stage stops before it enters (sessions.execute_run)")
+                     module.present, module.busy, module.level, module.work, module.level_source, module.budget_plan)
 
 
 FIFO = _kind(fifo)
 PS = _kind(ps)
 FLOWS = _kind(flows)
-#: step stages are not implemented yet: nothing enters one, so it reads as an empty ps stage
-STEP = PS._replace(name="step", enter=_not_yet, event="iteration")
+STEP = _kind(step)
 
 #: every kind by the name Machine gives it (Machine.kind_names)
 KINDS = {kind.name: kind for kind in (FIFO, PS, FLOWS, STEP)}
 
 #: each event kind a stage schedules -> the rule it applies: (m, c, a, b) -> c
-EVENTS = {kind.event: kind.complete for kind in (FIFO, PS, FLOWS)}
+EVENTS = {kind.event: kind.complete for kind in KINDS.values()}
 
 
 def enter_stage(m: Machine, c: Configuration, stages: tuple[int, ...], owner, work: float,
-                spill=None, past=None) -> Configuration:
+                spill=None, past=None, how=None) -> Configuration:
     """A job of ``work`` arrives at ``stages`` (one stage, or a flow's stages:
     all of one kind, flows); its id is the next sequence number. ``owner``:
     the session, or None for a spill write; ``past``: the (pc, stream
-    position) the run statement left the session with, set in the same update."""
-    return m.stage_kinds[stages[0]].enter(m, c, stages, owner, past, work, spill, c.sequence)
+    position) the run statement left the session with, set in the same
+    update; ``how``: a step stage's (mode, the pool the run grows or None)."""
+    return m.stage_kinds[stages[0]].enter(m, c, stages, owner, past, work, spill, c.sequence, how)
 
 
 @rule("stage/leave", "a preempted or ended session's job is taken off its stage (a fifo server it held takes the next job)",

@@ -79,6 +79,9 @@ def level_source(m: Machine, s: int, state: str) -> str:
     return f"({state}.busy / {m.servers[s]!r})"
 
 
+budget_plan = None  # budget_left reads a step stage only (the linker)
+
+
 def work(m: Machine, c: Configuration, s: int) -> float:
     """``work(s)``: what is left of every job's service."""
     now = c.time
@@ -91,7 +94,7 @@ def work(m: Machine, c: Configuration, s: int) -> float:
 @rule("stage/fifo-enter", "the job joins the end of the stage's line",
       "002 §3 Stages: fifo(c): c servers, jobs in arrival order at rate 1")
 def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
-          job_id: int) -> Configuration:
+          job_id: int, how=None) -> Configuration:
     """stage/fifo-enter: the job joins the end of the stage's line; it starts
     at once when a server is free (stage/fifo-start)."""
     s = stages[0]
@@ -172,7 +175,7 @@ def _in_service(jobs: tuple, job_id: int) -> int:
 
 
 def enter_fast(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
-               job_id: int) -> Configuration:
+               job_id: int, how=None) -> Configuration:
     """stage/fifo-enter, then stage/fifo-start when a server is free and no
     job waits (a completion starts the next job at once, so a free server
     never leaves one waiting), as one update."""

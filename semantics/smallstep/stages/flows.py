@@ -78,6 +78,8 @@ def level(m: Machine, c: Configuration, s: int) -> float:
     return sum(f.rate for f in c.flows.flows if s in f.stages) / m.flow_capacity[s]
 
 
+budget_plan = None  # budget_left reads a step stage only (the linker)
+
 level_source = None  # the event taker integrates a program with flows by observables.levels
 
 
@@ -93,7 +95,7 @@ def work(m: Machine, c: Configuration, s: int) -> float:
 @rule("stage/flow-enter", "the job holds every stage of the run from its start to its end; every flow's rate is set again under the share",
       "002 §3 Stages: run a, b (w) is one job that holds a and b from its start to its end: a flow, whose work goes down at one rate at all its stages, set by the program's share")
 def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
-          job_id: int) -> Configuration:
+          job_id: int, how=None) -> Configuration:
     """stage/flow-enter: the job holds every stage of ``stages`` from its start to its end."""
     c = c._replace(sequence=job_id + 1, sessions=at_stage(c, owner, past, stages[0], job_id))
     owner = None if owner is None else owner.serial

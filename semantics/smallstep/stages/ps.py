@@ -76,6 +76,9 @@ def level_source(m: Machine, s: int, state: str) -> str:
     return f"(1.0 if {state}.jobs else 0.0)"
 
 
+budget_plan = None  # budget_left reads a step stage only (the linker)
+
+
 def work(m: Machine, c: Configuration, s: int) -> float:
     """``work(s)``: what is left of every job's work."""
     st = c.stages[s]
@@ -89,7 +92,7 @@ def work(m: Machine, c: Configuration, s: int) -> float:
 @rule("stage/ps-enter", "the job's finish tag is the virtual time now plus its work; every job's rate is φ(present)/present",
       "002 §3 Stages: ps(φ): every job at once, each at φ(present)/present. delay: every job on its own at rate 1.")
 def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
-          job_id: int) -> Configuration:
+          job_id: int, how=None) -> Configuration:
     """stage/ps-enter: the job's finish tag is the virtual time now plus its work."""
     s = stages[0]
     c = c._replace(sequence=job_id + 1, sessions=at_stage(c, owner, past, s, job_id))

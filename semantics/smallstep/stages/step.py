@@ -1,0 +1,572 @@
+"""The step engine: ``step { budget B; cost C; chunk K; serve ...; memory P; }``
+(seed 002 §2 kind, §3 Stages and Pools, §7 the vLLM correspondence).
+
+"step { budget B; cost C; }: an engine that runs iterations. ... a step
+engine's prefill and decode work is in the unit of B, tokens." A run on it is
+a resident (``stage/step-enter``). When the stage is idle and has residents or
+a waiting queue it serves, settle starts an iteration
+(``step/iteration-start``), "provided no other event is pending at the same
+instant". The iteration being formed is part of the stage's state
+(``Iteration``: the budget left, the residents already served, what each was
+given, whether it preempted, whether it still takes residents), and each turn
+of forming it is a rule that takes a configuration and returns one:
+
+- ``step/schedule``: the next resident in the serving order is served: "One
+  token to a decoding job, up to chunk to a prefilling one, until the budget
+  is spent"; a growing run whose hold must grow first waits for step/grow;
+- ``step/grow``: "a growing job first grows its hold to the position it will
+  reach (block by block, preempting if needed)"; a grower that preempts
+  itself ends the pass;
+- ``step/withdraw`` (inside a preemption): a victim already served in the
+  iteration gives its tokens back;
+- ``step/admit`` / ``step/admit-stop``: "then the stage admits from the queues
+  it serves", in pool declaration order, "while the iteration has budget
+  left, and not in an iteration that preempted"; the admitted session runs
+  at once, and joins the residents to be served; the first head that does not
+  fit stops the iteration's admissions;
+- ``step/iteration`` (or ``step/idle`` when it scheduled no token and did not
+  preempt): the cost C is read and the iteration's end is an event at now + C;
+- ``step/iteration-end``: "its tokens are applied when it ends"; the runs that
+  are done complete (``stage/step-complete``).
+
+Serving order (Ties): "A step stage's residents: the serve by keys, then
+admission order" (the session's latest admission, then the job's sequence
+number). The preemption victim is the pool's rule (pools.choose_victim: the
+resident of the engine whose session was admitted last). Decisions where the
+seed and the reference implementation read differently are in
+docs/semantics.md ("The step engine").
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import NamedTuple
+
+from ...errors import RunError
+from ..configuration import (AT_STAGE, GROWING, Configuration, Statistics, build, insert_event, install_fast_replace,
+                             ready_from, ready_serials, replace_at, setter)
+from ..machine import EPSILON, Machine
+from ..rules import rule
+from ..values import Env
+from .jobs import at_stage, finish_job
+
+KIND = "step"
+EVENT = "iteration"  # an iteration's end (a = stage)
+
+PREFILL = "Prefill"
+DECODE = "Decode"
+
+
+class Resident(NamedTuple):
+    """A run on the step stage (a job: the five fields every kind shares, then its own)."""
+
+    job_id: int  # its sequence number
+    owner: int  # the session's serial
+    arrived: float
+    started: float  # = arrived: a resident never waits to be a resident
+    spill: None  # a step stage takes no spill writes
+    mode: str  # PREFILL or DECODE
+    remaining: float  # tokens its run has left (lowered when an iteration that served it ends)
+    growing: int | None  # the pool its run grows (``growing P``, resolved when it joined), or None
+
+
+class Assignment(NamedTuple):
+    """What one iteration gives one resident."""
+
+    job_id: int
+    serial: int
+    mode: str
+    tokens: float
+    position: float  # the growing hold's position before the chunk (K in attention); 0 without growing
+
+
+class Iteration(NamedTuple):
+    """An iteration: formed by the rules above (``due`` None), then in flight
+    until its end event (``due`` its key)."""
+
+    number: int  # 1, 2, ... on its stage
+    started: float
+    budget: float  # B, read at its start (below 0: 0)
+    chunk: float  # K, read at its start (0: no per-request cap)
+    left: float  # the budget not yet given
+    served: tuple[int, ...]  # the residents (job ids) already considered, in order
+    assigned: tuple[Assignment, ...]  # what it gives, in the order it served them
+    pending: Assignment | None  # a growing resident's chunk, waiting for its growth (step/grow)
+    preempted: bool  # it preempted a resident (then it admits nothing)
+    open: bool  # it still serves residents and admits (a self-preempting grower or a head that does not fit closes it)
+    context: tuple[float, float, float, float]  # residents, decoders, kv_decode, kv_prefill before it
+    due: tuple[float, int] | None  # its end event, once formed
+
+
+class StepState(NamedTuple):
+    jobs: tuple[Resident, ...]  # the residents, by (their session's latest admission, job id)
+    iteration: Iteration | None  # forming or in flight; None: idle
+    count: int  # iterations so far
+
+
+class StepStats(NamedTuple):
+    """A step stage's iteration counts (at or after the warm-up)."""
+
+    iterations: int
+    prefill_only: int
+    decode_only: int
+    mixed: int
+    empty: int  # the iterations that only preempted
+    tokens: float
+    decodes: int  # decode tokens given
+
+
+for _record_type in (Resident, Assignment, Iteration, StepState, StepStats):
+    install_fast_replace(_record_type)
+
+EMPTY = StepState((), None, 0)
+EMPTY_STATS = StepStats(0, 0, 0, 0, 0, 0.0, 0)
+
+_set_iteration = setter(StepState, "iteration")
+_set_engines = setter(Statistics, "engines")
+
+
+def initial_state(m: Machine, s: int) -> StepState:
+    return EMPTY
+
+
+def _state(c: Configuration, s: int) -> StepState:
+    return c.stages[s]
+
+
+def _with_state(c: Configuration, s: int, st: StepState) -> Configuration:
+    return c._replace(stages=replace_at(c.stages, s, st))
+
+
+def _with_iteration(c: Configuration, s: int, it: Iteration | None) -> Configuration:
+    return c._replace(stages=replace_at(c.stages, s, _set_iteration(c.stages[s], it)))
+
+
+# -- the state as expressions read it ----------------------------------------------
+
+
+def present(m: Machine, c: Configuration, s: int) -> int:
+    """``queue(s)``: the residents."""
+    return len(c.stages[s].jobs)
+
+
+def busy(m: Machine, c: Configuration, s: int) -> float:
+    """``busy(s)``: the residents the iteration in flight serves."""
+    it = c.stages[s].iteration
+    return float(len(it.assigned)) if it is not None else 0.0
+
+
+def level(m: Machine, c: Configuration, s: int) -> float:
+    """Utilisation now: 1 while an iteration is in flight."""
+    return 1.0 if c.stages[s].iteration is not None else 0.0
+
+
+def level_source(m: Machine, s: int, state: str) -> str:
+    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
+    return f"(0.0 if {state}.iteration is None else 1.0)"
+
+
+def work(m: Machine, c: Configuration, s: int) -> float:
+    """``work(s)``: the tokens the residents' runs have left."""
+    return sum(r.remaining for r in c.stages[s].jobs)
+
+
+def memory_of(m: Machine, c: Configuration, s: int, serial: int) -> float:
+    """The units session ``serial`` holds on stage ``s``'s memory pool, over all its holds (0 without memory)."""
+    p = m.steps[s].memory
+    if p is None:
+        return 0.0
+    return sum(a.units for h in c.sessions[serial].holds for a in h.allocations if a.pool == p)
+
+
+def context_before(m: Machine, c: Configuration, s: int) -> tuple[float, float, float, float]:
+    """residents, decoders, kv_decode, kv_prefill: "the residents before the
+    iteration" (seed 002 §2), which its budget, chunk, serve keys and cost read."""
+    residents = c.stages[s].jobs
+    decoders = kv_decode = kv_prefill = 0.0
+    for r in residents:
+        units = memory_of(m, c, s, r.owner)
+        if r.mode == DECODE:
+            decoders += 1.0
+            kv_decode += units
+        else:
+            kv_prefill += units
+    return float(len(residents)), decoders, kv_decode, kv_prefill
+
+
+def _stage_env(c: Configuration, context) -> Env:
+    env = Env(c)
+    env.residents, env.decoders, env.kv_decode, env.kv_prefill = context
+    return env
+
+
+def _read(m: Machine, c: Configuration, s: int, what: str, f, env: Env) -> float:
+    """A budget, chunk or cost: a number (NaN or infinite is a RunError naming the stage)."""
+    value = f(env)
+    if not math.isfinite(value):
+        raise RunError(f"step stage {m.stage_name(s)}: its {what} is {value:g}; it must be a finite number", time=c.time)
+    return value
+
+
+def want_of(r: Resident, chunk: float) -> float:
+    """What a resident asks of an iteration: one token to a decode, up to the chunk (0: no cap) to a prefill."""
+    if r.mode == DECODE:
+        return min(1.0, r.remaining)
+    return min(r.remaining, chunk) if chunk > 0 else r.remaining
+
+
+def budget_plan(m: Machine, c: Configuration, s: int) -> float:
+    """``budget_left(s)`` read outside the stage's admissions (a session
+    joining a queue judges whether it can ever fit, a set): the budget an
+    iteration starting now would leave after its residents, max(0, B − Σ
+    what each asks), with the context before the iteration."""
+    facts = m.steps[s]
+    env = _stage_env(c, context_before(m, c, s))
+    budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
+    chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
+    return max(0.0, budget - sum(want_of(r, chunk) for r in c.stages[s].jobs))
+
+
+# -- a run joins -------------------------------------------------------------------
+
+
+@rule("stage/step-enter", "a run on a step stage (prefill or decode, of so many tokens, growing a pool or not) becomes a resident, in the residents' admission order",
+      "002 §3 Stages: a step engine's prefill and decode work is in the unit of B, tokens; Ties: A step stage's residents: the serve by keys, then admission order")
+def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, work: float, spill,
+          job_id: int, how=None) -> Configuration:
+    s = stages[0]
+    mode, growing = how
+    st = c.stages[s]
+    job = Resident(job_id, owner.serial, c.time, c.time, None, mode, work, growing)
+    sessions = c.sessions
+    key = (owner.admission, job_id)
+    i = bisect.bisect_right(st.jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
+    st = st._replace(jobs=st.jobs[:i] + (job,) + st.jobs[i:])
+    c = c._replace(stages=replace_at(c.stages, s, st), sessions=at_stage(c, owner, past, s, job_id), sequence=job_id + 1)
+    if m.observer:
+        m.notify("stage/step-enter", c, {"stage": m.stage_name(s), "job": job_id, "session": owner.serial,
+                                         "mode": mode.lower(), "work": work})
+    return c
+
+
+def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
+    """The kind's part of stage/leave: the resident is taken off the stage; a
+    chunk an iteration gave it is withdrawn (step/withdraw)."""
+    st = c.stages[s]
+    st = st._replace(jobs=tuple(r for r in st.jobs if r.job_id != job_id))
+    c = _with_state(c, s, st)
+    it = st.iteration
+    if it is None:
+        return c
+    if it.due is None:  # forming: "no admission in a step that preempted"
+        it = it._replace(preempted=True,
+                         pending=None if it.pending is not None and it.pending.job_id == job_id else it.pending)
+        c = _with_iteration(c, s, it)
+    if any(a.job_id == job_id for a in it.assigned):
+        c = withdraw(m, c, s, job_id)
+    return c
+
+
+@rule("step/withdraw", "a preempted resident that an iteration had already served gives its tokens back: while the iteration forms, to the budget it has left",
+      "001: the victim ... already scheduled earlier in this same pass ... give its tokens back to token_budget with +=; 002 §3: its job leaves its stage")
+def withdraw(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
+    it = c.stages[s].iteration
+    k = next(k for k, a in enumerate(it.assigned) if a.job_id == job_id)
+    a = it.assigned[k]
+    assigned = it.assigned[:k] + it.assigned[k + 1:]
+    it = it._replace(assigned=assigned, left=it.left + a.tokens if it.due is None else it.left)
+    c = _with_iteration(c, s, it)
+    if m.observer:
+        m.notify("step/withdraw", c, {"stage": m.stage_name(s), "job": job_id, "session": a.serial,
+                                      "tokens": a.tokens, "left": it.left})
+    return c
+
+
+# -- forming an iteration ------------------------------------------------------------
+
+
+def idle_with_work(m: Machine, c: Configuration, s: int) -> bool:
+    """The premise of step/iteration-start but for the instant: the stage is
+    idle and has residents or a waiting queue it serves."""
+    st = c.stages[s]
+    return st.iteration is None and (bool(st.jobs) or any(c.pools[p].queue for p in m.steps[s].served))
+
+
+@rule("step/iteration-start", "an idle step stage with residents or a waiting queue it serves starts an iteration: its budget and chunk are read with the residents before it",
+      "002 §3: then it starts an iteration on every idle step stage that has residents or a waiting queue it serves, provided no other event is pending at the same instant")
+def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    assert idle_with_work(m, c, s) and not (c.events and c.events[0][0] == c.time)
+    facts = m.steps[s]
+    context = context_before(m, c, s)
+    env = _stage_env(c, context)
+    budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
+    chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
+    st = c.stages[s]
+    it = Iteration(st.count + 1, c.time, budget, chunk, budget, (), (), None, False, True, context, None)
+    c = _with_iteration(c, s, it)
+    if m.observer:
+        m.notify("step/iteration-start", c, {"stage": m.stage_name(s), "iteration": it.number, "budget": budget,
+                                             "chunk": chunk, "residents": len(st.jobs)})
+    return c
+
+
+def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    """The iteration of stage ``s`` started and formed: the rules of forming
+    it applied one at a time, each to the configuration the last one made,
+    until it is in flight (step/iteration) or dropped (step/idle)."""
+    c = start_iteration(m, c, s)
+    while True:
+        it = c.stages[s].iteration
+        if it.pending is not None:
+            c = grow_for(m, c, s)
+            continue
+        if it.open and it.left > 0:
+            r = next_resident(m, c, s)
+            if r is not None:
+                c = schedule(m, c, s, r)
+                continue
+            if not it.preempted:
+                head = next_head(m, c, s)
+                if head is not None:
+                    q, a = head
+                    c = admit(m, c, s, q, a) if a.fits else admit_stop(m, c, s, q, a)
+                    continue
+        if it.assigned or it.preempted:
+            return close_iteration(m, c, s)
+        return drop_iteration(m, c, s)
+
+
+def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
+    """The first resident not yet served, in the serving order: the serve by
+    keys (read for each resident with the context before the iteration and
+    its own decoding, admission and remaining), then its session's latest
+    admission, then its job id (seed 002 §3, Ties)."""
+    st = c.stages[s]
+    served = st.iteration.served
+    unserved = [r for r in st.jobs if r.job_id not in served]
+    if not unserved:
+        return None
+    keys = m.steps[s].keys
+    if not keys:
+        return unserved[0]  # the residents are kept in admission order
+    env = _stage_env(c, st.iteration.context)
+    best, best_key = None, None
+    for r in unserved:
+        session = c.sessions[r.owner]
+        env.attrs, env.serial, env.stream, env.draws = session.attrs, r.owner, session.stream, session.draws
+        env.decoding = 1.0 if r.mode == DECODE else 0.0
+        env.admission = float(session.admission)
+        env.remaining = r.remaining
+        key = [k(env) for k in keys] + [session.admission, r.job_id]
+        if best is None or key < best_key:
+            best, best_key = r, key
+    return best
+
+
+def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float, float]:
+    """(position, allocation) of the innermost hold on the pool ``r`` grows."""
+    from ..pools import innermost_hold  # the hold a run grows is a pool's record (the semantics' own recursion)
+
+    session = c.sessions[r.owner]
+    h, k = innermost_hold(session, r.growing)
+    if h < 0:
+        raise RunError(f"a run growing {m.pool_name(r.growing)} outside a hold of {m.pool_name(r.growing)}",
+                       time=c.time)
+    a = session.holds[h].allocations[k]
+    return a.position, a.units
+
+
+@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing",
+      "002 §3 Stages: One token to a decoding job, up to chunk to a prefilling one, until the budget is spent")
+def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration:
+    it = c.stages[s].iteration
+    served = it.served + (r.job_id,)
+    tokens = min(want_of(r, it.chunk), it.left)
+    waits = c.sessions[r.owner].status == GROWING
+    position = need = 0.0
+    if not waits and r.growing is not None:
+        position, units = _growing_position(m, c, r)
+        need = position + tokens - units
+    a = Assignment(r.job_id, r.owner, r.mode, tokens, position)
+    if waits:
+        it = it._replace(served=served)
+    elif need > EPSILON:
+        it = it._replace(served=served, pending=a)
+    else:
+        it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens)
+    c = _with_iteration(c, s, it)
+    if m.observer:
+        m.notify("step/schedule", c, {"stage": m.stage_name(s), "job": r.job_id, "session": r.owner,
+                                      "mode": r.mode.lower(), "tokens": 0.0 if waits else tokens,
+                                      "grow": max(0.0, need), "left": it.left})
+    return c
+
+
+@rule("step/grow", "a served growing run's hold grows to the position its chunk reaches, block by block, preempting the engine's last-admitted resident while it does not fit; it then gets its chunk, or, when it preempted itself, the pass ends, or, under preempt none, it waits and gets nothing",
+      "002 §3 Stages: a growing job first grows its hold to the position it will reach (block by block, preempting if needed); Pools: The grower itself can be the victim")
+def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
+    from ..pools import GREW, PREEMPTED, grow  # a growth is the pool's rule (the semantics' own recursion)
+
+    it = c.stages[s].iteration
+    a = it.pending
+    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    position, units = _growing_position(m, c, r)
+    c, outcome = grow(m, c, a.serial, r.growing, position + a.tokens - units, None)
+    it = c.stages[s].iteration
+    if outcome == GREW:
+        it = it._replace(pending=None, assigned=it.assigned + (a,), left=it.left - a.tokens)
+    elif outcome == PREEMPTED:  # "if new_blocks is None: break": this pass schedules nothing further
+        it = it._replace(pending=None, open=False, preempted=True)
+    else:  # it waits to grow (preempt none): no tokens
+        it = it._replace(pending=None)
+    c = _with_iteration(c, s, it)
+    if m.observer:
+        m.notify("step/grow", c, {"stage": m.stage_name(s), "job": a.job_id, "session": a.serial,
+                                  "pool": m.pool_name(r.growing), "outcome": outcome, "left": it.left})
+    return c
+
+
+def next_head(m: Machine, c: Configuration, s: int):
+    """(pool, its Admission) of the first queue the stage serves that has a
+    waiting hold (pool declaration order), with the header read with the
+    budget left; None when every queue it serves is empty."""
+    from ..pools import admissible  # the premise of pool/admit (the semantics' own recursion)
+
+    left = c.stages[s].iteration.left
+    for q in m.steps[s].served:
+        if c.pools[q].queue:
+            return q, admissible(m, c, q, budget=(s, left))
+    return None
+
+
+@rule("step/admit", "while the iteration has budget left and has not preempted, the head of the first queue the stage serves (pool declaration order) is admitted, its header read with budget_left = the budget left; the admitted session runs at once (and joins the residents)",
+      "002 §3 Pools: its queue is served by step stage S, at the start of an iteration, after the residents have taken their tokens, while the iteration has budget left, and not in an iteration that preempted")
+def admit(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
+    from ..pools import admit as admit_hold, header_drawn  # pool/admit (the semantics' own recursion)
+    from ..sessions import run_session  # the admitted session runs at once (the semantics' own recursion)
+
+    serial = a.waiting.serial
+    c = admit_hold(m, header_drawn(c, a), q, a)
+    c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
+    c = run_session(m, c, serial)
+    if m.observer:
+        m.notify("step/admit", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": serial,
+                                   "left": c.stages[s].iteration.left})
+    return c
+
+
+@rule("step/admit-stop", "the head of the first queue the stage serves does not fit: the iteration admits no more (head-of-line blocking)",
+      "002 §3 Pools: the first head that does not fit stops the iteration's admissions")
+def admit_stop(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
+    from ..pools import header_drawn  # the header's draws are the session's (the semantics' own recursion)
+
+    c = header_drawn(c, a)
+    c = _with_iteration(c, s, c.stages[s].iteration._replace(open=False))
+    if m.observer:
+        m.notify("step/admit-stop", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": a.waiting.serial})
+    return c
+
+
+def cost_context(m: Machine, c: Configuration, s: int, it: Iteration) -> Env:
+    """What the cost reads: tokens, prefilled and attention, what the
+    iteration scheduled (attention = Σ n (K + n/2) over the prefill chunks, K
+    the position before the chunk), and residents, decoders, kv_decode,
+    kv_prefill, the residents before the iteration (seed 002 §2)."""
+    env = _stage_env(c, it.context)
+    env.tokens = sum(a.tokens for a in it.assigned)
+    env.prefilled = sum(a.tokens for a in it.assigned if a.mode == PREFILL)
+    env.attention = sum(a.tokens * (a.position + a.tokens / 2.0) for a in it.assigned if a.mode == PREFILL)
+    return env
+
+
+@rule("step/iteration", "the iteration is formed (it gave tokens, or it preempted: the step that only preempted): its cost C is read and its end is an event at now + C",
+      "002 §3 Stages: The iteration advances the clock by C, an expression in tokens, decoders, prefilled, residents, kv_decode, kv_prefill, attention; An iteration that schedules no token is not an iteration, unless it preempted")
+def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    it = c.stages[s].iteration
+    env = cost_context(m, c, s, it)
+    cost = max(0.0, _read(m, c, s, "cost", m.steps[s].cost, env))
+    if cost == 0.0 and env.tokens > 0:
+        raise RunError(f"step stage {m.stage_name(s)}: an iteration of {env.tokens:g} tokens costs 0: an "
+                       f"iteration with tokens must take time", time=c.time)
+    due = (c.time + cost, c.sequence)
+    it = it._replace(due=due, pending=None)
+    st = c.stages[s]._replace(iteration=it, count=it.number)
+    c = c._replace(stages=replace_at(c.stages, s, st), events=insert_event(c.events, due, EVENT, s),
+                   sequence=c.sequence + 1)
+    if c.time >= m.warmup:
+        c = _count_iteration(c, s, it, env)
+    if m.observer:
+        m.notify("step/iteration", c, {"stage": m.stage_name(s), "iteration": it.number, "tokens": env.tokens,
+                                       "decoders": len([a for a in it.assigned if a.mode == DECODE]),
+                                       "prefilled": env.prefilled, "attention": env.attention, "cost": cost,
+                                       "preempted": it.preempted})
+    return c
+
+
+def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Configuration:
+    stats = c.statistics
+    old = stats.engines[s]
+    prefills = any(a.mode == PREFILL for a in it.assigned)
+    decodes = sum(1 for a in it.assigned if a.mode == DECODE)
+    new = StepStats(old.iterations + 1,
+                    old.prefill_only + (1 if prefills and not decodes else 0),
+                    old.decode_only + (1 if decodes and not prefills else 0),
+                    old.mixed + (1 if prefills and decodes else 0),
+                    old.empty + (1 if not it.assigned else 0),
+                    old.tokens + env.tokens, old.decodes + decodes)
+    return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s, new)))
+
+
+@rule("step/idle", "an iteration that gave no token and preempted nothing is not an iteration: the stage stays idle until a later settle",
+      "002 §3 Stages: An iteration that schedules no token is not an iteration, unless it preempted")
+def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    c = _with_iteration(c, s, None)
+    if m.observer:
+        m.notify("step/idle", c, {"stage": m.stage_name(s)})
+    return c
+
+
+# -- the iteration's end -----------------------------------------------------------------
+
+
+@rule("step/iteration-end", "the iteration ends: each served resident's run is lowered by its tokens, a growing hold's position advances by them; the runs that are done complete (stage/step-complete), in the order served",
+      "002 §3 Stages: its tokens are applied when it ends")
+def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configuration:
+    from ..pools import advance_position, innermost_hold  # the position is the hold's (the semantics' own recursion)
+
+    st = c.stages[s]
+    it = st.iteration
+    jobs = {r.job_id: r for r in st.jobs}
+    sessions = c.sessions
+    done = []
+    for a in it.assigned:
+        r = jobs[a.job_id]._replace(remaining=jobs[a.job_id].remaining - a.tokens)
+        jobs[a.job_id] = r
+        if r.growing is not None:
+            session = sessions[a.serial]
+            h, k = innermost_hold(session, r.growing)
+            hold = advance_position(session.holds[h], k, a.tokens)
+            sessions = sessions.set(a.serial, session._replace(holds=replace_at(session.holds, h, hold)))
+        if r.remaining <= EPSILON:
+            done.append(r)
+    residents = tuple(jobs[r.job_id] for r in st.jobs)
+    c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st._replace(jobs=residents, iteration=None)))
+    if m.observer:
+        m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
+                                           "done": [r.job_id for r in done]})
+    for r in done:
+        c = complete_run(m, c, s, r)
+    return c
+
+
+#: the stage kind's completion event's rule
+complete = end_iteration
+
+
+@rule("stage/step-complete", "a resident whose run has no tokens left completes: its session goes on",
+      "002 §3 Stages: its tokens are applied when it ends; a run's work is its tokens")
+def complete_run(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration:
+    st = c.stages[s]
+    st = st._replace(jobs=tuple(x for x in st.jobs if x.job_id != r.job_id))
+    return finish_job(m, c, s, r, "stage/step-complete", replace_at(c.stages, s, st), c.events, c.sequence)
