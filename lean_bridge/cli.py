@@ -67,7 +67,7 @@ def command_check(argv: list[str]) -> int:
 
 
 def command_prove(argv: list[str]) -> int:
-    from .prove import prove_all
+    from . import prove
 
     p = _Parser(prog="serq-ref lean prove", add_help=False)
     p.add_argument("--bound", type=int, default=4, metavar="N",
@@ -75,7 +75,7 @@ def command_prove(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.bound < 1:
         raise UsageError("lean prove: --bound is at least 1")
-    results = prove_all(args.bound, echo=lambda line: print(line, flush=True))
+    results = prove.prove_all(args.bound, echo=lambda line: print(line, flush=True), rules=prove.RULES)
     failed = sum(1 for r in results if not r.proved)
     print(f"{len(results) - failed} proved, {failed} not proved")
     return 1 if failed else 0
@@ -113,7 +113,8 @@ def command_emit(argv: list[str]) -> int:
             if mirror != answer:
                 print(f"serq-ref: warning: {path}: the mirror's outcome differs from the recorded answer; the "
                       f"theorem will not be proved", file=sys.stderr)
-        return emit.lean_file(sc, namespace, 2 * ticks + 8, os.path.relpath(path), answer, note)
+        source = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+        return emit.lean_file(sc, namespace, 2 * ticks + 8, source, answer, note)
 
     if os.path.isdir(args.source):
         if not args.out:

@@ -2,9 +2,10 @@
 serving loop (schedule, grow, withdraw, admit) and the end.
 
 One iteration, at time t, on the step clock (cost 1):
-``start_iteration`` reads the budget and the chunk once; ``serve`` gives
-tokens to the residents in serving order (``pick_next``; ``schedule`` with
-``grow`` before the tokens, preempting the last resident holding the pool,
+``start_iteration`` reads the budget and the chunk once; ``serve`` applies
+one rule a turn: it gives tokens to the residents in serving order
+(``pick_next``, ``schedule``; a growing run's tokens wait for ``grow_turn``,
+which grows its hold or preempts the last resident holding the pool,
 ``withdraw`` taking back a victim's tokens), then admits heads of the queues
 the engine serves (``admit_head``) while budget is left, never in an
 iteration that preempted; ``end_iteration`` at t + 1 applies the tokens.
@@ -30,7 +31,7 @@ def start_iteration(p: Program, m: Machine) -> Iteration:
     v = engine_env(m)
     budget = eval_expr(p, m, v, p.engine.budget)
     return Iteration(budget, eval_expr(p, m, v, p.engine.chunk), len(m.residents), count_decoders(m.residents),
-                     budget, (), (), False, False, False)
+                     budget, (), (), False, False, False, None)
 
 
 def resident_env(m: Machine, it: Iteration, r: Resident) -> Env:
@@ -93,43 +94,41 @@ def withdraw(p: Program, m: Machine, it: Iteration, victim: int, q: int) -> tupl
     return preempt(p, m, victim, q), it
 
 
-def grow(p: Program, fuel: int, m: Machine, it: Iteration, serial: int, q: int,
-         tokens: Any) -> tuple[Machine, Iteration, bool]:
-    """``grow`` (step/grow): the grower's hold on ``q`` grows to the position
-    the tokens reach, preempting the last resident holding ``q`` until it
-    fits. False: the grower was its own victim."""
-    while fuel > 0:
-        a = innermost_holder(m, serial, q)
-        if a is None:
-            return m, it, True
-        pool = pool_spec(p, q)
-        ps = pool_of(m, q)
-        need = monus(blocks_for(a.position + tokens, pool.block), a.blocks)
-        if holds(need == 0):
-            return m, it, True
-        if holds(held_blocks(ps.holders) + need <= pool.cap):
-            return put_pool(m, q, grow_holder(ps, pool, serial, a.hold, need)), it, True
-        victim = victim_of(m, q)
-        if victim is None:
-            return m, it, False
-        m, it = withdraw(p, m, it, victim, q)
-        if victim == serial:
-            return m, it, False
-        fuel -= 1
-    return m, it, False
+def grow_turn(p: Program, m: Machine, it: Iteration, serial: int, q: int, tokens: Any) -> tuple[Machine, Iteration]:
+    """``growTurn`` (step/grow, one turn): the pending grower's hold on ``q``
+    grows to the position its tokens reach (pool/grow), and its tokens are
+    assigned; if that does not fit, the last resident holding ``q`` is
+    preempted (step/withdraw) and the growth is tried again at the next turn,
+    unless the grower was its own victim: then nobody else is served."""
+    done = replace(it, pending=None)
+    a = innermost_holder(m, serial, q)
+    if a is None:
+        return m, assign(done, serial, tokens)
+    pool = pool_spec(p, q)
+    ps = pool_of(m, q)
+    need = monus(blocks_for(a.position + tokens, pool.block), a.blocks)
+    if holds(need == 0):
+        return m, assign(done, serial, tokens)
+    if holds(held_blocks(ps.holders) + need <= pool.cap):
+        return put_pool(m, q, grow_holder(ps, pool, serial, a.hold, need)), assign(done, serial, tokens)
+    victim = victim_of(m, q)
+    if victim is None:
+        return m, replace(done, stopped=True)
+    m, it = withdraw(p, m, it, victim, q)
+    if victim == serial:
+        return m, replace(it, pending=None, stopped=True)
+    return m, it
 
 
-def schedule(p: Program, m: Machine, it: Iteration, r: Resident) -> tuple[Machine, Iteration]:
-    """``schedule`` (step/schedule): one token to a decode, up to the chunk
-    to a prefill, within the budget left; a growing run grows first."""
+def schedule(it: Iteration, r: Resident) -> Iteration:
+    """``schedule`` (step/schedule): the next resident in serving order is
+    served: one token to a decode, up to the chunk to a prefill, within the
+    budget left; a growing run's tokens wait for its growth (``pending``)."""
     it = replace(it, served=it.served + (r.serial,))
     tokens = nmin(want(it.chunk, r), it.left)
     if r.growing is None:
-        return m, assign(it, r.serial, tokens)
-    m, it, grown = grow(p, len(m.residents) + 1, m, it, r.serial, r.growing, tokens)
-    if grown:
-        return m, assign(it, r.serial, tokens)
-    return m, replace(it, stopped=True)
+        return assign(it, r.serial, tokens)
+    return replace(it, pending=(r.serial, r.growing, tokens))
 
 
 def first_waiting(p: Program, m: Machine) -> int | None:
@@ -191,11 +190,12 @@ def admit(p: Program, m: Machine, q: int, serial: int, stmt: tuple[int, int], us
     return replace(put_session(m, s), seq=hold_id + 1)
 
 
-def admit_head(p: Program, m: Machine, it: Iteration) -> tuple[Machine, Iteration] | None:
+def admit_head(p: Program, m: Machine, it: Iteration) -> tuple[Machine, Iteration, tuple[int, ...]] | None:
     """``admitHead`` (step/admit): the head of the first queue the engine
     serves, its header read with budget_left = the budget left; if it fits it
-    is admitted and runs until it blocks (joining the engine, it is the next
-    to be scheduled); if not, nothing more is admitted in this iteration."""
+    is admitted (and returned, to run until it blocks: joining the engine it
+    is the next to be scheduled); if not, nothing more is admitted in this
+    iteration."""
     q = first_waiting(p, m)
     if q is None:
         return None
@@ -209,35 +209,42 @@ def admit_head(p: Program, m: Machine, it: Iteration) -> tuple[Machine, Iteratio
     v = session_env(m, s, it.left)
     units = tuple(eval_expr(p, m, v, u.units) for u in hold.uses)
     if not fits(p, m, v, hold.uses, units):
-        return m, replace(it, blocked=True)
+        return m, replace(it, blocked=True), ()
     reuse = None if hold.reuse is None else eval_expr(p, m, v, hold.reuse)
-    m = admit(p, m, q, serial, s.pending, hold.uses, hold.body, hold.cache is not None, units, reuse)
-    return run_session(p, program_fuel(p), m, serial), it
+    return admit(p, m, q, serial, s.pending, hold.uses, hold.body, hold.cache is not None, units, reuse), it, (serial,)
 
 
 def serve_fuel(p: Program) -> int:
-    """``Program.serveFuel``: more rounds than one iteration can take (each
-    serves a resident or admits a hold)."""
-    return (len(p.sessions) + 1) * program_fuel(p)
+    """``Program.serveFuel``: more turns than one iteration can take (a
+    resident is scheduled, grows a turn per victim, or a hold is admitted)."""
+    return (len(p.sessions) + 1) * (len(p.sessions) + 2) * program_fuel(p)
 
 
 def serve(p: Program, fuel: int, m: Machine, it: Iteration) -> tuple[Machine, Iteration]:
-    """``serve``: the iteration's loop: the next resident in serving order
-    while budget is left and no grower stopped it; then admissions, unless
-    the iteration preempted or a head did not fit."""
+    """``serve``: the iteration's loop, one rule a turn: a pending growth
+    (step/grow); else, while budget is left and no grower stopped it, the
+    next resident in serving order (step/schedule); then admissions
+    (step/admit, and the admitted session runs), unless the iteration
+    preempted or a head did not fit."""
     while fuel > 0:
-        if holds(it.left == 0) or it.stopped:
-            return m, it
-        r = pick_next(p, m, it, m.residents, None)
-        if r is not None:
-            m, it = schedule(p, m, it, r)
-        elif it.preempted or it.blocked:
+        if it.pending is not None:
+            serial, q, tokens = it.pending
+            m, it = grow_turn(p, m, it, serial, q, tokens)
+        elif holds(it.left == 0) or it.stopped:
             return m, it
         else:
-            admitted = admit_head(p, m, it)
-            if admitted is None:
+            r = pick_next(p, m, it, m.residents, None)
+            if r is not None:
+                it = schedule(it, r)
+            elif it.preempted or it.blocked:
                 return m, it
-            m, it = admitted
+            else:
+                admitted = admit_head(p, m, it)
+                if admitted is None:
+                    return m, it
+                m, it, ran = admitted
+                for serial in ran:
+                    m = run_session(p, program_fuel(p), m, serial)
         fuel -= 1
     return m, it
 

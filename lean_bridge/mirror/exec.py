@@ -63,15 +63,22 @@ def idle(m: Machine) -> Machine:
     return replace(m, time=due)
 
 
-def tick(p: Program, m: Machine) -> Machine:
-    """``tick``: one instant (module docstring)."""
-    if m.halted:
-        return m
+def release_due(m: Machine) -> Machine:
+    """``releaseDue`` (stage/ps-complete on a delay stage): the delays due
+    now end, in the order they started; their sessions are ready, ahead of
+    those the last iteration finished (their events were scheduled earlier)."""
     due = tuple(serial for t, serial in m.delays if holds(t <= m.time))
     m = replace(m, delays=tuple(d for d in m.delays if not holds(d[0] <= m.time)), ready=due + m.ready)
     for serial in due:
         m = put_session(m, replace(session_of(m, serial), status=Status.READY))
-    m = run_ready(p, m)
+    return m
+
+
+def tick(p: Program, m: Machine) -> Machine:
+    """``tick``: one instant (module docstring)."""
+    if m.halted:
+        return m
+    m = run_ready(p, release_due(m))
     if engine_wanted(p, m):
         m, it = serve(p, serve_fuel(p), m, start_iteration(p, m))
         if it.assigned or it.preempted:
@@ -93,23 +100,29 @@ def times_of(index: int, m: Machine) -> tuple[tuple[int, int], ...]:
     return tuple((x.serial, x.time) for x in m.samples if x.index == index)
 
 
+def insert_by_serial(x: tuple[int, int], ys: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``insertBySerial``: before the first pair of a greater serial."""
+    for i, y in enumerate(ys):
+        if x[0] < y[0]:
+            return ys[:i] + (x,) + ys[i:]
+    return ys + (x,)
+
+
 def by_serial(pairs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
     """``bySerial``: an insertion sort by serial (equal serials keep their order)."""
     out: tuple = ()
     for x in pairs:
-        i = 0
-        while i < len(out) and not (x[0] < out[i][0]):
-            i += 1
-        out = out[:i] + (x,) + out[i:]
+        out = insert_by_serial(x, out)
     return out
 
 
 def final_machine(p: Program, fuel: int) -> Machine:
+    """(Python only) the machine ``outcome`` reads."""
     return run(p, fuel, initial(p))
 
 
 def outcome_of(p: Program, m: Machine) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...], int]:
-    """The outcome read off a final machine (``outcome``'s body)."""
+    """(Python only) the outcome read off a final machine (``outcome``'s body)."""
     return by_serial(times_of(0, m)), by_serial(times_of(1, m)), pool_of(m, p.engine.memory).preemptions
 
 
@@ -120,7 +133,7 @@ def outcome(p: Program, fuel: int) -> tuple[tuple[tuple[int, int], ...], tuple[t
 
 
 def ticks_to_halt(p: Program, limit: int = 1_000_000) -> int | None:
-    """How many ticks the run takes to halt (None: not within ``limit``)."""
+    """(Python only) how many ticks the run takes to halt (None: not within ``limit``)."""
     m = initial(p)
     for n in range(limit + 1):
         if m.halted:

@@ -53,7 +53,7 @@ def eval_expr(p: Program, m: Machine, v: Env, e) -> Any:
     if kind is CachedIn:
         return nmul(own_blocks(v.serial, pool_of(m, e.pool).entries), pool_spec(p, e.pool).block)
     if kind is BudgetLeft:
-        return v.budget_left
+        return v.budget_left.value() if isinstance(v.budget_left, Planned) else v.budget_left
     if kind is Not:
         return ite(eval_expr(p, m, v, e.a) == 0, 1, 0)
     if kind is Cond:
@@ -133,3 +133,17 @@ def plan(p: Program, m: Machine) -> Any:
     header when it joins its queue): the budget the residents leave."""
     v = engine_env(m)
     return monus(eval_expr(p, m, v, p.engine.budget), sum_want(eval_expr(p, m, v, p.engine.chunk), m.residents))
+
+
+class Planned:
+    """``plan p m`` where a session's environment carries it: computed only
+    if an expression reads budget_left (as Lean's kernel, which reduces a
+    term only as far as it is needed; the value is the same)."""
+
+    def __init__(self, p: Program, m: Machine):
+        self.p, self.m, self.computed = p, m, None
+
+    def value(self) -> Any:
+        if self.computed is None:
+            self.computed = plan(self.p, self.m)
+        return self.computed

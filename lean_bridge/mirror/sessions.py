@@ -12,7 +12,7 @@ from typing import Any
 
 from ..arith import holds, nmax
 from ..syntax import (Branch, Delay, Finish, Hold, Mode, Observe, Program, Set, Step, Turn)
-from .expr import env_with, eval_expr, plan, session_env
+from .expr import Planned, env_with, eval_expr, session_env
 from .pools import (computed_units, find_holder, innermost_hold, kept_blocks, release_units)
 from .state import (ActiveHold, Frame, FrameKind, Machine, Resident, Sample, Session, Status, blocks_for, get_d,
                     list_set, pool_of, pool_spec, put_pool, put_session, session_of, stmt_at)
@@ -34,7 +34,7 @@ def release_pool(p: Program, m: Machine, s: Session, h: ActiveHold, q: int, pree
         return m
     computed = computed_units(pool, a, preempted)
     cache = cache_of(p, h.stmt)
-    kept = 0 if cache is None else kept_blocks(pool, a, eval_expr(p, m, session_env(m, s, plan(p, m)), cache), computed)
+    kept = 0 if cache is None else kept_blocks(pool, a, eval_expr(p, m, session_env(m, s, Planned(p, m)), cache), computed)
     return put_pool(m, q, release_units(ps, s.serial, h.id, kept))
 
 
@@ -75,7 +75,7 @@ def enter_hold(p: Program, m: Machine, s: Session, stmt: tuple[int, int], head: 
     hold = stmt_at(p, stmt[0], stmt[1])
     if type(hold) is not Hold:
         return m
-    v = session_env(m, s, plan(p, m))
+    v = session_env(m, s, Planned(p, m))
     if any(holds(pool_spec(p, u.pool).cap < blocks_for(nmax(eval_expr(p, m, v, u.units), reserve_of(p, m, v, u)),
                                                        pool_spec(p, u.pool).block))
            for u in hold.uses):
@@ -147,6 +147,7 @@ def workload_stmt(p: Program, serial: int, state: tuple[Machine, tuple], st) -> 
 
 
 def run_workload_block(p: Program, m: Machine, block: int, serial: int, attrs: tuple) -> tuple[Machine, tuple]:
+    """``runWorkloadBlock``: init or turn, statement by statement."""
     state = (m, attrs)
     for st in get_d(p.blocks, block, ()):
         state = workload_stmt(p, serial, state, st)
@@ -193,9 +194,9 @@ def execute_stmt(p: Program, m: Machine, s: Session, stmt: tuple[int, int], st) 
     kind = type(st)
     if kind is Set:
         return put_session(m, replace(s, attrs=list_set(s.attrs, st.slot,
-                                                        eval_expr(p, m, session_env(m, s, plan(p, m)), st.e))))
+                                                        eval_expr(p, m, session_env(m, s, Planned(p, m)), st.e))))
     if kind is Observe:
-        value = eval_expr(p, m, session_env(m, s, plan(p, m)), st.e)
+        value = eval_expr(p, m, session_env(m, s, Planned(p, m)), st.e)
         m = put_session(m, s)
         return replace(m, samples=m.samples + (Sample(st.index, s.serial, m.time, value),))
     if kind is Turn:
@@ -203,18 +204,18 @@ def execute_stmt(p: Program, m: Machine, s: Session, stmt: tuple[int, int], st) 
     if kind is Hold:
         return enter_hold(p, m, s, stmt, False)
     if kind is Step:
-        w = eval_expr(p, m, session_env(m, s, plan(p, m)), st.work)
+        w = eval_expr(p, m, session_env(m, s, Planned(p, m)), st.work)
         if holds(w == 0):
             return put_session(m, s)
         return enter_engine(m, s, st.mode, w, st.growing)
     if kind is Delay:
-        w = eval_expr(p, m, session_env(m, s, plan(p, m)), st.work)
+        w = eval_expr(p, m, session_env(m, s, Planned(p, m)), st.work)
         if holds(w == 0):
             return put_session(m, s)
         m = put_session(m, replace(s, status=Status.DELAYED))
         return replace(m, delays=m.delays + ((m.time + w, s.serial),))
     if kind is Branch:
-        taken = st.then_block if holds(eval_expr(p, m, session_env(m, s, plan(p, m)), st.guard) == 1) else st.else_block
+        taken = st.then_block if holds(eval_expr(p, m, session_env(m, s, Planned(p, m)), st.guard) == 1) else st.else_block
         return put_session(m, replace(s, frames=(Frame(taken, 0, FrameKind.PLAIN),) + s.frames))
     assert kind is Finish, st
     return end_session(p, m, s)

@@ -143,7 +143,9 @@ class Iteration:
     the budget ``left``, the residents ``served`` and their tokens
     (``assigned``, in the order served); whether it ``preempted``, whether a
     grower preempted itself (``stopped``: nobody else is served) and whether a
-    head did not fit (``blocked``: nobody else is admitted)."""
+    head did not fit (``blocked``: nobody else is admitted); ``pending`` the
+    resident being scheduled whose hold must grow before its tokens count:
+    (serial, pool, tokens)."""
 
     budget: Any
     chunk: Any
@@ -155,6 +157,7 @@ class Iteration:
     preempted: bool
     stopped: bool
     blocked: bool
+    pending: tuple[int, int, Any] | None
 
 
 # -- the machine -----------------------------------------------------------------------------

@@ -4,12 +4,13 @@ import SerqRef.Sessions
 # The step engine's iteration
 
 One iteration at time t on the step clock (cost 1): `startIteration` reads
-the budget and the chunk once; `serve` gives tokens to the residents in
-serving order (`pickNext`; `schedule`, with `grow` before the tokens,
-preempting the last resident holding the pool, `withdraw` taking back a
-victim's tokens), then admits the heads of the queues the engine serves
-(`admitHead`) while budget is left, never in an iteration that preempted;
-`endIteration`, at t + 1, applies the tokens. Mirrored in Python:
+the budget and the chunk once; `serve` applies one rule a turn: it gives
+tokens to the residents in serving order (`pickNext`, `schedule`; a growing
+run's tokens wait for `growTurn`, which grows its hold or preempts the last
+resident holding the pool, `withdraw` taking back a victim's tokens), then
+admits the heads of the queues the engine serves (`admitHead`) while budget
+is left, never in an iteration that preempted; `endIteration`, at t + 1,
+applies the tokens. Mirrored in Python:
 `lean_bridge/mirror/engine.py`.
 -/
 
@@ -22,7 +23,7 @@ def startIteration (p : Program) (m : Machine) : Iteration :=
   let budget := eval p m v p.engine.budget
   { budget := budget, chunk := eval p m v p.engine.chunk, residents := m.residents.length,
     decoders := countDecoders m.residents, left := budget, served := [], assigned := [],
-    preempted := false, stopped := false, blocked := false }
+    preempted := false, stopped := false, blocked := false, pending := none }
 
 /-- What a serve key reads for a resident. -/
 def residentEnv (m : Machine) (it : Iteration) (r : Resident) : Env :=
@@ -77,39 +78,38 @@ def withdraw (p : Program) (m : Machine) (it : Iteration) (victim q : Nat) : Mac
    { it with assigned := it.assigned.filter (fun a => a.serial != victim), left := it.left + back,
              preempted := true })
 
-/-- step/grow: the grower's hold on `q` grows to the position its tokens
-reach, preempting the last resident holding `q` until it fits. `false`: the
-grower was its own victim. -/
-def grow (p : Program) : Nat → Machine → Iteration → Nat → Nat → Nat → Machine × Iteration × Bool
-  | 0, m, it, _, _, _ => (m, it, false)
-  | n + 1, m, it, serial, q, tokens =>
-    match innermostHolder m serial q with
-    | none => (m, it, true)
-    | some a =>
-      let pool := p.pool q
-      let ps := m.pool q
-      let need := blocksFor (a.position + tokens) pool.block - a.blocks
-      if need = 0 then (m, it, true)
-      else if heldBlocks ps.holders + need ≤ pool.cap then
-        (m.putPool q (growHolder ps pool serial a.hold need), it, true)
-      else
-        match victimOf m q with
-        | none => (m, it, false)
-        | some v =>
-          match withdraw p m it v q with
-          | (m, it) => if v == serial then (m, it, false) else grow p n m it serial q tokens
+/-- step/grow, one turn: the pending grower's hold on `q` grows to the
+position its tokens reach (pool/grow), and its tokens are assigned; if that
+does not fit, the last resident holding `q` is preempted (step/withdraw) and
+the growth is tried again at the next turn, unless the grower was its own
+victim: then nobody else is served. -/
+def growTurn (p : Program) (m : Machine) (it : Iteration) (serial q tokens : Nat) : Machine × Iteration :=
+  let done := { it with pending := none }
+  match innermostHolder m serial q with
+  | none => (m, assign done serial tokens)
+  | some a =>
+    let pool := p.pool q
+    let ps := m.pool q
+    let need := blocksFor (a.position + tokens) pool.block - a.blocks
+    if need = 0 then (m, assign done serial tokens)
+    else if heldBlocks ps.holders + need ≤ pool.cap then
+      (m.putPool q (growHolder ps pool serial a.hold need), assign done serial tokens)
+    else
+      match victimOf m q with
+      | none => (m, { done with stopped := true })
+      | some v =>
+        match withdraw p m it v q with
+        | (m, it) => if v == serial then (m, { it with pending := none, stopped := true }) else (m, it)
 
-/-- step/schedule: one token to a decode, up to the chunk to a prefill,
-within the budget left; a growing run grows first. -/
-def schedule (p : Program) (m : Machine) (it : Iteration) (r : Resident) : Machine × Iteration :=
+/-- step/schedule: the next resident in serving order is served: one token
+to a decode, up to the chunk to a prefill, within the budget left; a growing
+run's tokens wait for its growth (`pending`). -/
+def schedule (it : Iteration) (r : Resident) : Iteration :=
   let it := { it with served := it.served ++ [r.serial] }
   let tokens := min (want it.chunk r) it.left
   match r.growing with
-  | none => (m, assign it r.serial tokens)
-  | some q =>
-    match grow p (m.residents.length + 1) m it r.serial q tokens with
-    | (m, it, true) => (m, assign it r.serial tokens)
-    | (m, it, false) => (m, { it with stopped := true })
+  | none => assign it r.serial tokens
+  | some q => { it with pending := some (r.serial, q, tokens) }
 
 /-- The first pool (declaration order) the engine admits to that has a
 waiting session. -/
@@ -162,10 +162,10 @@ def admit (p : Program) (m : Machine) (q serial : Nat) (stmt : Nat × Nat) (uses
   { m with seq := holdId + 1 }
 
 /-- step/admit: the head of the first queue the engine serves, its header
-read with budget_left = the budget left; if it fits it is admitted and runs
-until it blocks (joining the engine, it is the next to be scheduled); if
-not, nothing more is admitted in this iteration. -/
-def admitHead (p : Program) (m : Machine) (it : Iteration) : Option (Machine × Iteration) :=
+read with budget_left = the budget left; if it fits it is admitted (and
+returned, to run until it blocks: joining the engine it is the next to be
+scheduled); if not, nothing more is admitted in this iteration. -/
+def admitHead (p : Program) (m : Machine) (it : Iteration) : Option (Machine × Iteration × List Nat) :=
   match firstWaiting p m (List.range p.pools.length) with
   | none => none
   | some q =>
@@ -181,29 +181,32 @@ def admitHead (p : Program) (m : Machine) (it : Iteration) : Option (Machine × 
           let v := m.envOf s it.left
           let units := uses.map (fun u => eval p m v u.units)
           if fits p m v uses units then
-            let m := admit p m q serial stmt uses body cache.isSome units (reuse.map (eval p m v))
-            some (runSession p p.fuel m serial, it)
-          else some (m, { it with blocked := true })
+            some (admit p m q serial stmt uses body cache.isSome units (reuse.map (eval p m v)), it, [serial])
+          else some (m, { it with blocked := true }, [])
         | _ => none
 
-/-- The iteration's loop: the next resident in serving order while budget
-is left and no grower stopped it; then admissions, unless the iteration
-preempted or a head did not fit. -/
+/-- The iteration's loop, one rule a turn: a pending growth (step/grow);
+else, while budget is left and no grower stopped it, the next resident in
+serving order (step/schedule); then admissions (step/admit, and the admitted
+session runs), unless the iteration preempted or a head did not fit. -/
 def serve (p : Program) : Nat → Machine → Iteration → Machine × Iteration
   | 0, m, it => (m, it)
   | n + 1, m, it =>
-    if it.left == 0 || it.stopped then (m, it)
-    else
-      match pickNext p m it m.residents none with
-      | some r =>
-        match schedule p m it r with
-        | (m, it) => serve p n m it
-      | none =>
-        if it.preempted || it.blocked then (m, it)
-        else
-          match admitHead p m it with
-          | none => (m, it)
-          | some (m, it) => serve p n m it
+    match it.pending with
+    | some (serial, q, tokens) =>
+      match growTurn p m it serial q tokens with
+      | (m, it) => serve p n m it
+    | none =>
+      if it.left == 0 || it.stopped then (m, it)
+      else
+        match pickNext p m it m.residents none with
+        | some r => serve p n m (schedule it r)
+        | none =>
+          if it.preempted || it.blocked then (m, it)
+          else
+            match admitHead p m it with
+            | none => (m, it)
+            | some (m, it, ran) => serve p n (ran.foldl (fun m serial => runSession p p.fuel m serial) m) it
 
 /-- step/iteration-end, per resident: its run has `tokens` fewer left; a
 growing run's hold advances its position. -/

@@ -50,14 +50,19 @@ def idle (m : Machine) : Machine :=
   | none => { m with halted := true }
   | some t => { m with time := t }
 
+/-- stage/ps-complete on a delay stage: the delays due now end, in the order
+they started; their sessions are ready, ahead of those the last iteration
+finished (their events were scheduled earlier). -/
+def releaseDue (m : Machine) : Machine :=
+  let due := (m.delays.filter (fun d => decide (d.1 ≤ m.time))).map (·.2)
+  let m := { m with delays := m.delays.filter (fun d => !decide (d.1 ≤ m.time)), ready := due ++ m.ready }
+  due.foldl (fun m serial => let s := m.session serial; m.putSession { s with status := .ready }) m
+
 /-- One instant (see the module's comment). -/
 def tick (p : Program) (m : Machine) : Machine :=
   if m.halted then m
   else
-    let due := (m.delays.filter (fun d => decide (d.1 ≤ m.time))).map (·.2)
-    let m := { m with delays := m.delays.filter (fun d => !decide (d.1 ≤ m.time)), ready := due ++ m.ready }
-    let m := due.foldl (fun m serial => let s := m.session serial; m.putSession { s with status := .ready }) m
-    let m := runReady p m
+    let m := runReady p (releaseDue m)
     if engineWanted p m then
       match serve p p.serveFuel m (startIteration p m) with
       | (m, it) => if !it.assigned.isEmpty || it.preempted then endIteration m it else idle m

@@ -113,7 +113,9 @@ structure Assignment where
 start with the residents and decoders then; the budget left; the residents
 served and their tokens (in the order served); whether it preempted, whether
 a grower preempted itself (`stopped`: nobody else is served), whether a head
-did not fit (`blocked`: nobody else is admitted). -/
+did not fit (`blocked`: nobody else is admitted); `pending`, the resident
+being scheduled whose hold must grow before its tokens count: (serial, pool,
+tokens). -/
 structure Iteration where
   budget : Nat
   chunk : Nat
@@ -125,6 +127,7 @@ structure Iteration where
   preempted : Bool
   stopped : Bool
   blocked : Bool
+  pending : Option (Nat × Nat × Nat)
   deriving Repr, Inhabited
 
 /-- An observation: its index, the session, the time, the value. -/

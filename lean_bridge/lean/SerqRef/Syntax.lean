@@ -164,8 +164,9 @@ loop, so each statement and each block's end runs at most once. -/
 def Program.fuel (p : Program) : Nat :=
   2 * ((p.blocks.map List.length).foldl (· + ·) 0 + p.blocks.length) + 4
 
-/-- More rounds than one iteration can take (each serves a resident or admits a hold). -/
+/-- More turns than one iteration can take (a resident is scheduled, grows a
+turn per victim, or a hold is admitted). -/
 def Program.serveFuel (p : Program) : Nat :=
-  (p.sessions.length + 1) * p.fuel
+  (p.sessions.length + 1) * (p.sessions.length + 2) * p.fuel
 
 end SerqRef
