@@ -57,7 +57,7 @@ def pickNext (p : Program) (m : Machine) (it : Iteration) : List Resident → Op
 
 /-- The resident's tokens, taken from the budget left. -/
 def assign (it : Iteration) (serial tokens : Nat) : Iteration :=
-  { it with assigned := it.assigned ++ [{ serial := serial, tokens := tokens }], left := it.left - tokens }
+  { it with assigned := it.assigned ++ [({ serial := serial, tokens := tokens } : Assignment)], left := it.left - tokens }
 
 /-- The tokens the iteration gave the session. -/
 def tokensOf (serial : Nat) : List Assignment → Nat

@@ -35,7 +35,7 @@ def consumeEntries (serial : Nat) (want : Option Nat) : List Entry → List Entr
         | none => e.blocks
         | some w => min e.blocks w
       let rest := e.blocks - took
-      if rest = 0 then (es, took) else ({ owner := none, blocks := rest } :: es, took)
+      if rest = 0 then (es, took) else (({ owner := none, blocks := rest } : Entry) :: es, took)
     else
       match consumeEntries serial want es with
       | (restEntries, took) => (e :: restEntries, took)
@@ -70,7 +70,7 @@ def releaseUnits (ps : PoolState) (serial hold kept : Nat) : PoolState :=
   else
     { ps with
       holders := holders,
-      entries := ps.entries.filter (fun e => e.owner != some serial) ++ [{ owner := some serial, blocks := kept }] }
+      entries := ps.entries.filter (fun e => e.owner != some serial) ++ [({ owner := some serial, blocks := kept } : Entry)] }
 
 /-- What a released allocation has computed: its position after a growing
 run moved it or when preempted, else the whole allocation. -/

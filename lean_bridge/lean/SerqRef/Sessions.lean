@@ -117,11 +117,12 @@ def overwrite (attrs : List Nat) (pairs : List (Nat × Nat)) : List Nat :=
 def workloadStmt (p : Program) (serial : Nat) : Machine × List Nat → Stmt → Machine × List Nat
   | (m, attrs), .set k e => (m, attrs.set k (eval p m (m.envWith attrs serial 0) e))
   | (m, attrs), .observe i e =>
-    ({ m with samples := m.samples ++
-        [{ index := i, serial := serial, time := m.time, value := eval p m (m.envWith attrs serial 0) e }] },
-     attrs)
+    let sample : Sample :=
+      { index := i, serial := serial, time := m.time, value := eval p m (m.envWith attrs serial 0) e }
+    ({ m with samples := m.samples ++ [sample] }, attrs)
   | state, _ => state
 
+/-- init or turn, statement by statement. -/
 def runWorkloadBlock (p : Program) (m : Machine) (block serial : Nat) (attrs : List Nat) : Machine × List Nat :=
   (p.blocks.getD block []).foldl (workloadStmt p serial) (m, attrs)
 
@@ -159,7 +160,7 @@ def executeStmt (p : Program) (m : Machine) (s : Session) (stmt : Nat × Nat) : 
   | .observe i e =>
     let value := eval p m (m.envOf s (plan p m)) e
     let m := m.putSession s
-    { m with samples := m.samples ++ [{ index := i, serial := s.serial, time := m.time, value := value }] }
+    { m with samples := m.samples ++ [({ index := i, serial := s.serial, time := m.time, value := value } : Sample)] }
   | .turn => takeTurn p m s
   | .hold _ _ _ _ => enterHold p m s stmt false
   | .step mode work growing =>
