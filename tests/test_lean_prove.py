@@ -65,9 +65,9 @@ def test_the_proofs_take_under_a_minute(results) -> None:
     assert seconds < 60, seconds
 
 
-def prove_one(name: str) -> list[prove.Result]:
+def prove_one(name: str, bound: int = 4) -> list[prove.Result]:
     rule = next(r for r in prove.RULES if r.name == name)
-    return prove.prove_rule(rule, 4)
+    return prove.prove_rule(rule, bound)
 
 
 def test_admission_without_eviction_is_caught(monkeypatch) -> None:
@@ -87,7 +87,7 @@ def test_a_victim_whose_tokens_are_kept_is_caught(monkeypatch) -> None:
         return sessions.preempt(p, m, victim, q), it
 
     monkeypatch.setattr(engine, "withdraw", no_refund)
-    results = {r.property: r for r in prove_one("step/withdraw (pool/preempt)")}
+    results = {r.property: r for r in prove_one("step/withdraw (pool/preempt)", bound=2)}
     assert not results[prove.BUDGET].proved and "iteration: budget" in results[prove.BUDGET].counterexample
     assert results[prove.MEMORY].proved
 
@@ -100,7 +100,7 @@ def test_a_preemption_that_forgets_the_position_is_caught(monkeypatch) -> None:
         return original(p, m, s, stmt, head)
 
     monkeypatch.setattr(sessions, "enter_hold", restart)
-    results = {r.property: r for r in prove_one("step/withdraw (pool/preempt)")}
+    results = {r.property: r for r in prove_one("step/withdraw (pool/preempt)", bound=2)}
     assert not results[prove.REENTRY].proved
 
 
