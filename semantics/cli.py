@@ -17,6 +17,7 @@ from typing import Sequence
 from . import SERQ_VERSION, codec
 from .errors import RunError, SerqError, UsageError, format_diagnostic, render
 from .pipeline import Loaded, Overrides, load
+from lean_bridge import cli as lean_cli
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_count, metavar="N", help="at most N rules")
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
                    help="only rules at time T or later")
+    lean_cli.add_parser(commands)
     return parser
 
 
@@ -180,7 +182,8 @@ def _with_statement_span(loaded: Loaded, action):
         raise
 
 
-COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace}
+COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace,
+            "lean": lean_cli.command}
 
 
 def _source_of(path: str | None) -> str | None:

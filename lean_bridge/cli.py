@@ -1,0 +1,152 @@
+"""``serq-ref lean …``: the Lean bridge's command line.
+
+    serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]
+    serq-ref lean DIR --out LEANDIR [--module PREFIX]
+    serq-ref lean check DIR [DIR …] [--require-interpreter]
+    serq-ref lean prove [--bound N]
+
+FILE is a scenario (oracle/vllm/NAME.json, oracle/serve/NAME.json) or an IR
+file with explicit sessions inside the fragment. semantics/cli.py registers
+the subcommand with ``add_parser`` and runs it with ``command``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from semantics.errors import ProgramError, UsageError
+
+USAGE = ("usage: serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]\n"
+         "       serq-ref lean DIR --out LEANDIR [--module PREFIX]\n"
+         "       serq-ref lean check DIR [DIR ...] [--require-interpreter]\n"
+         "       serq-ref lean prove [--bound N]")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise UsageError(f"lean: {message}\n{USAGE}")
+
+
+def add_parser(commands) -> None:
+    """Register ``lean`` on the main parser's subcommands."""
+    p = commands.add_parser("lean", help="the Lean fragment: theorems of recorded scenarios, the mirror's check, "
+                                         "the Z3 proofs", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+
+def command(args: argparse.Namespace) -> int:
+    rest = list(args.rest)
+    if not rest or rest[0] in ("-h", "--help"):
+        if not rest:
+            raise UsageError(f"lean: what to do?\n{USAGE}")
+        print(USAGE)
+        return 0
+    if rest[0] == "check":
+        return command_check(rest[1:])
+    if rest[0] == "prove":
+        return command_prove(rest[1:])
+    return command_emit(rest)
+
+
+def command_check(argv: list[str]) -> int:
+    from .check import check, report
+
+    p = _Parser(prog="serq-ref lean check", add_help=False)
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--require-interpreter", action="store_true",
+                   help="an interpreter that cannot run a scenario fails the check")
+    args = p.parse_args(argv)
+    for d in args.dirs:
+        if not os.path.isdir(d):
+            raise UsageError(f"lean check: {d} is not a directory")
+    lines, failing = report(check(args.dirs), args.require_interpreter)
+    print("\n".join(lines))
+    return 1 if failing else 0
+
+
+def command_prove(argv: list[str]) -> int:
+    from . import prove
+
+    p = _Parser(prog="serq-ref lean prove", add_help=False)
+    p.add_argument("--bound", type=int, default=4, metavar="N",
+                   help="the most sessions, holders and cache entries of a configuration (default 4)")
+    args = p.parse_args(argv)
+    if args.bound < 1:
+        raise UsageError("lean prove: --bound is at least 1")
+    results = prove.prove_all(args.bound, echo=lambda line: print(line, flush=True), rules=prove.RULES)
+    failed = sum(1 for r in results if not r.proved)
+    print(f"{len(results) - failed} proved, {failed} not proved")
+    return 1 if failed else 0
+
+
+def command_emit(argv: list[str]) -> int:
+    from . import emit
+    from .scenario import load, scenarios_in
+    from .check import mirror_answer
+    from .mirror.exec import ticks_to_halt
+
+    p = _Parser(prog="serq-ref lean", add_help=False)
+    p.add_argument("source", metavar="FILE|DIR")
+    p.add_argument("--out", metavar="LEANFILE|LEANDIR")
+    p.add_argument("--module", metavar="PREFIX", help="the module prefix of the files written to LEANDIR")
+    p.add_argument("--answer", choices=("recorded", "mirror"), default="recorded",
+                   help="the theorem's right-hand side: the recorded answer (default) or the mirror's outcome")
+    args = p.parse_args(argv)
+
+    def one(path: str, namespace: str) -> str:
+        sc = load(path)
+        program = sc.translation.program
+        ticks = ticks_to_halt(program)
+        if ticks is None:
+            raise ProgramError("the fragment's run of this program does not halt (within a million ticks)", file=path)
+        mirror = mirror_answer(program)
+        if args.answer == "mirror":
+            answer, note = mirror, "The mirror's outcome (lean_bridge.mirror), not a recorded answer"
+        elif sc.answer is None:
+            raise ProgramError(f"no recorded answer {sc.name}.out.json beside it (write the "
+                               f"mirror's outcome with --answer mirror)", file=path)
+        else:
+            answer = sc.answer
+            note = f"The recorded answer ({os.path.basename(sc.answer_path)}, the vLLM scheduler's)"
+            if mirror != answer:
+                print(f"serq-ref: warning: {path}: the mirror's outcome differs from the recorded answer; the "
+                      f"theorem will not be proved", file=sys.stderr)
+        source = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+        return emit.lean_file(sc, namespace, 2 * ticks + 8, source, answer, note)
+
+    if os.path.isdir(args.source):
+        if not args.out:
+            raise UsageError(f"lean: a directory needs --out LEANDIR\n{USAGE}")
+        prefix = args.module or emit.module_prefix(args.out)
+        os.makedirs(args.out, exist_ok=True)
+        modules = []
+        for path in scenarios_in(args.source):
+            name = emit.camel(os.path.basename(path)[:-5])
+            text = one(path, f"{prefix}.{name}")
+            _write(os.path.join(args.out, f"{name}.lean"), text)
+            modules.append(name)
+        if not modules:
+            raise UsageError(f"lean: no scenario with a recorded answer (NAME.json beside NAME.out.json) in {args.source}")
+        _write(os.path.join(args.out, "All.lean"), emit.all_module(prefix, modules))
+        print(f"wrote {len(modules)} theorem file(s) and {prefix}.All to {args.out}")
+        return 0
+    if not os.path.exists(args.source):
+        raise UsageError(f"no such file: {args.source}")
+    from .scenario import base_name
+
+    text = one(args.source, f"SerqRefOracle.{emit.camel(base_name(args.source))}")
+    if args.out:
+        _write(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None

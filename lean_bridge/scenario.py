@@ -1,0 +1,210 @@
+"""Scenarios and their recorded answers (../shared/oracle/README.md).
+
+A scenario ``NAME.json`` of oracle/vllm or oracle/serve is one vLLM engine
+and its requests. Its program is examples/oracle/vllm_request.sq compiled
+with the engine's constants (``--set``), the serve order written into the
+step stage (``serve by (KEY);``) and the requests as explicit sessions
+(prompt, o = out, arrive): exactly the IR the reference compiler wrote to
+``NAME.ir.json`` (tests/test_compile_oracle.py; tests/test_lean_emit.py
+checks the same of this module). An IR file is read as it is.
+
+The answer is ``NAME.out.json`` beside it: first and done per request, the
+total preemptions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from semantics import ir
+from semantics.errors import ProgramError, Span, UsageError
+from semantics.sourcemap import SourceMap
+
+from .jsonpos import positions
+from .translate import Locator, Translation, translate
+
+#: The program of one vLLM request (seed 002, section 7).
+PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "oracle" / "vllm_request.sq"
+#: Where the serve order is written into the program's step stage.
+SERVE_ANCHOR = "cost 1; memory kv;"
+
+Pairs = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A recorded answer: (serial, step) pairs sorted by serial, and the preemptions."""
+
+    firsts: Pairs
+    dones: Pairs
+    preemptions: int
+
+    def as_tuple(self) -> tuple[Pairs, Pairs, int]:
+        return self.firsts, self.dones, self.preemptions
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    program: ir.Program
+    translation: Translation
+    answer: Answer | None
+    answer_path: str | None
+
+
+def base_name(path: str) -> str:
+    """``mixed`` for ``…/mixed.json`` and ``…/mixed.ir.json``."""
+    name = os.path.basename(path)
+    for suffix in (".ir.json", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def read_json(path: str) -> tuple[object, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as e:
+        raise ProgramError(f"not JSON: {e.msg}", Span(path, e.lineno, e.colno)) from None
+
+
+def read_answer(path: str) -> Answer:
+    """``NAME.out.json``: first/done by request id, and preemptions."""
+    data, text = read_json(path)
+    where = positions(text)
+
+    def at(*key) -> Span | None:
+        line_col = where.get(key)
+        return Span(path, *line_col) if line_col else None
+
+    try:
+        firsts = tuple(sorted((int(k), int(v)) for k, v in data["first"].items()))
+        dones = tuple(sorted((int(k), int(v)) for k, v in data["done"].items()))
+        preemptions = int(data["preemptions"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ProgramError(f"not a recorded answer ({{first: {{id: step}}, done: {{id: step}}, preemptions: n}}): {e}",
+                           at(), file=path) from None
+    return Answer(firsts, dones, preemptions)
+
+
+def answer_beside(path: str) -> str | None:
+    candidate = os.path.join(os.path.dirname(path), base_name(path) + ".out.json")
+    return candidate if os.path.exists(candidate) else None
+
+
+def is_ir(data: object) -> bool:
+    return isinstance(data, dict) and "version" in data
+
+
+def load(path: str) -> Scenario:
+    """A scenario or an IR file, translated into the fragment (a located
+    ProgramError when it is outside), with its recorded answer if there is one."""
+    data, text = read_json(path)
+    if is_ir(data):
+        program = load_ir(path)
+        translation = translate(program, Locator.for_json(path, text))
+    else:
+        program, smap = scenario_program(path, data, text)
+        translation = translate(program, Locator.for_source(smap))
+    answer_path = answer_beside(path)
+    answer = read_answer(answer_path) if answer_path else None
+    return Scenario(base_name(path), path, program, translation, answer, answer_path)
+
+
+def load_ir(path: str) -> ir.Program:
+    """An IR file, through the project's one loader (schema, codec, link)."""
+    from semantics.pipeline import load as load_program
+
+    return load_program(path).program
+
+
+_REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
+_OPTIONAL = ("chunk", "prefix_caching", "serve")
+
+
+def scenario_program(path: str, data: object, text: str) -> tuple[ir.Program, SourceMap]:
+    """The IR of a scenario: vllm_request.sq with its engine and requests."""
+    from semantics.compiler import compile_source
+    from semantics.link import link
+
+    where = positions(text)
+
+    def at(*key) -> Span:
+        for n in range(len(key), -1, -1):
+            if key[:n] in where:
+                return Span(path, *where[key[:n]])
+        return Span(path, 1, 1)
+
+    if not isinstance(data, dict):
+        raise ProgramError("a scenario is a JSON object {budget, max_seqs, block_size, num_blocks, requests, …}", at())
+    for key in _REQUIRED:
+        if key not in data:
+            raise ProgramError(f"the scenario has no `{key}`", at())
+    for key in data:
+        if key not in _REQUIRED + _OPTIONAL:
+            raise ProgramError(f"`{key}` is not a field of a scenario (fields: {', '.join(_REQUIRED + _OPTIONAL)})",
+                               at(key))
+    if data.get("prefix_caching"):
+        raise ProgramError("outside the Lean fragment's scenarios: prefix caching (its program is the replay's, "
+                           "with a cache clause, reuse and admission-time lookups; vllm_request.sq has none)",
+                           at("prefix_caching"))
+
+    def natural(value: object, *key) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not float(value).is_integer():
+            raise ProgramError(f"`{key[-1]}` is {json.dumps(value)}, not a natural number", at(*key))
+        return float(value)
+
+    sets = {"bs": natural(data["block_size"], "block_size"), "B": natural(data["budget"], "budget"),
+            "blocks": natural(data["num_blocks"], "num_blocks") - 1, "max_seqs": natural(data["max_seqs"], "max_seqs"),
+            "chunk": natural(data.get("chunk", 0), "chunk")}
+    program_text = PROGRAM.read_text(encoding="utf-8")
+    if "serve" in data:
+        if not isinstance(data["serve"], str) or SERVE_ANCHOR not in program_text:
+            raise ProgramError("`serve` is a serve-by key in serQ syntax", at("serve"))
+        program_text = program_text.replace(SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
+    try:
+        program, smap = compile_source(program_text, str(PROGRAM), sets=sets)
+    except ProgramError as e:
+        if "serve" in data:
+            raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: {e.message}",
+                               at("serve")) from None
+        raise
+    requests = data["requests"]
+    if not isinstance(requests, list):
+        raise ProgramError("`requests` is a list of {prompt, out, arrive?}", at("requests"))
+    slot = {name: program.attrs.index(name) for name in ("prompt", "o", "arrive")}
+    specs = []
+    for k, r in enumerate(requests):
+        if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
+            raise ProgramError("a request is {prompt, out, arrive?}", at("requests", k))
+        specs.append(ir.SessionSpec(((slot["prompt"], natural(r["prompt"], "requests", k, "prompt")),
+                                     (slot["o"], natural(r["out"], "requests", k, "out")),
+                                     (slot["arrive"], natural(r.get("arrive", 0), "requests", k, "arrive"))), None))
+    program = dataclasses.replace(program, arrival=ir.Sessions(tuple(specs)))
+    link(program, smap)
+    return program, smap
+
+
+def scenarios_in(directory: str) -> list[str]:
+    """Every ``NAME.json`` in ``directory`` with a recorded answer ``NAME.out.json``, by name."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise UsageError(f"cannot list {directory}: {e.strerror}") from None
+    out = []
+    for name in names:
+        if name.endswith(".json") and name.count(".") == 1 and f"{name[:-5]}.out.json" in names:
+            out.append(os.path.join(directory, name))
+    return out

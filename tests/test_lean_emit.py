@@ -1,0 +1,236 @@
+"""`serq-ref lean`: scenarios and IR files as Lean theorems, and the
+refusal, located, of what lies outside the fragment.
+
+Issue 11: "prints a Lean 4 file: the program as a term of that type, and one
+theorem `outcome … = (firsts, dones, preemptions) := by decide` whose
+right-hand side is the scenario's recorded answer, each list of (serial,
+step) pairs sorted by serial"; "The translation refuses what lies outside
+the fragment with a message naming the construct and where it is."
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lean_bridge import scenario
+from semantics import codec
+from semantics.cli import main
+from shared_paths import SHARED
+
+ROOT = Path(__file__).resolve().parent.parent
+LEAN = ROOT / "lean_bridge" / "lean"
+GROUPS = {"vllm": ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap"),
+          "serve": ("admission", "newest_first", "newest_first_preempt", "prefill_first")}
+THEOREM = re.compile(r"theorem recorded : outcome program (\d+) =\s+\((\[.*?\]), (\[.*?\]), (\d+)\) := by\n"
+                     r"  decide \+kernel\n")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def recorded(group: str, name: str) -> tuple[list, list, int]:
+    data = json.loads((SHARED / "oracle" / group / f"{name}.out.json").read_text())
+    firsts = sorted((int(k), v) for k, v in data["first"].items())
+    dones = sorted((int(k), v) for k, v in data["done"].items())
+    return firsts, dones, data["preemptions"]
+
+
+def theorem_of(text: str) -> tuple[int, list, list, int]:
+    match = THEOREM.search(text)
+    assert match, text[-600:]
+    pairs = lambda s: [tuple(map(int, x)) for x in re.findall(r"\((\d+), (\d+)\)", s)]  # noqa: E731
+    return int(match[1]), pairs(match[2]), pairs(match[3]), int(match[4])
+
+
+@pytest.mark.parametrize("group,name", [(g, n) for g, names in GROUPS.items() for n in names])
+def test_the_scenario_program_is_the_reference_compilers_ir(group: str, name: str) -> None:
+    """The scenario's program, as this bridge builds it, is NAME.ir.json byte for byte."""
+    path = SHARED / "oracle" / group / f"{name}.json"
+    text = path.read_text()
+    program, _ = scenario.scenario_program(str(path), json.loads(text), text)
+    assert codec.dumps(program) == (SHARED / "oracle" / group / f"{name}.ir.json").read_text()
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_theorem_states_the_recorded_answer(group: str, tmp_path, capsys) -> None:
+    out = tmp_path / group
+    code, stdout, _ = run_cli(capsys, "lean", str(SHARED / "oracle" / group), "--out", str(out))
+    assert code == 0, stdout
+    for name in GROUPS[group]:
+        text = (out / f"{scenario_module(name)}.lean").read_text()
+        fuel, firsts, dones, preemptions = theorem_of(text)
+        assert (firsts, dones, preemptions) == recorded(group, name)
+        assert firsts == sorted(firsts) and dones == sorted(dones)
+        assert fuel > 0
+        assert text.startswith("-- Generated") and "\nimport SerqRef\n" in text
+        assert "def program : Program :=" in text
+    all_module = (out / "All.lean").read_text()
+    assert all(f"import {group.capitalize()}.{scenario_module(n)}\n" in all_module for n in GROUPS[group])
+
+
+def scenario_module(name: str) -> str:
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_the_committed_theorems_are_what_the_emitter_writes(group: str, tmp_path, capsys) -> None:
+    """lean_bridge/lean/SerqRefOracle is the emitter's output, not a hand edit."""
+    out = tmp_path / group
+    prefix = f"SerqRefOracle.{group.capitalize()}"
+    code, _, _ = run_cli(capsys, "lean", str(SHARED / "oracle" / group), "--out", str(out), "--module", prefix)
+    assert code == 0
+    committed = LEAN / "SerqRefOracle" / group.capitalize()
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(p.name for p in committed.iterdir())
+    for name in names:
+        assert (out / name).read_text() == (committed / name).read_text(), name
+
+
+def test_the_module_prefix_is_the_path_below_the_lakefile(tmp_path, capsys) -> None:
+    (tmp_path / "lakefile.lean").write_text("-- a package\n")
+    out = tmp_path / "Oracle" / "Vllm"
+    code, stdout, _ = run_cli(capsys, "lean", str(SHARED / "oracle" / "vllm"), "--out", str(out))
+    assert code == 0 and "Oracle.Vllm.All" in stdout
+    assert "namespace Oracle.Vllm.Hol\n" in (out / "Hol.lean").read_text()
+    assert "import Oracle.Vllm.Hol\n" in (out / "All.lean").read_text()
+
+
+def test_a_scenario_prints_one_lean_file(capsys) -> None:
+    code, out, _ = run_cli(capsys, "lean", str(SHARED / "oracle" / "vllm" / "preempt.json"))
+    assert code == 0
+    _, firsts, dones, preemptions = theorem_of(out)
+    assert (firsts, dones, preemptions) == ([(0, 1), (1, 31)], [(0, 30), (1, 60)], 1)
+    assert "namespace SerqRefOracle.Preempt" in out and out.rstrip().endswith("end SerqRefOracle.Preempt")
+    # the program as a term: the hold on reqs and kv, the growing runs, the gate
+    assert ".hold [{ pool := 0 /- reqs -/, units := (.num 1), reserve := none }" in out
+    assert ".step .prefill (.attr 12 /- known -/) (some 1 /- kv -/)" in out
+    assert ".delay 1 /- gate -/ (.attr 11 /- arrive -/)" in out
+    assert "{ cap := 10, block := 16, lifo := true, viaEngine := false }" in out
+
+
+def test_an_ir_file_beside_its_answer_gives_the_same_theorem(capsys) -> None:
+    _, from_scenario, _ = run_cli(capsys, "lean", str(SHARED / "oracle" / "serve" / "newest_first_preempt.json"))
+    _, from_ir, _ = run_cli(capsys, "lean", str(SHARED / "oracle" / "serve" / "newest_first_preempt.ir.json"))
+    strip = lambda t: t.split("\n", 1)[1]  # noqa: E731  (the header names the file)
+    assert strip(from_scenario) == strip(from_ir)
+
+
+def test_without_a_recorded_answer_the_mirror_answer_is_asked_for(tmp_path, capsys) -> None:
+    ir_file = tmp_path / "alone_copy.ir.json"
+    ir_file.write_text((SHARED / "oracle" / "vllm" / "hol.ir.json").read_text())
+    code, _, err = run_cli(capsys, "lean", str(ir_file))
+    assert code == 1 and "no recorded answer alone_copy.out.json" in err
+    code, out, _ = run_cli(capsys, "lean", str(ir_file), "--answer", "mirror")
+    assert code == 0 and "The mirror's outcome" in out
+    assert theorem_of(out)[1:] == tuple(recorded("vllm", "hol"))
+
+
+# -- refusals -------------------------------------------------------------------------
+
+
+def mutated_ir(tmp_path: Path, change) -> tuple[Path, list[str]]:
+    data = json.loads((SHARED / "oracle" / "vllm" / "preempt.ir.json").read_text())
+    change(data)
+    text = json.dumps(data, indent=2) + "\n"
+    path = tmp_path / "changed.ir.json"
+    path.write_text(text)
+    return path, text.splitlines()
+
+
+def located(err: str, path: Path) -> tuple[int, int, str]:
+    match = re.match(rf"{re.escape(str(path))}:(\d+):(\d+): error: (.*)", err)
+    assert match, err
+    return int(match[1]), int(match[2]), match[3]
+
+
+def test_a_fifo_stage_is_refused_at_its_place(tmp_path, capsys) -> None:
+    def change(data):
+        data["stages"][1]["kind"] = {"Fifo": 1}
+
+    path, lines = mutated_ir(tmp_path, change)
+    code, _, err = run_cli(capsys, "lean", str(path))
+    assert code == 1
+    line, col, message = located(err, path)
+    assert "outside the Lean fragment" in message and "fifo stage gate" in message
+    assert '"kind"' in lines[line - 1] and lines[line - 1][col - 1] == "{" and '"Fifo"' in lines[line]
+
+
+def test_a_draw_is_refused_at_the_statement(tmp_path, capsys) -> None:
+    def change(data):
+        data["blocks"][3][0]["Set"][1] = {"Sample": ["Exp", [{"Num": 1.0}]]}
+
+    path, lines = mutated_ir(tmp_path, change)
+    code, _, err = run_cli(capsys, "lean", str(path))
+    line, col, message = located(err, path)
+    assert code == 1 and "a draw `~exp(…)`" in message
+    assert lines[line - 1][col - 1] == "{" and '"Sample"' in lines[line]
+
+
+def test_an_arrival_process_is_refused(tmp_path, capsys) -> None:
+    def change(data):
+        data["arrival"] = {"Poisson": 1.0}
+
+    path, lines = mutated_ir(tmp_path, change)
+    code, _, err = run_cli(capsys, "lean", str(path))
+    line, _, message = located(err, path)
+    assert code == 1 and "an arrival process" in message
+    assert '"arrival"' in lines[line - 1] and "Poisson" in lines[line - 1] + lines[line]
+
+
+def test_a_cost_other_than_one_is_refused(tmp_path, capsys) -> None:
+    def change(data):
+        data["stages"][0]["kind"]["Step"]["cost"] = {"Num": 2.0}
+
+    path, lines = mutated_ir(tmp_path, change)
+    code, _, err = run_cli(capsys, "lean", str(path))
+    line, _, message = located(err, path)
+    assert code == 1 and "iteration cost other than 1" in message
+    assert '"cost"' in lines[line - 1]
+
+
+def test_a_fraction_is_refused(tmp_path, capsys) -> None:
+    def change(data):
+        data["blocks"][0][0]["Set"][1] = {"Num": 0.5}
+
+    path, _ = mutated_ir(tmp_path, change)
+    code, _, err = run_cli(capsys, "lean", str(path))
+    assert code == 1 and "0.5 is not a natural number" in located(err, path)[2]
+
+
+def test_a_scenario_with_prefix_caching_is_refused_at_the_key(tmp_path, capsys) -> None:
+    path = tmp_path / "cached.json"
+    path.write_text('{"budget": 64, "max_seqs": 4, "block_size": 16, "num_blocks": 20,\n'
+                    ' "prefix_caching": true, "requests": [{"prompt": 30, "out": 3}]}\n')
+    code, _, err = run_cli(capsys, "lean", str(path))
+    assert code == 1
+    line, col, message = located(err, path)
+    assert (line, col) == (2, 20) and "prefix caching" in message
+
+
+def test_a_compiled_program_is_refused_at_its_source_line(tmp_path) -> None:
+    """A program from serQ text: the refusal is at the statement's span in the .sq file."""
+    import dataclasses
+
+    from lean_bridge.translate import Locator, translate
+    from semantics import ir
+    from semantics.compiler import compile_source
+    from semantics.errors import ProgramError
+
+    text = (PROGRAM := (ROOT / "examples" / "oracle" / "vllm_request.sq").read_text())
+    text = text.replace("    decode (o - 1 - (known - prompt)) growing kv;",
+                        "    decode (o - 1 - (known - prompt)) growing kv;\n    grow kv (16);")
+    program, smap = compile_source(text, "vllm_request_grow.sq")
+    program = dataclasses.replace(program, arrival=ir.Sessions((ir.SessionSpec(((9, 80.0),), None),)))
+    with pytest.raises(ProgramError) as e:
+        translate(program, Locator.for_source(smap))
+    assert e.value.span is not None and e.value.span.file == "vllm_request_grow.sq"
+    assert text.splitlines()[e.value.span.line - 1].strip() == "grow kv (16);"
+    assert "the statement `grow`" in e.value.message
+    assert PROGRAM  # the example itself is untouched
