@@ -122,31 +122,11 @@ def test_the_mirror_imports_nothing_from_semantics() -> None:
 # -- the third column ---------------------------------------------------------------------
 
 
-def interpreter_or_reason(sc: scenario.Scenario):
-    try:
-        return interpreter_answer(sc.program), None
-    except InterpreterUnavailable as e:
-        return None, e.reason
-
-
-@pytest.mark.xfail(raises=InterpreterUnavailable, strict=False,
-                   reason="the step engine (semantics/smallstep) is not built yet: its run stops with 'step stages "
-                          "are not implemented yet'. Once it is, this asserts the three-way agreement; remove the "
-                          "mark then.")
 @pytest.mark.parametrize("group,name", SCENARIOS)
 def test_interpreter_mirror_and_recorded_answer_agree(group: str, name: str) -> None:
     sc = load(group, name)
-    answer = interpreter_answer(sc.program)  # InterpreterUnavailable until the step engine exists
+    answer = interpreter_answer(sc.program)
     assert answer == sc.answer
     assert mirror_answer(sc.translation.program) == answer
 
 
-def test_the_interpreter_column_is_unavailable_only_for_the_missing_step_engine() -> None:
-    """Today every scenario's run stops at the step engine; the reason is the
-    interpreter's own message, never something else."""
-    sc = load("vllm", "preempt")
-    answer, reason = interpreter_or_reason(sc)
-    if answer is None:
-        assert "step stages are not implemented yet" in reason
-    else:
-        assert answer == sc.answer
