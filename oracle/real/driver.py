@@ -164,10 +164,11 @@ def make_scheduler(
     prefix_caching: bool,
     max_model_len: int,
     policy: str = "fcfs",
-    cls: type = Scheduler,
+    cls: type | None = None,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
     (one of which is vLLM's null block)."""
+    cls = ObservedScheduler if cls is None else cls
     model = MODELS.get(max_model_len)
     sched_cfg = SchedulerConfig(
         max_model_len=max_model_len,
@@ -422,7 +423,57 @@ def evaluate_key(expr, request, admission: int) -> float:
     raise ValueError(f"unsupported serve key {tag!r}")
 
 
-class ServeByScheduler(Scheduler):
+class ObservedScheduler(Scheduler):
+    """vLLM's Scheduler, unchanged in what it decides, that also counts what
+    the answers report as ``features``: steps that preempted, preemptions
+    whose victim was the request allocating (self-preemption), and steps
+    blocked at the head of the waiting queue (a request waited, a request
+    slot and token budget were left, nothing preempted, and nothing was
+    admitted: the head did not fit the KV cache)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.features = {"preempt_steps": 0, "preemptions": 0, "self_preemptions": 0, "blocked_steps": 0}
+        self._allocating = None
+        self._in_schedule = False
+
+    def _preempt_request(self, request, timestamp, drop_stale_output=False):
+        self.features["preemptions"] += 1
+        if request is self._allocating:
+            self.features["self_preemptions"] += 1
+        super()._preempt_request(request, timestamp, drop_stale_output)
+
+    def _watch_allocations(self):
+        manager = self.kv_cache_manager
+        original = type(manager).allocate_slots
+
+        def allocate_slots(request, *args, **kwargs):
+            self._allocating = request
+            return original(manager, request, *args, **kwargs)
+
+        manager.allocate_slots = allocate_slots
+
+    def schedule(self, throttle_prefills: bool = False):
+        self._watch_allocations()
+        try:
+            output = super().schedule(throttle_prefills)
+        finally:
+            del self.kv_cache_manager.allocate_slots
+            self._allocating = None
+        if output.preempted_req_ids:
+            self.features["preempt_steps"] += 1
+        elif (
+            len(self.waiting) > 0
+            and not output.scheduled_new_reqs
+            and not getattr(output.scheduled_cached_reqs, "resumed_req_ids", None)
+            and len(self.running) < self.max_num_running_reqs
+            and output.total_num_scheduled_tokens < self.max_num_scheduled_tokens
+        ):
+            self.features["blocked_steps"] += 1
+        return output
+
+
+class ServeByScheduler(ObservedScheduler):
     """vLLM's scheduler on its priority path, its running list re-sorted
     before every step by the serve-by keys and then by admission number.
 
@@ -440,13 +491,12 @@ class ServeByScheduler(Scheduler):
     ``self_preempt_ends_pass`` (off by default) restores the older rule
     (0c87a197, seed 001): a running request that preempts itself ends the
     running loop. vLLM 0.33.0's priority path goes on to the requests behind
-    it instead (scheduler.py:976-986); with the switch on, the requests after
-    the self-victim are skipped for that pass through the running loop's own
-    per-request skip (next_decode_eligible_step, scheduler.py:801-805).
+    it instead (vllm/v1/core/sched/scheduler.py:982-996); with the switch on,
+    the requests after the self-victim are skipped for the rest of that pass
+    through the running loop's own per-request skip
+    (next_decode_eligible_step, scheduler.py:816-820), which nothing else
+    sets on a single-stage engine.
     """
-
-    serve_keys: list = []
-    self_preempt_ends_pass = False
 
     def configure(self, keys, self_preempt_ends_pass=False):
         assert not self.running and not self.waiting
@@ -456,7 +506,7 @@ class ServeByScheduler(Scheduler):
         self.num_admissions = 0
         self.num_added = 0
         self.num_preempted = 0
-        self._in_running_loop: object | None = None
+        self._held_back: list = []
 
     def add_request(self, request):
         self.num_added += 1
@@ -467,15 +517,13 @@ class ServeByScheduler(Scheduler):
         self.num_preempted += 1
         request.priority = -self.num_preempted
         self.admission_of.pop(request.request_id, None)
-        if self.self_preempt_ends_pass and self._in_running_loop is not None:
-            # The running loop's current request is the one allocating; if it
-            # is its own victim, nothing behind it runs in this pass.
-            current = self._allocating
-            if current is request:
-                for other in self.running:
-                    if other is not request:
-                        self._held_back.append((other, other.next_decode_eligible_step))
-                        other.next_decode_eligible_step = math.inf
+        if self.self_preempt_ends_pass and request is self._allocating:
+            # A running request is its own victim: nothing behind it runs in
+            # this pass (the older rule).
+            for other in self.running:
+                if other is not request:
+                    self._held_back.append((other, other.next_decode_eligible_step))
+                    other.next_decode_eligible_step = math.inf
         super()._preempt_request(request, timestamp, drop_stale_output)
 
     def sort_key(self, request):
@@ -484,25 +532,13 @@ class ServeByScheduler(Scheduler):
 
     def schedule(self, throttle_prefills: bool = False):
         self.running.sort(key=self.sort_key)
-        self._held_back: list = []
-        self._in_running_loop = True
-        manager = self.kv_cache_manager
-        original_allocate = manager.allocate_slots
-
-        def allocate_slots(request, *args, **kwargs):
-            self._allocating = request
-            return original_allocate(request, *args, **kwargs)
-
-        if self.self_preempt_ends_pass:
-            manager.allocate_slots = allocate_slots
+        self._held_back = []
         try:
             output = super().schedule(throttle_prefills)
         finally:
-            if self.self_preempt_ends_pass:
-                del manager.allocate_slots
             for other, value in self._held_back:
                 other.next_decode_eligible_step = value
-            self._in_running_loop = None
+            self._held_back = []
         # What this step admitted, in the order it was admitted (appended).
         for request in self.running:
             if request.request_id not in self.admission_of:
@@ -534,7 +570,7 @@ def run_scenario(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", False)),
         max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
         policy="priority" if serve else "fcfs",
-        cls=ServeByScheduler if serve else Scheduler,
+        cls=ServeByScheduler if serve else ObservedScheduler,
     )
     if serve:
         scheduler.configure(keys, bool(job.get("self_preempt_ends_pass", False)))
@@ -593,6 +629,7 @@ def run_scenario(job) -> dict:
             "num_blocks": scheduler.kv_cache_config.num_blocks,
         },
         "status": status,
+        "features": scheduler.features,
         "unfinished": sorted((str(i) for i in range(len(job["requests"])) if str(i) not in done), key=int),
     }
     return answer
@@ -749,6 +786,7 @@ def run_replay(job) -> dict:
         "status": status,
         "steps": steps,
         "clock": clock,
+        "features": scheduler.features,
         "unfinished": unfinished,
         "never_sent": [list(x) for x in not_sent],
     }
@@ -772,6 +810,7 @@ def replay_csv(rows: list[dict]) -> str:
 def answer(job) -> dict:
     kind = job.get("kind") or ("scenario" if "requests" in job else "replay")
     started = time.perf_counter()
+    started_cpu = time.process_time()
     try:
         if kind == "scenario":
             result = run_scenario(job)
@@ -782,6 +821,7 @@ def answer(job) -> dict:
     except Exception as error:  # one bad job must not sink a batch
         result = {"error": f"{type(error).__name__}: {error}"}
     result["seconds"] = round(time.perf_counter() - started, 3)
+    result["cpu_seconds"] = round(time.process_time() - started_cpu, 3)
     result["vllm"] = vllm.__version__
     if "id" in job:
         result["id"] = job["id"]
