@@ -122,10 +122,14 @@ def iter_answers(jobs: Iterable[dict], python: str | os.PathLike | None = None) 
     writer.start()
     reader.start()
     count = 0
-    for line in process.stdout:
-        if line.strip():
-            count += 1
-            yield json.loads(line)
+    try:
+        for line in process.stdout:
+            if line.strip():
+                count += 1
+                yield json.loads(line)
+    finally:
+        if count < len(jobs) and process.poll() is None:
+            process.kill()  # the caller stopped early (or failed): end the driver
     process.wait()
     writer.join()
     reader.join()

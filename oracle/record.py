@@ -4,6 +4,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record shared             the recorded scenarios and the prefix-cache replay
     python -m oracle.record replays [--spacings 4 8 ...]
     python -m oracle.record campaign --kind scenario --count 2000 --seed 1
+    python -m oracle.record coverage           campaign/coverage.json from the campaign files
     python -m oracle.record manifest           recompute every listed file's sha256
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
@@ -39,6 +40,8 @@ FULL_ENGINE = {"budget": 512, "max_seqs": 64, "blocks": 8010, "block_size": 16}
 FULL_MAX_STEPS = 2_000_000
 #: The prefix-cache scenario of ../shared/oracle/prefix_cache.
 CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_size": 16}
+
+CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl"}
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -180,29 +183,41 @@ def record_replays(spacings, python=None, max_steps=FULL_MAX_STEPS) -> None:
 def record_campaign(kind: str, count: int, seed: int, python=None, hours: float | None = None,
                     append: bool = False) -> None:
     """Draw ``count`` cases of ``kind`` from ``seed`` and record each with its
-    real answer, one JSON line per case: {"index", "seed", "case", "answer"}.
+    real answer, one JSON line per case: {"seed", "index", "case", "answer"}
+    (serve cases also "answer_older_rule": the same case with a running
+    request that preempts itself ending the pass, as before 0.33.0).
     With ``hours`` it stops after that long and says how many it recorded."""
     from oracle import campaign_cases
 
-    out = DATA / "campaign" / ("scenarios.jsonl" if kind == "scenario" else "replays.jsonl")
+    out = DATA / "campaign" / CAMPAIGN_FILES[kind]
     out.parent.mkdir(parents=True, exist_ok=True)
-    draw = campaign_cases.scenario if kind == "scenario" else campaign_cases.replay
+    draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
+            "serve": campaign_cases.serve_scenario}[kind]
     cases = [draw(seed, index) for index in range(count)]
     jobs = [campaign_cases.as_job(case) for case in cases]
+    if kind == "serve":
+        # each case twice: vLLM 0.33.0's rule, then the older one
+        jobs = [job for case in jobs for job in (case, {**case, "self_preempt_ends_pass": True})]
+    keep = ("first", "done", "preemptions", "steps", "status", "unfinished", "features") if kind != "replay" else (
+        "rows", "status", "steps", "unfinished", "never_sent", "features")
+    answers = real.iter_answers(jobs, python)
     started = time.perf_counter()
     recorded = 0
-    mode = "a" if append else "w"
-    keep = ("first", "done", "preemptions", "steps", "status", "unfinished") if kind == "scenario" else (
-        "rows", "status", "steps", "unfinished", "never_sent")
-    with out.open(mode) as f:
-        for index, (case, answer) in enumerate(zip(cases, real.iter_answers(jobs, python))):
+    with out.open("a" if append else "w") as f:
+        for index, case in enumerate(cases):
+            answer = next(answers)
             if "error" in answer:
                 raise SystemExit(f"{kind} {seed}/{index}: {answer['error']}")
-            record = {"seed": seed, "index": index, "case": case,
-                      "answer": {k: answer[k] for k in keep}}
+            record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
+            if kind == "serve":
+                older = next(answers)
+                if "error" in older:
+                    raise SystemExit(f"{kind} {seed}/{index} (older rule): {older['error']}")
+                record["answer_older_rule"] = {k: older[k] for k in keep}
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
             recorded += 1
             if hours is not None and time.perf_counter() - started > hours * 3600:
+                answers.close()
                 break
     elapsed = time.perf_counter() - started
     manifest = load_manifest()
@@ -211,6 +226,49 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
              seconds=round(elapsed, 1))
     save_manifest(manifest)
     print(f"{out.relative_to(DATA)}: {recorded} {kind}s in {elapsed:.0f} s")
+
+
+def record_coverage() -> None:
+    """campaign/coverage.json: per campaign file, how many cases exercised
+    each feature the driver counts, and how long recording took."""
+    manifest = load_manifest()
+    coverage = {}
+    for kind, name in CAMPAIGN_FILES.items():
+        path = DATA / "campaign" / name
+        if not path.exists():
+            continue
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        features = [r["answer"]["features"] for r in records]
+        entry = {
+            "cases": len(records),
+            "finished": sum(r["answer"]["status"] == "finished" for r in records),
+            "with_preemptions": sum(f["preemptions"] > 0 for f in features),
+            "with_self_preemptions": sum(f["self_preemptions"] > 0 for f in features),
+            "with_head_of_line_blocking": sum(f["blocked_steps"] > 0 for f in features),
+            "preemptions": sum(f["preemptions"] for f in features),
+            "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
+        }
+        if kind in ("scenario", "serve"):
+            cases = [r["case"] for r in records]
+            entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
+            entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
+            entry["requests"] = sum(len(c["requests"]) for c in cases)
+        if kind == "replay":
+            entry["with_a_prefix_hit"] = sum(any(row[6] for row in r["answer"]["rows"]) for r in records)
+            entry["with_forced_misses"] = sum(",1\n" in r["case"]["trace"] for r in records)
+            entry["requests"] = sum(len(r["answer"]["rows"]) for r in records)
+        if kind == "serve":
+            entry["differ_from_older_rule"] = sum(
+                {k: r["answer"][k] for k in ("first", "done", "preemptions", "steps")}
+                != {k: r["answer_older_rule"][k] for k in ("first", "done", "preemptions", "steps")}
+                for r in records
+            )
+        coverage[name] = entry
+    out = DATA / "campaign" / "coverage.json"
+    write_text(out, json.dumps(coverage, indent=1) + "\n")
+    register(manifest, out, "python -m oracle.record coverage")
+    save_manifest(manifest)
+    print(json.dumps(coverage, indent=1))
 
 
 def refresh_manifest() -> None:
@@ -231,10 +289,11 @@ def main(argv=None) -> int:
     replays.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
     replays.add_argument("--max-steps", type=int, default=FULL_MAX_STEPS)
     campaign = commands.add_parser("campaign")
-    campaign.add_argument("--kind", choices=("scenario", "replay"), required=True)
+    campaign.add_argument("--kind", choices=tuple(CAMPAIGN_FILES), required=True)
     campaign.add_argument("--count", type=int, required=True)
     campaign.add_argument("--seed", type=int, default=1)
     campaign.add_argument("--hours", type=float)
+    commands.add_parser("coverage")
     commands.add_parser("manifest")
     args = parser.parse_args(argv)
     try:
@@ -244,6 +303,8 @@ def main(argv=None) -> int:
             record_replays(args.spacings, args.vllm_python, args.max_steps)
         elif args.command == "campaign":
             record_campaign(args.kind, args.count, args.seed, args.vllm_python, args.hours)
+        elif args.command == "coverage":
+            record_coverage()
         else:
             refresh_manifest()
     except real.RealVllmMissing as error:
