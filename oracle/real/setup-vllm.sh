@@ -14,6 +14,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 venv="${1:-${SERQ_VLLM_VENV:-$repo/../vllm-env}}"
+mkdir -p "$(dirname "$venv")"
+venv="$(cd "$(dirname "$venv")" && pwd)/$(basename "$venv")"
 python="${PYTHON:-python3}"
 
 VLLM_VERSION=0.33.0
