@@ -19,6 +19,7 @@ NAME.out.json, or a replay of a trace answered with the rows of
 cache_trace.out.csv.
 
     python -m oracle.real scenario ../shared/oracle/vllm/*.json
+    python -m oracle.real regenerate ../shared/oracle/vllm [--out DIR]
     python -m oracle.real replay TRACE.csv --spacing 3 --budget 64 --max-seqs 4 --blocks 20
 """
 
@@ -166,6 +167,47 @@ def recorded_fields(answer: dict) -> dict:
     return {key: answer[key] for key in ("first", "done", "preemptions", "steps", "config")}
 
 
+def scenario_files(directory: Path) -> list[Path]:
+    """The scenarios of ``directory``: its NAME.json files that are not
+    answers (.out.json), IR (.ir.json) or targets (.target.json)."""
+    skip = (".out.json", ".ir.json", ".target.json")
+    return sorted(p for p in directory.glob("*.json") if not p.name.endswith(skip)
+                  and "requests" in json.loads(p.read_text()))
+
+
+def regenerate(directory: Path, out: Path | None, python=None, older_rule: bool = False) -> int:
+    """Answer every scenario of ``directory`` with the real scheduler. With
+    ``out``, write NAME.out.json there; either way, compare each answer with
+    the NAME.out.json beside the scenario, if there is one, and print
+    equal / differs / new per scenario. Returns the number that differ.
+    ``older_rule``: serve-by scenarios with a self-preempting request ending
+    the running loop, as before vLLM 0.33.0 (docs/vllm-0.33.md, D1)."""
+    files = scenario_files(directory)
+    extra = {"self_preempt_ends_pass": True} if older_rule else {}
+    jobs = [scenario_job(json.loads(p.read_text()), **extra) for p in files]
+    differ = 0
+    for path, answer in zip(files, iter_answers(jobs, python)):
+        if "error" in answer:
+            print(f"{path.name}: {answer['error']}")
+            differ += 1
+            continue
+        fields = recorded_fields(answer)
+        name = path.name[: -len(".json")]
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{name}.out.json").write_text(json.dumps(fields) + "\n")
+        recorded = path.with_name(f"{name}.out.json")
+        if not recorded.exists():
+            verdict = "new"
+        elif json.loads(recorded.read_text()) == fields:
+            verdict = "equal"
+        else:
+            verdict = "differs"
+            differ += 1
+        print(f"{name}: {verdict} ({answer['status']})")
+    return differ
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oracle.real", description="Answer scenarios or a replay with the real vLLM scheduler.")
     parser.add_argument("--vllm-python", help=f"the vLLM environment's python (default: ${PYTHON_VARIABLE}, else {DEFAULT_PYTHON.relative_to(REPO_ROOT.parent)} beside the repo)")
@@ -173,6 +215,10 @@ def main(argv=None) -> int:
     scenario = commands.add_parser("scenario", help="answer NAME.json files as NAME.out.json (printed, or written with --write)")
     scenario.add_argument("files", nargs="+")
     scenario.add_argument("--write", action="store_true", help="write NAME.real.out.json beside each NAME.json")
+    regen = commands.add_parser("regenerate", help="answer every scenario NAME.json of a directory and compare with its NAME.out.json")
+    regen.add_argument("directory")
+    regen.add_argument("--out", help="write NAME.out.json here")
+    regen.add_argument("--older-rule", action="store_true", help="serve-by scenarios: a request that preempts itself ends the pass (before 0.33.0)")
     replay = commands.add_parser("replay", help="replay a trace and print the CSV answer")
     replay.add_argument("trace")
     replay.add_argument("--spacing", type=float, required=True)
@@ -183,6 +229,9 @@ def main(argv=None) -> int:
     replay.add_argument("--max-steps", type=int)
     args = parser.parse_args(argv)
     try:
+        if args.command == "regenerate":
+            out = None if args.out is None else Path(args.out)
+            return 1 if regenerate(Path(args.directory), out, args.vllm_python, args.older_rule) else 0
         if args.command == "scenario":
             jobs = [scenario_job(json.loads(Path(f).read_text())) for f in args.files]
             for path, answer in zip(args.files, iter_answers(jobs, args.vllm_python)):
