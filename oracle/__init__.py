@@ -1,7 +1,12 @@
 """The oracle harness: scenarios, the real-vLLM driver, the differential peer.
 
 ``peer``: pyserq (the serQ reference implementation) run on our IR, for the
-differential tests and the speed benchmark. The scenario tests against the
-recorded vLLM answers (``../shared/oracle``) and the driver of the real
-scheduler arrive with the step engine (docs/design/step-engine.md, §5).
+differential tests and the speed benchmark.
+
+``real``: the real vLLM 0.33.0 scheduler, run as a subprocess in its own
+environment (``real/driver.py``, built by ``real/setup-vllm.sh``; nothing in
+the package imports vllm). ``record``: records its answers under ``data/``
+with a manifest. ``campaign_cases``: the seeded random cases of the campaign.
+The scenario tests of serq-ref's own engine against those answers arrive with
+the step engine (docs/design/step-engine.md, §5).
 """

@@ -1,0 +1,168 @@
+"""Random cases for the campaign against the real vLLM scheduler (issue 10).
+
+Plain Python and deterministic: case ``index`` of seed ``seed`` is drawn from
+its own ``random.Random(seed * 1_000_003 + index)``, so any one case can be
+drawn again without the others, on any machine.
+
+Two kinds, each a JSON object the driver (oracle/real/driver.py) answers:
+
+- ``scenario(seed, index)``: the format of ../shared/oracle/vllm/NAME.json
+  (budget, max_seqs, block_size, num_blocks, chunk, prefix_caching, one to
+  eight requests with prompt, out and arrive). Pools run from tight (a
+  request's worth of blocks and a little more: preemptions, self-preemption,
+  head-of-line blocking) through medium to loose (1000 blocks), budgets from
+  16 to 2048 tokens, max_seqs from 1 to 64, the long-prefill threshold 0 or a
+  cap, prefix caching on or off, arrivals staggered over 40 steps. Every
+  request fits the pool alone: its prompt and all but its last output token,
+  in blocks, are at most the usable blocks (num_blocks - 1; vLLM serves no
+  request larger than its cache: it refuses prompts over max_model_len and
+  does not start a cache that cannot hold one). budget >= max_seqs, as
+  vLLM's SchedulerConfig requires.
+- ``serve_scenario(seed, index)``: a scenario with a serve-by key
+  (admission, -admission, decoding ? 1 : 0, decoding ? 0 : 1), answered by
+  vLLM's priority path with its running list re-sorted by the key.
+- ``replay(seed, index)``: a small multi-turn trace (one to six sessions of
+  one to five turns, the columns session,turn,new,out,think,forced as CSV
+  text) with spacing, budget, max_seqs, blocks (usable, block size 16) and a
+  chunk cap, replayed with the prefix cache on under the replay protocol of
+  ../shared/oracle/README.md. Each turn's prompt extends the previous one;
+  in tight pools half the turns generate 8 to 48 tokens, so decodes grow;
+  about one turn in seven is a forced miss (forced = 1: a nonce at the head
+  of the prompt, which the session's later turns keep). Pools are tight to
+  medium, caps small, so turns queue, evict each other's prefixes and are
+  preempted.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+SCENARIO_MAX_MODEL_LEN = 8192
+
+
+def _rng(seed: int, index: int) -> random.Random:
+    return random.Random(seed * 1_000_003 + index)
+
+
+def blocks_needed(prompt: int, out: int, block_size: int) -> int:
+    """The blocks a request holds at its largest: its prompt and every output
+    token but the last (the last is sampled, never computed)."""
+    return math.ceil((prompt + out - 1) / block_size)
+
+
+def _prompt(r: random.Random) -> int:
+    size = r.choices(("small", "medium", "large"), weights=(3, 4, 2))[0]
+    if size == "small":
+        return r.randint(1, 40)
+    if size == "medium":
+        return r.randint(41, 200)
+    return r.randint(201, 600)
+
+
+def scenario(seed: int, index: int) -> dict:
+    """Scenario ``index`` of ``seed`` (module docstring)."""
+    r = _rng(seed, index)
+    regime = r.choices(("tight", "medium", "loose"), weights=(45, 35, 20))[0]
+    block_size = r.choices((16, 8, 32), weights=(70, 15, 15))[0]
+    n = r.randint(1, 8)
+    requests = []
+    for _ in range(n):
+        if regime == "tight" and r.random() < 0.6:
+            # long outputs grow the KV past the admission's reserve: preemptions
+            out = r.randint(10, 80)
+        else:
+            out = r.choice((1, 2, 3, r.randint(1, 12), r.randint(1, 40)))
+        request = {"prompt": _prompt(r), "out": out}
+        mode = r.random()
+        if mode < 0.3:
+            pass  # arrives before step 1
+        elif mode < 0.6:
+            request["arrive"] = r.randint(0, 6)
+        else:
+            request["arrive"] = r.randint(0, 40)
+        requests.append(request)
+    need = max(blocks_needed(q["prompt"], q["out"], block_size) for q in requests)
+    if regime == "tight":
+        usable = need + r.randint(0, 2)
+        budget = r.choice((16, 24, 32, 48, 64, 100))
+        max_seqs = r.randint(1, min(8, budget))
+    elif regime == "medium":
+        usable = need + r.randint(max(1, need // 2), 2 * need + 4)
+        budget = r.choice((32, 64, 128, 256))
+        max_seqs = r.randint(1, 8)
+    else:
+        usable = 999
+        budget = r.choice((256, 512, 1024, 2048))
+        max_seqs = r.choice((4, 16, 64))
+    mode = r.random()
+    if mode < 0.5:
+        chunk = 0
+    elif mode < 0.9:
+        chunk = r.randint(1, min(budget, 128))
+    else:
+        chunk = r.randint(budget, budget + 64)
+    return {
+        "kind": "scenario",
+        "budget": budget,
+        "max_seqs": max_seqs,
+        "block_size": block_size,
+        "num_blocks": usable + 1,
+        "chunk": chunk,
+        "prefix_caching": r.random() < 0.5,
+        "requests": requests,
+    }
+
+
+def replay(seed: int, index: int) -> dict:
+    """Replay ``index`` of ``seed`` (module docstring)."""
+    r = _rng(seed, index)
+    block_size = 16
+    sessions = r.randint(1, 6)
+    tight = r.random() < 0.6
+    lines = ["session,turn,new,out,think,forced"]
+    need = 1
+    for s in range(sessions):
+        turns = r.randint(1, 5)
+        new = r.randint(8, 300)
+        for t in range(1, turns + 1):
+            if t > 1:
+                new += r.randint(1, 200)
+            out = r.randint(1, 8) if not tight or r.random() < 0.5 else r.randint(8, 48)
+            think = 0.0 if t == turns else r.choice((0.0, 1.0, 2.0, 3.0, 5.0, round(r.uniform(0, 8), 3)))
+            forced = int(r.random() < 0.15)
+            lines.append(f"{s},{t},{new},{out},{think},{forced}")
+            need = max(need, blocks_needed(new, out, block_size))
+    blocks = need + (r.randint(0, 4) if tight else r.randint(need // 2 + 1, 3 * need))
+    max_seqs = r.randint(1, 6)
+    budget = max(max_seqs, r.choice((16, 32, 48, 64, 128, 256)))
+    chunk = 0 if r.random() < 0.8 else r.randint(8, 128)
+    return {
+        "kind": "replay",
+        "trace": "\n".join(lines) + "\n",
+        "spacing": r.choice((0, 1, 2, 3, 5, 8, 12, round(r.uniform(0, 10), 2))),
+        "budget": budget,
+        "max_seqs": max_seqs,
+        "blocks": blocks,
+        "block_size": block_size,
+        "chunk": chunk,
+    }
+
+
+#: The serve-by keys of serve_scenario: the four orders the serve/ oracles
+#: and docs/design/step-engine.md use.
+SERVE_KEYS = ("admission", "-admission", "decoding ? 1 : 0", "decoding ? 0 : 1")
+
+
+def serve_scenario(seed: int, index: int) -> dict:
+    """A scenario drawn as ``scenario`` draws it, served by one of SERVE_KEYS
+    (a third stream of cases: vLLM's priority path with the running list
+    re-sorted, as the serve/ oracles run)."""
+    case = scenario(seed, index)
+    case["serve"] = _rng(seed, index + 500_000_000).choice(SERVE_KEYS)
+    return case
+
+
+def as_job(case: dict) -> dict:
+    """The driver job of a case (a case is already one)."""
+    return dict(case)

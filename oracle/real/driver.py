@@ -1,0 +1,871 @@
+#!/usr/bin/env python3
+"""The real vLLM 0.33.0 scheduler as an oracle: a standalone program.
+
+Run by the vLLM environment's python (oracle/real/setup-vllm.sh builds it),
+never imported by serq-ref: it imports vllm, serq-ref does not. It drives
+vLLM's own ``Scheduler`` and ``KVCacheManager`` with a fake model runner (no
+model, no device), as ../shared/oracle/VLLM-DRIVER.md describes, and answers
+jobs given as JSON:
+
+    python driver.py JOB.json            one job (a JSON object), one answer
+    python driver.py JOBS.jsonl          one job per line, one answer per line
+    python driver.py - < JOBS.jsonl      the same from standard input
+    python driver.py --csv REPLAY.json   a replay's answer as CSV text
+
+A job is one of
+- a **scenario** (``{"kind": "scenario", ...}``, or any object with
+  ``requests``): the format of ../shared/oracle/vllm/NAME.json (budget,
+  max_seqs, block_size, num_blocks, chunk, prefix_caching, requests of
+  prompt/out/arrive), optionally ``serve`` (a serve-by key in serQ syntax:
+  admission, -admission, decoding ? 1 : 0, ...) or ``serve_by`` (the same
+  keys as IR expressions, as NAME.target.json has them), ``max_steps``;
+  answered as NAME.out.json is (first, done, preemptions, steps, config),
+  plus ``status`` ("finished", or why it stopped) and ``unfinished``;
+- a **replay** (``{"kind": "replay", ...}``): a trace (``trace``: CSV text
+  with the columns session,turn,new,out,think,forced, or ``rows``: a list of
+  such objects), ``spacing``, ``budget``, ``max_seqs``, ``blocks`` (usable
+  blocks; the scheduler gets one more, the null block), ``block_size``
+  (default 16), ``max_model_len`` (default 32768), ``max_steps``; replayed
+  under the replay protocol of ../shared/oracle/README.md and answered with
+  ``rows`` (session, turn, sent, first, done, prompt, cached, out: the
+  columns of cache_trace.out.csv), ``csv`` (the same as text), ``status``,
+  ``steps``, ``unfinished``.
+
+Conventions (the recorded answers' own; oracle/README.md in serq-ref):
+- scenario: request i's prompt token k is (i*7919 + k) % 50000 + 1, so no
+  request hits another's prefix; a request with ``arrive: k`` is added after
+  step k; steps count from 1, and ``steps`` is the last step run (vLLM runs
+  one empty step after the last finish, to flush the finished ids);
+- replay: session i's prompt token j is (i+1)*100003 + j, turn k's prompt is
+  the first ``new`` ids of that range; a forced turn (forced = 1) puts a
+  nonce at the head of the range (token 0 becomes 900000000 + i*10000 + f,
+  f the session's count of forced turns so far), and the later turns of the
+  session keep that head, so a forced turn matches nothing cached and the
+  turn after it extends it;
+- the fake model runner samples token id 0 (in no prompt) for every
+  scheduled request whose computed tokens reach its token count after
+  schedule(), and nothing for one mid-prefill or mid-recompute.
+
+Nothing here copies vLLM's code; it calls vLLM's public classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import heapq
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+VLLM_VERSION = "0.33.0"
+SAMPLED_TOKEN = 0
+DEFAULT_SCENARIO_MAX_MODEL_LEN = 8192
+DEFAULT_REPLAY_MAX_MODEL_LEN = 32768
+DEFAULT_SCENARIO_MAX_STEPS = 100_000
+DEFAULT_REPLAY_MAX_STEPS = 2_000_000
+REPLAY_COLUMNS = ("session", "turn", "sent", "first", "done", "prompt", "cached", "out")
+NONCE_BASE = 900_000_000
+
+# vLLM writes under the home directory and looks for the hub unless told
+# otherwise; it must not, here.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_PLUGINS", "")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_CACHE_ROOT", tempfile.mkdtemp(prefix="serq-vllm-cache-"))
+
+import torch  # noqa: E402
+import vllm  # noqa: E402
+from vllm.config import (  # noqa: E402
+    CacheConfig,
+    DeviceConfig,
+    ModelConfig,
+    SchedulerConfig,
+    VllmConfig,
+)
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+)
+from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.request import Request, RequestStatus  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+
+HASH_FN = get_hash_fn_by_name("sha256")
+init_none_hash(HASH_FN)
+
+
+# ---------------------------------------------------------------------------
+# Building a scheduler without a model or a device
+
+
+class _Models:
+    """One ModelConfig per max_model_len (building one takes ~15 s: vLLM
+    inspects the architecture), from a tiny Llama config.json written here."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="serq-vllm-model-")
+        config = {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "num_hidden_layers": 1,
+            "vocab_size": 1024,
+            "max_position_embeddings": 65536,
+            "torch_dtype": "float16",
+        }
+        with open(os.path.join(self._dir, "config.json"), "w") as f:
+            json.dump(config, f)
+        self._base: ModelConfig | None = None
+        self._by_len: dict[int, ModelConfig] = {}
+
+    def get(self, max_model_len: int) -> ModelConfig:
+        if max_model_len not in self._by_len:
+            if self._base is None:
+                self._base = ModelConfig(
+                    model=self._dir,
+                    skip_tokenizer_init=True,
+                    dtype="float16",
+                    max_model_len=max_model_len,
+                )
+                model = self._base
+            else:
+                # The same model with another context length: the field is
+                # all the scheduler reads of it.
+                model = copy.copy(self._base)
+                model.max_model_len = max_model_len
+            self._by_len[max_model_len] = model
+        return self._by_len[max_model_len]
+
+
+MODELS = _Models()
+
+
+def make_scheduler(
+    *,
+    budget: int,
+    max_seqs: int,
+    block_size: int,
+    num_blocks: int,
+    chunk: int,
+    prefix_caching: bool,
+    max_model_len: int,
+    policy: str = "fcfs",
+    cls: type | None = None,
+):
+    """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
+    (one of which is vLLM's null block)."""
+    cls = ObservedScheduler if cls is None else cls
+    model = MODELS.get(max_model_len)
+    sched_cfg = SchedulerConfig(
+        max_model_len=max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=budget,
+        max_num_seqs=max_seqs,
+        enable_chunked_prefill=True,
+        long_prefill_token_threshold=chunk,
+        policy=policy,
+    )
+    cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=prefix_caching)
+    vllm_cfg = VllmConfig(
+        model_config=model,
+        scheduler_config=sched_cfg,
+        cache_config=cache_cfg,
+        device_config=DeviceConfig(device="cpu"),
+    )
+    cache_cfg.num_gpu_blocks = num_blocks
+    kv_cfg = KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer.0"],
+                FullAttentionSpec(
+                    block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+                ),
+            )
+        ],
+    )
+    return cls(
+        vllm_config=vllm_cfg,
+        kv_cache_config=kv_cfg,
+        structured_output_manager=StructuredOutputManager(vllm_cfg),
+        block_size=block_size,
+        hash_block_size=block_size,
+        log_stats=True,
+    )
+
+
+def make_request(request_id: str, token_ids: list[int], out: int, block_size: int) -> Request:
+    """A request as the engine core builds one: its block hasher, max_tokens
+    = out, EOS ignored (the scheduler learns the length from the cap)."""
+    return Request(
+        request_id,
+        token_ids,
+        SamplingParams(max_tokens=out, ignore_eos=True),
+        pooling_params=None,
+        block_hasher=get_request_block_hasher(block_size, HASH_FN),
+    )
+
+
+def fake_model_step(scheduler, scheduler_output):
+    """One forward pass of the fake model runner: a token for every scheduled
+    request that has computed all its tokens (the GPU runner's rule: a request
+    mid-prefill or mid-recompute samples nothing). Returns the ids that
+    sampled, and update_from_output's {client: EngineCoreOutputs}."""
+    ids = list(scheduler_output.num_scheduled_tokens)
+    sampled = []
+    for rid in ids:
+        request = scheduler.requests[rid]
+        sampled.append([SAMPLED_TOKEN] if request.num_computed_tokens >= request.num_tokens else [])
+    runner_output = ModelRunnerOutput(
+        req_ids=ids,
+        req_id_to_index={rid: index for index, rid in enumerate(ids)},
+        sampled_token_ids=sampled,
+    )
+    engine_outputs = scheduler.update_from_output(scheduler_output, runner_output)
+    sampled_ids = [rid for rid, tokens in zip(ids, sampled) if tokens]
+    return sampled_ids, engine_outputs
+
+
+def finished_ids(engine_outputs):
+    """The request ids whose output carries a finish reason, in output order,
+    with the cached-token count each output reports (None if it has none)."""
+    result = []
+    for outputs in engine_outputs.values():
+        for output in outputs.outputs:
+            if output.finish_reason is not None:
+                result.append(output.request_id)
+    return result
+
+
+def reported_cached(engine_outputs) -> dict[str, int]:
+    """request id -> prefill_stats.num_cached_tokens, for the outputs that
+    carry prefill stats (the first output of a request)."""
+    cached = {}
+    for outputs in engine_outputs.values():
+        for output in outputs.outputs:
+            stats = getattr(output, "prefill_stats", None)
+            if stats is not None:
+                cached[output.request_id] = stats.num_cached_tokens
+    return cached
+
+
+# ---------------------------------------------------------------------------
+# Serve-by orders: vLLM's priority path with the running list re-sorted
+
+
+def parse_serve(text: str):
+    """A serve-by key in serQ syntax (``admission``, ``-admission``,
+    ``decoding ? 1 : 0``, numbers, unary - and !, * / + -, comparisons, && ||,
+    ?:) as the IR expression NAME.target.json writes."""
+    tokens = []
+    i = 0
+    two = ("<=", ">=", "==", "!=", "&&", "||")
+    while i < len(text):
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif text[i : i + 2] in two:
+            tokens.append(text[i : i + 2])
+            i += 2
+        elif c in "+-*/<>!?:()":
+            tokens.append(c)
+            i += 1
+        elif c.isdigit() or c == ".":
+            j = i
+            while j < len(text) and (text[j].isdigit() or text[j] == "."):
+                j += 1
+            tokens.append(float(text[i:j]))
+            i = j
+        elif c.isalpha() or c == "_":
+            j = i
+            while j < len(text) and (text[j].isalnum() or text[j] == "_"):
+                j += 1
+            tokens.append(text[i:j])
+            i = j
+        else:
+            raise ValueError(f"serve key {text!r}: unexpected {c!r}")
+    pos = [0]
+
+    def peek():
+        return tokens[pos[0]] if pos[0] < len(tokens) else None
+
+    def take(expected=None):
+        tok = peek()
+        if expected is not None and tok != expected:
+            raise ValueError(f"serve key {text!r}: expected {expected!r}, found {tok!r}")
+        pos[0] += 1
+        return tok
+
+    binary_levels = [
+        (("||",), {"||": "Or"}),
+        (("&&",), {"&&": "And"}),
+        (("==", "!="), {"==": "Eq", "!=": "Ne"}),
+        (("<", "<=", ">", ">="), {"<": "Lt", "<=": "Le", ">": "Gt", ">=": "Ge"}),
+        (("+", "-"), {"+": "Add", "-": "Sub"}),
+        (("*", "/"), {"*": "Mul", "/": "Div"}),
+    ]
+
+    def conditional():
+        cond = binary(0)
+        if peek() == "?":
+            take("?")
+            then = conditional()
+            take(":")
+            other = conditional()
+            return {"Cond": [cond, then, other]}
+        return cond
+
+    def binary(level):
+        if level == len(binary_levels):
+            return unary()
+        ops, names = binary_levels[level]
+        left = binary(level + 1)
+        while peek() in ops:
+            op = take()
+            left = {"Binary": [names[op], left, binary(level + 1)]}
+        return left
+
+    def unary():
+        tok = peek()
+        if tok == "-":
+            take()
+            return {"Unary": ["Neg", unary()]}
+        if tok == "!":
+            take()
+            return {"Unary": ["Not", unary()]}
+        if tok == "(":
+            take()
+            inner = conditional()
+            take(")")
+            return inner
+        if isinstance(tok, float):
+            take()
+            return {"Num": tok}
+        if tok in ("admission", "decoding"):
+            take()
+            return {"Ctx": tok.capitalize()}
+        raise ValueError(f"serve key {text!r}: vLLM's scheduler observes admission and decoding only, not {tok!r}")
+
+    expr = conditional()
+    if peek() is not None:
+        raise ValueError(f"serve key {text!r}: unexpected {peek()!r}")
+    return expr
+
+
+def serve_keys(job) -> list:
+    """The serve-by keys of a scenario: ``serve_by`` (IR), else ``serve``
+    (syntax; several keys separated by commas at the top level)."""
+    if job.get("serve_by") is not None:
+        return list(job["serve_by"])
+    text = job.get("serve")
+    if text is None:
+        return []
+    parts, depth, start = [], 0, 0
+    for index, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if c == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [parse_serve(part) for part in parts]
+
+
+def is_decoding(request) -> bool:
+    """serQ's ``decoding`` as vLLM observes it: the request has sampled a
+    token and has at most one token left to compute (its last sample)."""
+    return request.num_output_tokens > 0 and request.num_tokens - request.num_computed_tokens <= 1
+
+
+def evaluate_key(expr, request, admission: int) -> float:
+    (tag, value), = expr.items()
+    if tag == "Num":
+        return float(value)
+    if tag == "Ctx":
+        if value == "Admission":
+            return float(admission)
+        if value == "Decoding":
+            return 1.0 if is_decoding(request) else 0.0
+        raise ValueError(f"vLLM's scheduler does not observe {value!r}")
+    if tag == "Unary":
+        op, inner = value
+        x = evaluate_key(inner, request, admission)
+        return -x if op == "Neg" else float(x == 0)
+    if tag == "Binary":
+        op, a, b = value
+        x, y = evaluate_key(a, request, admission), evaluate_key(b, request, admission)
+        table = {
+            "Add": lambda: x + y, "Sub": lambda: x - y, "Mul": lambda: x * y,
+            "Div": lambda: x / y, "Lt": lambda: float(x < y), "Le": lambda: float(x <= y),
+            "Gt": lambda: float(x > y), "Ge": lambda: float(x >= y), "Eq": lambda: float(x == y),
+            "Ne": lambda: float(x != y), "And": lambda: float(x != 0 and y != 0),
+            "Or": lambda: float(x != 0 or y != 0),
+        }
+        return table[op]()
+    if tag == "Cond":
+        cond, then, other = value
+        return evaluate_key(then if evaluate_key(cond, request, admission) != 0 else other, request, admission)
+    raise ValueError(f"unsupported serve key {tag!r}")
+
+
+class ObservedScheduler(Scheduler):
+    """vLLM's Scheduler, unchanged in what it decides, that also counts what
+    the answers report as ``features``: steps that preempted, preemptions
+    whose victim was the request allocating (self-preemption), and steps
+    blocked at the head of the waiting queue (a request waited, a request
+    slot and token budget were left, nothing preempted, and nothing was
+    admitted: the head did not fit the KV cache)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.features = {"preempt_steps": 0, "preemptions": 0, "self_preemptions": 0, "blocked_steps": 0}
+        self._allocating = None
+        self._in_schedule = False
+
+    def _preempt_request(self, request, timestamp, drop_stale_output=False):
+        self.features["preemptions"] += 1
+        if request is self._allocating:
+            self.features["self_preemptions"] += 1
+        super()._preempt_request(request, timestamp, drop_stale_output)
+
+    def _watch_allocations(self):
+        manager = self.kv_cache_manager
+        original = type(manager).allocate_slots
+
+        def allocate_slots(request, *args, **kwargs):
+            self._allocating = request
+            return original(manager, request, *args, **kwargs)
+
+        manager.allocate_slots = allocate_slots
+
+    def schedule(self, throttle_prefills: bool = False):
+        self._watch_allocations()
+        try:
+            output = super().schedule(throttle_prefills)
+        finally:
+            del self.kv_cache_manager.allocate_slots
+            self._allocating = None
+        if output.preempted_req_ids:
+            self.features["preempt_steps"] += 1
+        elif (
+            len(self.waiting) > 0
+            and not output.scheduled_new_reqs
+            and not getattr(output.scheduled_cached_reqs, "resumed_req_ids", None)
+            and len(self.running) < self.max_num_running_reqs
+            and output.total_num_scheduled_tokens < self.max_num_scheduled_tokens
+        ):
+            self.features["blocked_steps"] += 1
+        return output
+
+
+class ServeByScheduler(ObservedScheduler):
+    """vLLM's scheduler on its priority path, its running list re-sorted
+    before every step by the serve-by keys and then by admission number.
+
+    The priority path is what separates the serving order from the victim:
+    on the FCFS path the victim is running[-1], the end of the (sorted) list;
+    on the priority path it is the running request with the largest
+    (priority, arrival_time), and each request's priority is set to the
+    number of its latest admission, so the victim is the request admitted
+    last, as serQ's preempt lifo has it. The waiting queue is then a heap on
+    (priority, arrival_time); priorities keep it first come first served: a
+    new request gets the order of its add_request (1, 2, ...), a preempted
+    one a decreasing negative number (the latest preempted first, as the FCFS
+    path's prepend would put it).
+
+    ``self_preempt_ends_pass`` (off by default) restores the older rule
+    (0c87a197, seed 001): a running request that preempts itself ends the
+    running loop. vLLM 0.33.0's priority path goes on to the requests behind
+    it instead (vllm/v1/core/sched/scheduler.py:982-996); with the switch on,
+    the requests after the self-victim are skipped for the rest of that pass
+    through the running loop's own per-request skip
+    (next_decode_eligible_step, scheduler.py:816-820), which nothing else
+    sets on a single-stage engine.
+    """
+
+    def configure(self, keys, self_preempt_ends_pass=False):
+        assert not self.running and not self.waiting
+        self.serve_keys = list(keys)
+        self.self_preempt_ends_pass = self_preempt_ends_pass
+        self.admission_of: dict[str, int] = {}
+        self.num_admissions = 0
+        self.num_added = 0
+        self.num_preempted = 0
+        self._held_back: list = []
+
+    def add_request(self, request):
+        self.num_added += 1
+        request.priority = self.num_added
+        super().add_request(request)
+
+    def _preempt_request(self, request, timestamp, drop_stale_output=False):
+        self.num_preempted += 1
+        request.priority = -self.num_preempted
+        self.admission_of.pop(request.request_id, None)
+        if self.self_preempt_ends_pass and request is self._allocating:
+            # A running request is its own victim: nothing behind it runs in
+            # this pass (the older rule).
+            for other in self.running:
+                if other is not request:
+                    self._held_back.append((other, other.next_decode_eligible_step))
+                    other.next_decode_eligible_step = math.inf
+        super()._preempt_request(request, timestamp, drop_stale_output)
+
+    def sort_key(self, request):
+        admission = self.admission_of[request.request_id]
+        return tuple(evaluate_key(k, request, admission) for k in self.serve_keys) + (admission,)
+
+    def schedule(self, throttle_prefills: bool = False):
+        self.running.sort(key=self.sort_key)
+        self._held_back = []
+        try:
+            output = super().schedule(throttle_prefills)
+        finally:
+            for other, value in self._held_back:
+                other.next_decode_eligible_step = value
+            self._held_back = []
+        # What this step admitted, in the order it was admitted (appended).
+        for request in self.running:
+            if request.request_id not in self.admission_of:
+                self.num_admissions += 1
+                self.admission_of[request.request_id] = self.num_admissions
+                request.priority = self.num_admissions
+        return output
+
+
+# ---------------------------------------------------------------------------
+# Scenarios
+
+
+def scenario_token_ids(index: int, prompt: int) -> list[int]:
+    return [(index * 7919 + k) % 50000 + 1 for k in range(prompt)]
+
+
+def run_scenario(job) -> dict:
+    block_size = int(job.get("block_size", 16))
+    chunk = int(job.get("chunk", 0) or 0)
+    keys = serve_keys(job)
+    serve = bool(keys) or job.get("serve") is not None or job.get("serve_by") is not None
+    scheduler = make_scheduler(
+        budget=int(job["budget"]),
+        max_seqs=int(job["max_seqs"]),
+        block_size=block_size,
+        num_blocks=int(job["num_blocks"]),
+        chunk=chunk,
+        prefix_caching=bool(job.get("prefix_caching", False)),
+        max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
+        policy="priority" if serve else "fcfs",
+        cls=ServeByScheduler if serve else ObservedScheduler,
+    )
+    if serve:
+        scheduler.configure(keys, bool(job.get("self_preempt_ends_pass", False)))
+    max_steps = int(job.get("max_steps", DEFAULT_SCENARIO_MAX_STEPS))
+    pending = sorted(
+        ((int(r.get("arrive", 0)), i, r) for i, r in enumerate(job["requests"])),
+        key=lambda x: (x[0], x[1]),
+    )
+    first: dict[str, int] = {}
+    done: dict[str, int] = {}
+    preemptions = 0
+    step = 0
+    status = "finished"
+    while True:
+        while pending and pending[0][0] <= step:
+            _, i, r = pending.pop(0)
+            tokens = scenario_token_ids(i, int(r["prompt"]))
+            scheduler.add_request(make_request(str(i), tokens, int(r["out"]), block_size))
+        if not scheduler.has_requests():
+            if not pending:
+                break
+            # Idle until the next arrival: the steps between do nothing.
+            step = pending[0][0]
+            continue
+        if step >= max_steps:
+            status = f"step limit {max_steps}"
+            break
+        step += 1
+        output = scheduler.schedule()
+        preemptions += len(output.preempted_req_ids or ())
+        sampled, engine_outputs = fake_model_step(scheduler, output)
+        for rid in sampled:
+            first.setdefault(rid, step)
+        for rid in finished_ids(engine_outputs):
+            done[rid] = step
+        stalled = (
+            output.total_num_scheduled_tokens == 0
+            and not output.preempted_req_ids
+            and not output.finished_req_ids
+            and not pending
+            and scheduler.has_requests()
+        )
+        if stalled:
+            status = f"stalled at step {step}: nothing schedulable and nothing to come"
+            break
+    answer = {
+        "first": first,
+        "done": done,
+        "preemptions": preemptions,
+        "steps": step,
+        "config": {
+            "budget": scheduler.max_num_scheduled_tokens,
+            "max_seqs": scheduler.max_num_running_reqs,
+            "chunk": scheduler.scheduler_config.long_prefill_token_threshold,
+            "block_size": scheduler.block_size,
+            "num_blocks": scheduler.kv_cache_config.num_blocks,
+        },
+        "status": status,
+        "features": scheduler.features,
+        "unfinished": sorted((str(i) for i in range(len(job["requests"])) if str(i) not in done), key=int),
+    }
+    return answer
+
+
+# ---------------------------------------------------------------------------
+# Replays
+
+
+def read_trace(job) -> dict[int, list[dict]]:
+    """session -> its turns in turn order, each {turn, new, out, think, forced}."""
+    if job.get("rows") is not None:
+        rows = job["rows"]
+    else:
+        text = job["trace"]
+        lines = [line for line in io.StringIO(text).read().splitlines() if line.strip()]
+        header = [h.strip() for h in lines[0].split(",")]
+        rows = [dict(zip(header, (v.strip() for v in line.split(",")))) for line in lines[1:]]
+    sessions: dict[int, list[dict]] = {}
+    for row in rows:
+        turn = {
+            "turn": int(row["turn"]),
+            "new": int(row["new"]),
+            "out": int(row["out"]),
+            "think": float(row["think"]),
+            "forced": int(float(row.get("forced", 0) or 0)),
+        }
+        sessions.setdefault(int(row["session"]), []).append(turn)
+    for turns in sessions.values():
+        turns.sort(key=lambda t: t["turn"])
+    return dict(sorted(sessions.items()))
+
+
+def session_token_ids(session: int, new: int, nonce: int | None) -> list[int]:
+    ids = [(session + 1) * 100003 + j for j in range(new)]
+    if nonce is not None and ids:
+        ids[0] = nonce
+    return ids
+
+
+def format_time(x) -> str:
+    return "" if x is None else repr(float(x))
+
+
+def run_replay(job) -> dict:
+    """The replay protocol of ../shared/oracle/README.md, one time unit per
+    scheduler step. Sends at one instant join in the order they were made
+    (first turns in session order at the start, later turns in the order
+    their previous turn finished)."""
+    sessions = read_trace(job)
+    block_size = int(job.get("block_size", 16))
+    spacing = float(job["spacing"])
+    scheduler = make_scheduler(
+        budget=int(job["budget"]),
+        max_seqs=int(job["max_seqs"]),
+        block_size=block_size,
+        num_blocks=int(job["blocks"]) + 1,
+        chunk=int(job.get("chunk", 0) or 0),
+        prefix_caching=bool(job.get("prefix_caching", True)),
+        max_model_len=int(job.get("max_model_len", DEFAULT_REPLAY_MAX_MODEL_LEN)),
+    )
+    max_steps = int(job.get("max_steps", DEFAULT_REPLAY_MAX_STEPS))
+    order = list(sessions)
+    position = {s: index for index, s in enumerate(order)}
+    sends: list = []  # heap of (time, sequence, session, turn index)
+    sequence = 0
+    for s in order:
+        heapq.heappush(sends, (position[s] * spacing, sequence, s, 0))
+        sequence += 1
+    forced_count = {s: 0 for s in order}
+    nonce_of: dict[int, int | None] = {s: None for s in order}
+    rows: dict[str, dict] = {}
+    cached_at_admission: dict[str, int] = {}
+    clock = 0.0
+    steps = 0
+    empty_in_a_row = 0
+    status = "finished"
+    while True:
+        while sends and sends[0][0] <= clock:
+            t, _, s, k = heapq.heappop(sends)
+            turn = sessions[s][k]
+            if turn["forced"]:
+                forced_count[s] += 1
+                nonce_of[s] = NONCE_BASE + s * 10000 + forced_count[s]
+            rid = f"{s}:{k}"
+            tokens = session_token_ids(s, turn["new"], nonce_of[s])
+            scheduler.add_request(make_request(rid, tokens, turn["out"], block_size))
+            rows[rid] = {
+                "session": s, "turn": turn["turn"], "sent": t, "first": None, "done": None,
+                "prompt": turn["new"], "cached": None, "out": turn["out"],
+            }
+        if not scheduler.has_requests():
+            if not sends:
+                break
+            clock = max(clock, sends[0][0])  # idle: jump to the next send
+            continue
+        if steps >= max_steps:
+            status = f"step limit {max_steps} at clock {clock!r}"
+            break
+        output = scheduler.schedule()
+        if output.total_num_scheduled_tokens == 0:
+            # Nothing ran: no time passes. Wait for the next send, or stop.
+            fake_model_step(scheduler, output)
+            empty_in_a_row += 1
+            if empty_in_a_row > 1000:
+                status = f"livelock at clock {clock!r}: 1000 schedule() calls in a row ran nothing"
+                break
+            if output.preempted_req_ids or output.finished_req_ids:
+                continue
+            if not sends:
+                if scheduler.get_num_unfinished_requests() > 0:
+                    running, waiting = scheduler.get_request_counts()
+                    status = (
+                        f"deadlock at clock {clock!r} after {steps} steps: nothing "
+                        f"schedulable ({running} running, {waiting} waiting) and nothing to come"
+                    )
+                break
+            clock = max(clock, sends[0][0])
+            continue
+        empty_in_a_row = 0
+        for new in output.scheduled_new_reqs:
+            cached_at_admission.setdefault(new.req_id, new.num_computed_tokens)
+        steps += 1
+        clock += 1.0
+        sampled, engine_outputs = fake_model_step(scheduler, output)
+        for rid in sampled:
+            if rows[rid]["first"] is None:
+                rows[rid]["first"] = clock
+        for rid, cached in reported_cached(engine_outputs).items():
+            rows[rid]["cached"] = cached
+        for rid in finished_ids(engine_outputs):
+            rows[rid]["done"] = clock
+            s, k = (int(x) for x in rid.split(":"))
+            if k + 1 < len(sessions[s]):
+                think = sessions[s][k]["think"]
+                heapq.heappush(sends, (clock + think, sequence, s, k + 1))
+                sequence += 1
+    for rid, row in rows.items():
+        if row["cached"] is None and rid in cached_at_admission:
+            row["cached"] = cached_at_admission[rid]
+        elif row["cached"] is not None and rid in cached_at_admission:
+            assert row["cached"] == cached_at_admission[rid], (rid, row["cached"], cached_at_admission[rid])
+    ordered = sorted(rows.values(), key=lambda r: (r["session"], r["turn"]))
+    not_sent = [
+        (s, sessions[s][k]["turn"])
+        for s in order
+        for k in range(len(sessions[s]))
+        if f"{s}:{k}" not in rows
+    ]
+    unfinished = [[r["session"], r["turn"]] for r in ordered if r["done"] is None]
+    return {
+        "rows": [[r[c] for c in REPLAY_COLUMNS] for r in ordered],
+        "csv": replay_csv(ordered),
+        "status": status,
+        "steps": steps,
+        "clock": clock,
+        "features": scheduler.features,
+        "unfinished": unfinished,
+        "never_sent": [list(x) for x in not_sent],
+    }
+
+
+def replay_csv(rows: list[dict]) -> str:
+    lines = [",".join(REPLAY_COLUMNS)]
+    for r in rows:
+        lines.append(",".join([
+            str(r["session"]), str(r["turn"]), format_time(r["sent"]), format_time(r["first"]),
+            format_time(r["done"]), str(r["prompt"]),
+            "" if r["cached"] is None else str(r["cached"]), str(r["out"]),
+        ]))
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# The command line
+
+
+def answer(job) -> dict:
+    kind = job.get("kind") or ("scenario" if "requests" in job else "replay")
+    started = time.perf_counter()
+    started_cpu = time.process_time()
+    try:
+        if kind == "scenario":
+            result = run_scenario(job)
+        elif kind == "replay":
+            result = run_replay(job)
+        else:
+            raise ValueError(f"unknown job kind {kind!r}")
+    except Exception as error:  # one bad job must not sink a batch
+        result = {"error": f"{type(error).__name__}: {error}"}
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    result["cpu_seconds"] = round(time.process_time() - started_cpu, 3)
+    result["vllm"] = vllm.__version__
+    if "id" in job:
+        result["id"] = job["id"]
+    return result
+
+
+def read_jobs(stream):
+    """The jobs of ``stream``: JSON lines, each answered as soon as it is read
+    (a runner can stream a batch through one process), or one JSON document
+    over several lines."""
+    lines = iter(stream)
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            yield json.loads(line + "".join(lines))
+            return
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("input", nargs="?", default="-", help="a job (JSON) or jobs (JSON lines); - for stdin")
+    parser.add_argument("--csv", action="store_true", help="print a replay's answer as CSV")
+    parser.add_argument("--version", action="store_true", help="print the vLLM version and exit")
+    args = parser.parse_args(argv)
+    if args.version:
+        print(vllm.__version__)
+        return 0
+    for job in read_jobs(sys.stdin if args.input == "-" else open(args.input)):
+        result = answer(job)
+        if args.csv:
+            if "csv" not in result:
+                print(json.dumps(result), file=sys.stderr)
+                return 1
+            sys.stdout.write(result["csv"])
+            if result["status"] != "finished":
+                print(result["status"], file=sys.stderr)
+        else:
+            sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""Record the real vLLM scheduler's answers under oracle/data/ (plain Python:
+the answers come from oracle/real/driver.py through ``oracle.real``).
+
+    python -m oracle.record shared             the recorded scenarios and the prefix-cache replay
+    python -m oracle.record replays [--spacings 4 8 ...]
+    python -m oracle.record campaign --kind scenario --count 2000 --seed 1
+    python -m oracle.record coverage           campaign/coverage.json from the campaign files
+    python -m oracle.record manifest           recompute every listed file's sha256
+
+Each command writes its files and updates ``oracle/data/manifest.json``: per
+file its sha256, size, the command that produced it, the vLLM version and
+the date. Needs the vLLM environment (oracle/real.py says how it is found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import hashlib
+import io
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from oracle import real
+
+DATA = Path(__file__).resolve().parent / "data"
+MANIFEST = DATA / "manifest.json"
+SHARED = Path(os.environ.get("SERQ_SHARED", real.REPO_ROOT.parent / "shared"))
+
+#: The full replay of issue 10: short_base.csv with section 8's engine.
+FULL_TRACE = "traces/short_base.csv"
+FULL_SPACINGS = (4, 8, 12, 16, 20, 22, 23, 24, 28, 32, 40)
+FULL_ENGINE = {"budget": 512, "max_seqs": 64, "blocks": 8010, "block_size": 16}
+#: A run that has not finished after this many steps is stopped and recorded as such.
+FULL_MAX_STEPS = 2_000_000
+#: The prefix-cache scenario of ../shared/oracle/prefix_cache.
+CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_size": 16}
+
+CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl"}
+
+SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
+SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
+
+
+def today() -> str:
+    return datetime.date.today().isoformat()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_manifest() -> dict:
+    if MANIFEST.exists():
+        return json.loads(MANIFEST.read_text())
+    return {"vllm": real.VLLM_VERSION, "files": {}}
+
+
+def save_manifest(manifest: dict) -> None:
+    manifest["files"] = dict(sorted(manifest["files"].items()))
+    MANIFEST.write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+def register(manifest: dict, path: Path, produced_by: str, **extra) -> None:
+    """Put ``path`` (under oracle/data) in the manifest with its checksum."""
+    relative = path.relative_to(DATA).as_posix()
+    manifest["files"][relative] = {
+        "sha256": sha256(path),
+        "bytes": path.stat().st_size,
+        "produced_by": produced_by,
+        "vllm": real.VLLM_VERSION,
+        "date": today(),
+        **extra,
+    }
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def write_gzip(path: Path, text: str) -> None:
+    """gzip with no name and mtime 0, so the same text gives the same bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0) as f:
+        f.write(text.encode())
+    path.write_bytes(buffer.getvalue())
+
+
+# ---------------------------------------------------------------------------
+# The recorded answers of ../shared/oracle
+
+
+def record_shared(python=None) -> None:
+    manifest = load_manifest()
+    command = "python -m oracle.record shared"
+    jobs, outs = [], []
+    for name in SCENARIO_NAMES:
+        jobs.append(real.scenario_job(json.loads((SHARED / "oracle" / "vllm" / f"{name}.json").read_text())))
+        outs.append(DATA / "shared" / "vllm" / f"{name}.out.json")
+    for name in SERVE_NAMES:
+        scenario = json.loads((SHARED / "oracle" / "serve" / f"{name}.json").read_text())
+        jobs.append(real.scenario_job(scenario))
+        outs.append(DATA / "shared" / "serve" / f"{name}.out.json")
+        jobs.append(real.scenario_job(scenario, self_preempt_ends_pass=True))
+        outs.append(DATA / "shared" / "serve" / f"{name}.older-rule.out.json")
+    jobs.append(real.replay_job((SHARED / "oracle" / "prefix_cache" / "cache_trace.csv").read_text(), **CACHE_TRACE))
+    outs.append(DATA / "shared" / "prefix_cache" / "cache_trace.out.csv")
+    for job, out, answer in zip(jobs, outs, real.iter_answers(jobs, python)):
+        if "error" in answer:
+            raise SystemExit(f"{out}: {answer['error']}")
+        if out.suffix == ".csv":
+            write_text(out, answer["csv"])
+        else:
+            write_text(out, json.dumps(real.recorded_fields(answer)) + "\n")
+        note = "self_preempt_ends_pass: the older rule (0c87a197), not 0.33.0's" if job.get("self_preempt_ends_pass") else None
+        register(manifest, out, command, **({"note": note} if note else {}))
+        print(f"{out.relative_to(DATA)}: {answer.get('status')}")
+    save_manifest(manifest)
+
+
+# ---------------------------------------------------------------------------
+# The full trace
+
+
+def replay_summary(answer: dict) -> dict:
+    rows = answer["rows"]
+    finished = [r for r in rows if r[4] is not None]
+    with_first = [r for r in rows if r[3] is not None]
+    return {
+        "status": answer["status"],
+        "steps": answer["steps"],
+        "clock": answer["clock"],
+        "requests_sent": len(rows),
+        "requests_finished": len(finished),
+        "unfinished": answer["unfinished"],
+        "never_sent": answer["never_sent"],
+        "mean_ttft_steps": statistics.fmean(r[3] - r[2] for r in with_first) if with_first else None,
+        "cached_tokens": sum(r[6] or 0 for r in rows),
+        "prompt_tokens": sum(r[5] for r in rows),
+        "seconds": answer["seconds"],
+        "cpu_seconds": answer["cpu_seconds"],
+    }
+
+
+def record_replays(spacings, python=None, max_steps=FULL_MAX_STEPS) -> None:
+    trace = (SHARED / FULL_TRACE).read_text()
+    command = "python -m oracle.record replays --spacings " + " ".join(str(s) for s in spacings)
+    jobs = [
+        real.replay_job(trace, spacing=spacing, max_steps=max_steps, id=f"s{spacing:02d}", **FULL_ENGINE)
+        for spacing in spacings
+    ]
+    summary_path = DATA / "replay" / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    for spacing, answer in zip(spacings, real.iter_answers(jobs, python)):
+        if "error" in answer:
+            raise SystemExit(f"spacing {spacing}: {answer['error']}")
+        out = DATA / "replay" / f"short_base-s{spacing:02d}.csv.gz"
+        write_gzip(out, answer["csv"])
+        entry = replay_summary(answer)
+        summary[f"{spacing:02d}"] = {"spacing": spacing, **FULL_ENGINE, "max_steps": max_steps, **entry}
+        write_text(summary_path, json.dumps(dict(sorted(summary.items())), indent=1) + "\n")
+        manifest = load_manifest()
+        register(manifest, out, command, trace=f"../shared/{FULL_TRACE}", spacing=spacing, **FULL_ENGINE,
+                 status=entry["status"], steps=entry["steps"])
+        register(manifest, summary_path, command)
+        save_manifest(manifest)
+        print(f"spacing {spacing}: {entry['status']}, {entry['steps']} steps, "
+              f"{entry['requests_finished']}/{entry['requests_sent']} finished, "
+              f"{answer['seconds']:.0f} s ({answer['cpu_seconds']:.0f} s CPU)", flush=True)
+
+
+# ---------------------------------------------------------------------------
+# The campaign
+
+
+def record_campaign(kind: str, count: int, seed: int, python=None, hours: float | None = None,
+                    append: bool = False) -> None:
+    """Draw ``count`` cases of ``kind`` from ``seed`` and record each with its
+    real answer, one JSON line per case: {"seed", "index", "case", "answer"}
+    (serve cases also "answer_older_rule": the same case with a running
+    request that preempts itself ending the pass, as before 0.33.0).
+    With ``hours`` it stops after that long and says how many it recorded."""
+    from oracle import campaign_cases
+
+    out = DATA / "campaign" / CAMPAIGN_FILES[kind]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
+            "serve": campaign_cases.serve_scenario}[kind]
+    cases = [draw(seed, index) for index in range(count)]
+    jobs = [campaign_cases.as_job(case) for case in cases]
+    if kind == "serve":
+        # each case twice: vLLM 0.33.0's rule, then the older one
+        jobs = [job for case in jobs for job in (case, {**case, "self_preempt_ends_pass": True})]
+    keep = ("first", "done", "preemptions", "steps", "status", "unfinished", "features") if kind != "replay" else (
+        "rows", "status", "steps", "unfinished", "never_sent", "features")
+    answers = real.iter_answers(jobs, python)
+    started = time.perf_counter()
+    recorded = 0
+    with out.open("a" if append else "w") as f:
+        for index, case in enumerate(cases):
+            answer = next(answers)
+            if "error" in answer:
+                raise SystemExit(f"{kind} {seed}/{index}: {answer['error']}")
+            record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
+            if kind == "serve":
+                older = next(answers)
+                if "error" in older:
+                    raise SystemExit(f"{kind} {seed}/{index} (older rule): {older['error']}")
+                record["answer_older_rule"] = {k: older[k] for k in keep}
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+            recorded += 1
+            if hours is not None and time.perf_counter() - started > hours * 3600:
+                answers.close()
+                break
+    elapsed = time.perf_counter() - started
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record campaign --kind {kind} --count {count} --seed {seed}",
+             generator="oracle/campaign_cases.py", seed=seed, cases=sum(1 for _ in out.open()),
+             seconds=round(elapsed, 1))
+    save_manifest(manifest)
+    print(f"{out.relative_to(DATA)}: {recorded} {kind}s in {elapsed:.0f} s")
+
+
+def record_coverage() -> None:
+    """campaign/coverage.json: per campaign file, how many cases exercised
+    each feature the driver counts, and how long recording took."""
+    manifest = load_manifest()
+    coverage = {}
+    for kind, name in CAMPAIGN_FILES.items():
+        path = DATA / "campaign" / name
+        if not path.exists():
+            continue
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        features = [r["answer"]["features"] for r in records]
+        entry = {
+            "cases": len(records),
+            "finished": sum(r["answer"]["status"] == "finished" for r in records),
+            "with_preemptions": sum(f["preemptions"] > 0 for f in features),
+            "with_self_preemptions": sum(f["self_preemptions"] > 0 for f in features),
+            "with_head_of_line_blocking": sum(f["blocked_steps"] > 0 for f in features),
+            "preemptions": sum(f["preemptions"] for f in features),
+            "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
+        }
+        if kind in ("scenario", "serve"):
+            cases = [r["case"] for r in records]
+            entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
+            entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
+            entry["requests"] = sum(len(c["requests"]) for c in cases)
+        if kind == "replay":
+            entry["with_a_prefix_hit"] = sum(any(row[6] for row in r["answer"]["rows"]) for r in records)
+            entry["with_forced_misses"] = sum(",1\n" in r["case"]["trace"] for r in records)
+            entry["requests"] = sum(len(r["answer"]["rows"]) for r in records)
+        if kind == "serve":
+            entry["differ_from_older_rule"] = sum(
+                {k: r["answer"][k] for k in ("first", "done", "preemptions", "steps")}
+                != {k: r["answer_older_rule"][k] for k in ("first", "done", "preemptions", "steps")}
+                for r in records
+            )
+        coverage[name] = entry
+    out = DATA / "campaign" / "coverage.json"
+    write_text(out, json.dumps(coverage, indent=1) + "\n")
+    register(manifest, out, "python -m oracle.record coverage")
+    save_manifest(manifest)
+    print(json.dumps(coverage, indent=1))
+
+
+def refresh_manifest() -> None:
+    manifest = load_manifest()
+    for relative, entry in manifest["files"].items():
+        path = DATA / relative
+        entry["sha256"] = sha256(path)
+        entry["bytes"] = path.stat().st_size
+    save_manifest(manifest)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m oracle.record", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vllm-python")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("shared")
+    replays = commands.add_parser("replays")
+    replays.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
+    replays.add_argument("--max-steps", type=int, default=FULL_MAX_STEPS)
+    campaign = commands.add_parser("campaign")
+    campaign.add_argument("--kind", choices=tuple(CAMPAIGN_FILES), required=True)
+    campaign.add_argument("--count", type=int, required=True)
+    campaign.add_argument("--seed", type=int, default=1)
+    campaign.add_argument("--hours", type=float)
+    commands.add_parser("coverage")
+    commands.add_parser("manifest")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "shared":
+            record_shared(args.vllm_python)
+        elif args.command == "replays":
+            record_replays(args.spacings, args.vllm_python, args.max_steps)
+        elif args.command == "campaign":
+            record_campaign(args.kind, args.count, args.seed, args.vllm_python, args.hours)
+        elif args.command == "coverage":
+            record_coverage()
+        else:
+            refresh_manifest()
+    except real.RealVllmMissing as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
