@@ -165,7 +165,7 @@ def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tup
         return type(error).__name__, error_lines(error, directories)
     except Exception as error:  # a bug of serq-ref: digested too, and reported
         return f"bug:{type(error).__name__}", error_lines(error, directories)
-    flatten(result, "", lines)
+    flatten(result, "result", lines)
     return "result", lines
 
 
@@ -282,7 +282,11 @@ def main(argv=None) -> int:
     kinds: dict[str, int] = {}
     for o in outcomes:
         kinds[o.kind] = kinds.get(o.kind, 0) + 1
-    print(f"{len(outcomes)} programs in {wall:.1f} s: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+    import semantics
+
+    engine = os.path.relpath(os.path.dirname(semantics.__file__))
+    print(f"{len(outcomes)} programs in {wall:.1f} s (engine: {engine}): "
+          + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
     for o in outcomes:
         if o.kind == "skipped":
             print(f"  skipped {o.name}: {o.text.splitlines()[-1].partition(' = ')[2]}")
