@@ -18,6 +18,7 @@ from . import SERQ_VERSION, codec
 from .errors import RunError, SerqError, UsageError, format_diagnostic, render
 from .pipeline import Loaded, Overrides, load
 from lean_bridge import cli as lean_cli
+from oracle import cli as oracle_cli
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
                    help="only rules at time T or later")
     lean_cli.add_parser(commands)
+    oracle_cli.add_parser(commands, _Parser)
     return parser
 
 
@@ -183,7 +185,7 @@ def _with_statement_span(loaded: Loaded, action):
 
 
 COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace,
-            "lean": lean_cli.command}
+            "lean": lean_cli.command, "oracle": oracle_cli.command}
 
 
 def _source_of(path: str | None) -> str | None:

@@ -24,8 +24,7 @@ import pytest
 
 import ir_schema
 from semantics import codec, ir
-from semantics.compiler import compile_file, compile_source
-from semantics.errors import RunError
+from semantics.compiler import compile_file
 from semantics.link import link
 from semantics.smallstep.driver import run
 from shared_paths import SHARED
@@ -214,53 +213,13 @@ def test_example_runs_briefly_and_observes(path: Path):
 ORACLE_VLLM = (SHARED / "oracle/vllm")
 SCENARIOS = sorted(p for p in ORACLE_VLLM.glob("*.json") if p.name.count(".") == 1 and p.stem != "a100_engine")
 
-#: One request per session, on the step clock: cost 1, so a time is a step.
-#: The session waits at a delay stage until its `arrive` step (seed 002,
-#: section 7; oracle/README.md: "step k+1 is the first that can schedule it").
-#: Compiled as if it stood in examples/, so `use` finds the library.
-ORACLE_PROGRAM = """\
-use "lib/vllm.sq";
-stage gate : delay;
-workload {
-  arrive batch(1);
-  hidden o;
-  init {
-    set prompt = 1;
-    set o = 1;
-    set arrive = 0;
-  }
-}
-session {
-  run gate (arrive);
-  set t0 = now;
-  vllm_request(prompt, o, 0, t0);
-  observe done = now;
-  end;
-}
-run { horizon 100000; warmup 0; seed 1; }
-"""
-
-
 def build_scenario_program(scenario: dict):
-    """The library's engine with the scenario's configuration, and its
-    requests as explicit sessions (FORMAT.md, Arrival: "Sessions")."""
-    sets = {
-        "bs": scenario["block_size"],
-        "blocks": scenario["num_blocks"] - 1,  # one of vLLM's blocks is the null block (oracle/README.md)
-        "token_budget": scenario["budget"],
-        "max_seqs": scenario["max_seqs"],
-        "chunk_cap": scenario.get("chunk", 0),
-        "prefix_caching": 1 if scenario.get("prefix_caching", False) else 0,
-        "c_it": 1, "d_decoder": 0, "e_context": 0, "a_prefill": 0, "b_attention": 0,
-    }  # fmt: skip
-    program, smap = compile_source(ORACLE_PROGRAM, str(EXAMPLES_DIR / "oracle_scenario.sq"), sets=sets)
-    link(program, smap)
-    slot = program.attrs.index
-    sessions = tuple(
-        ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])), (slot("arrive"), float(r.get("arrive", 0)))), None)
-        for r in scenario["requests"]
-    )  # fmt: skip
-    return dataclasses.replace(program, arrival=ir.Sessions(sessions))
+    """The library's engine with the scenario's configuration, on the step
+    clock, and its requests as explicit sessions (examples/oracle/vllm_scenario.sq
+    through the oracle harness: oracle/scenario.py)."""
+    from oracle.scenario import scenario_program
+
+    return scenario_program(scenario)
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)

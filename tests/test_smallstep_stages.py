@@ -51,11 +51,32 @@ def test_ps_capacity_reads_present():
 def test_equal_finish_tags_finish_in_start_order():
     # 002 §3 Ties: "jobs of a ps stage with equal finish tags finish in the order they started"
     b = Builder()
-    s = b.delay("think")
+    s = b.ps("cpu", 2)
     b.session(b.run(s, 3), b.observe("done", now()))
     program = b.build(arrival=ir.Batch(3), horizon=10)
     completed = [r["session"] for r in trace(program) if r["rule"] == "stage/ps-complete"]
     assert completed == [0, 1, 2]
+
+
+def test_jobs_due_at_one_instant_leave_a_delay_stage_in_start_order():
+    # 002 §3 Ties: "events at one instant: the order they were scheduled"; a delay job's event is scheduled when it starts
+    b = Builder()
+    s = b.delay("think")
+    b.session(b.run(s, 3), b.observe("done", now()))
+    program = b.build(arrival=ir.Batch(3), horizon=10)
+    completed = [r["session"] for r in trace(program) if r["rule"] == "stage/delay-complete"]
+    assert completed == [0, 1, 2]
+
+
+def test_a_delay_job_completes_at_its_arrival_plus_its_work_to_the_last_bit():
+    # docs/semantics.md, "delay is its own kind": 28.86 + 1.185 in doubles is 30.044999999999998, and so is
+    # the time a job that starts at 28.86 with work 1.185 completes, whatever else is at the stage
+    b = Builder(attrs=("w", "t"))
+    s = b.delay("think")
+    b.session(b.run(s, b.attr("t")), b.run(s, b.attr("w")), b.observe("done", now()))
+    rows = [{9: 1.185, 10: 28.86}] + [{9: 0.1 * k + 0.3, 10: 0.7 * k} for k in range(1, 8)]
+    result = run(b.build(arrival=explicit(*rows), horizon=100))
+    assert dict((serial, t) for serial, t in done_times(result))[0] == 28.86 + 1.185 == 30.044999999999998
 
 
 def test_delay_serves_every_job_at_rate_one():

@@ -98,7 +98,7 @@ class Machine:
         self.servers = tuple(s.kind.servers if isinstance(s.kind, ir.Fifo) else 0 for s in program.stages)
         self.holds: dict[tuple[int, int], CompiledHold] = {}
         self._scan_stages()
-        #: per stage, the name of its kind ("fifo", "ps", "flows": a ps stage some run holds with another, "step")
+        #: per stage, the name of its kind ("fifo", "ps", "delay", "flows": a ps stage some run holds with another, "step")
         self.kind_names = tuple(_kind_name(s, stage, self.flow_stages) for s, stage in enumerate(program.stages))
         #: per stage, its kind's rules and readers (stages.StageKind)
         self.stage_kinds = tuple(kinds.get(name) for name in self.kind_names)
@@ -340,11 +340,12 @@ def _reads_changing_state(e, own_pools: set[int]) -> bool:
 
 
 def _kind_name(s: int, stage: ir.Stage, flow_stages: frozenset) -> str:
-    """The kind of stage ``s``: "fifo", "ps" (delay is ps), "flows" (a ps stage some run holds with another) or "step"."""
+    """The kind of stage ``s``: "fifo", "ps", "delay" (ps(present): every job at rate 1), "flows" (a ps stage some
+    run holds with another) or "step"."""
     if s in flow_stages:
         return "flows"
     if isinstance(stage.kind, ir.Fifo):
         return "fifo"
     if isinstance(stage.kind, ir.Ps):
-        return "ps"
+        return "delay" if stage.kind.capacity == ir.Ctx("N") else "ps"  # delay is written ps(present)
     return "step"

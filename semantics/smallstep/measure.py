@@ -145,7 +145,7 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
             iterations=steps.iterations, prefill_only=steps.prefill_only, decode_only=steps.decode_only,
             mixed=steps.mixed, mean_decodes=steps.decodes / steps.iterations if steps.iterations else math.nan)
         stages.append(StageRecord(
-            name=stage.name, index=stage.index, kind="ps" if m.kind_names[s] == "flows" else m.kind_names[s],
+            name=stage.name, index=stage.index, kind=_REPORTED_KIND.get(m.kind_names[s], m.kind_names[s]),
             mean_number=average(areas[base + 2 * s]),
             utilization=average(areas[base + 2 * s + 1]), completed=ss.completed,
             throughput=ss.completed / span if span > 0 else math.nan,
@@ -163,6 +163,10 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
                      events=c.taken, arrivals=c.workload.next_serial, ended=stats.ended, turns=stats.turns,
                      mean_live=average(areas[-1]), observes=observes, gauges=gauges, stages=tuple(stages),
                      pools=tuple(pools))
+
+
+#: the kind a stage is reported as (results.StageRecord: "fifo", "ps", "step"): delay and flows are ps stages
+_REPORTED_KIND = {"flows": "ps", "delay": "ps"}
 
 
 def _observed_expr(program: ir.Program, k: int):

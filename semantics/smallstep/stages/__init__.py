@@ -1,5 +1,6 @@
 """Stage rules, one module per kind (seed 002 §3, Stages): ``fifo`` (c
-servers), ``ps`` (φ(present)/present each; ``delay`` is ps at rate 1 each),
+servers), ``ps`` (φ(present)/present each), ``delay`` (every job on its own
+at rate 1: ps(present) in the IR),
 ``flows`` (runs over several stages, and every job on a stage such a run
 holds, under the program's share), ``step`` (the step engine's iterations).
 
@@ -29,7 +30,7 @@ from typing import Callable, NamedTuple
 from ..configuration import Configuration
 from ..machine import Machine
 from ..rules import rule
-from . import fifo, flows, ps, step
+from . import delay, fifo, flows, ps, step
 
 
 class StageKind(NamedTuple):
@@ -54,11 +55,12 @@ def _kind(module) -> StageKind:
 
 FIFO = _kind(fifo)
 PS = _kind(ps)
+DELAY = _kind(delay)
 FLOWS = _kind(flows)
 STEP = _kind(step)
 
 #: every kind by the name Machine gives it (Machine.kind_names)
-KINDS = {kind.name: kind for kind in (FIFO, PS, FLOWS, STEP)}
+KINDS = {kind.name: kind for kind in (FIFO, PS, DELAY, FLOWS, STEP)}
 
 #: each event kind a stage schedules -> the rule it applies: (m, c, a, b) -> c
 EVENTS = {kind.event: kind.complete for kind in KINDS.values()}

@@ -1,0 +1,102 @@
+"""A multi-turn trace replayed on vLLM's engine (lib/vllm.sq) on the step
+clock, under the replay protocol of ../shared/oracle/README.md, one CSV row
+per request: ``session,turn,sent,first,done,prompt,cached,out`` (the columns
+of ../shared/oracle/prefix_cache/cache_trace.out.csv).
+
+The program is examples/oracle/vllm_replay.sq with the engine (block size,
+budget, max_seqs, usable blocks, chunk cap; prefix caching on, as the
+protocol has it), ``spacing`` and ``sessions`` set, its trace pointed at the
+given file. Per (session, turn): sent is the value of the ``sent`` sample;
+first the time of the ``ttft`` sample (the step that sampled the first
+token); done the time of the ``done`` sample; cached the ``cached_tokens``
+sample (the prefix the request consumed at its admission); prompt and out
+the trace's. A session is the trace's session number (session i of the
+program replays the trace's i-th session, ``ordered``); a turn is numbered
+from 1, as the trace does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import NamedTuple
+
+from semantics.errors import RunError, UsageError
+
+from .scenario import engine_sets
+
+ROOT = Path(__file__).resolve().parent.parent
+REPLAY_PROGRAM = ROOT / "examples" / "oracle" / "vllm_replay.sq"
+COLUMNS = ("session", "turn", "sent", "first", "done", "prompt", "cached", "out")
+
+
+class Row(NamedTuple):
+    session: int
+    turn: int
+    sent: float
+    first: float
+    done: float
+    prompt: int
+    cached: int
+    out: int
+
+    def csv(self) -> str:
+        return ",".join((str(self.session), str(self.turn), repr(float(self.sent)), repr(float(self.first)),
+                         repr(float(self.done)), str(self.prompt), str(self.cached), str(self.out)))
+
+
+def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float,
+                   block_size: float = 16, sessions: int | None = None, chunk: float = 0):
+    """The replay program of ``trace`` (a CSV path) and its trace's sessions."""
+    from semantics.compiler import compile_file
+    from semantics.link import link
+    from semantics.smallstep.workload import read_trace
+
+    try:
+        trace_sessions = read_trace(trace)
+    except RunError as e:
+        raise UsageError(e.message) from None
+    count = len(trace_sessions) if sessions is None else sessions
+    if not 1 <= count <= len(trace_sessions):
+        raise UsageError(f"--sessions {count}: the trace has {len(trace_sessions)} session(s)")
+    for name, value in (("--spacing", spacing), ("--budget", budget), ("--max-seqs", max_seqs),
+                        ("--blocks", blocks), ("--block-size", block_size), ("--chunk", chunk)):
+        if not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{name} {value:g}: a finite number, at least 0")
+    sets = {**engine_sets(budget, max_seqs, block_size, blocks, chunk, prefix_caching=True),
+            "spacing": float(spacing), "sessions": float(count)}
+    program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
+    link(program, smap)
+    return dataclasses.replace(program, trace=str(Path(trace).resolve())), trace_sessions
+
+
+def trace_session_numbers(trace: str) -> list[int]:
+    """The trace's session numbers, ascending (session i of the program replays the i-th)."""
+    import csv
+
+    with open(trace, newline="", encoding="utf-8") as f:
+        return sorted({int(float(row["session"])) for row in csv.DictReader(f)})
+
+
+def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
+           sessions: int | None = None, chunk: float = 0) -> list[Row]:
+    """The rows of the replay, by session then turn."""
+    from semantics.smallstep.driver import run
+
+    program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk)
+    result = run(program)
+    numbers = trace_session_numbers(trace)
+    samples = {o.name: {(serial, turn): (time, value) for time, serial, turn, value in o.samples}
+               for o in result.observes}
+    rows = []
+    count = len(trace_sessions) if sessions is None else sessions
+    for serial in range(count):
+        for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial]):
+            key = (serial, k + 1)
+            if key not in samples["done"]:
+                raise RunError(f"trace session {numbers[serial]}, turn {k + 1} did not finish by the horizon "
+                               f"{result.horizon:g} steps")
+            rows.append(Row(numbers[serial], k + 1, samples["sent"][key][1], samples["ttft"][key][0],
+                            samples["done"][key][0], int(new), int(samples["cached_tokens"][key][1]), int(out)))
+    return rows

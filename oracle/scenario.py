@@ -1,0 +1,213 @@
+"""A vLLM scheduler scenario as a serQ program, run on the small-step
+semantics, answered in the recorded format (../shared/oracle/README.md).
+
+A scenario ``{budget, max_seqs, block_size, num_blocks, chunk?,
+prefix_caching?, serve?, requests: [{prompt, out, arrive?}]}`` is the engine
+of examples/lib/vllm.sq (section 7 of seed 002) through
+examples/oracle/vllm_scenario.sq, with the scenario's constants set
+(``num_blocks - 1`` usable blocks: one is vLLM's null block), iteration cost 1
+(so a time is a step), its ``serve`` key, if any, written into the engine
+(``serve by (KEY);``), and its requests as explicit sessions (prompt, o =
+out, arrive).
+
+The answer: ``first[id]``, the time of the request's first-token sample
+(the library's ``ttft``); ``done[id]``, of its ``done`` sample; the kv pool's
+``preemptions``; ``steps``, one more than the last iteration's end (the
+driver's final step, which only flushes finished requests: the oracle's
+``steps`` is "one more than the last iteration that did work"); ids are the
+requests' positions, as strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+from semantics import ir
+from semantics.errors import ProgramError, Span, UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The program of a scenario (lib/vllm.sq's engine, one request per session).
+SCENARIO_PROGRAM = ROOT / "examples" / "oracle" / "vllm_scenario.sq"
+#: Where a serve order is written into lib/vllm.sq's engine.
+SERVE_ANCHOR = "serve admission;"
+LIBRARY = ROOT / "examples" / "lib" / "vllm.sq"
+
+REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
+OPTIONAL = ("chunk", "prefix_caching", "serve", "arrive")
+
+
+def step_clock_sets() -> dict[str, float]:
+    """lib/vllm.sq's cost on the step clock: 1 per iteration."""
+    return {"c_it": 1.0, "d_decoder": 0.0, "e_context": 0.0, "a_prefill": 0.0, "b_attention": 0.0}
+
+
+def engine_sets(budget: float, max_seqs: float, block_size: float, usable_blocks: float, chunk: float = 0.0,
+                prefix_caching: bool = False) -> dict[str, float]:
+    """lib/vllm.sq's constants for an engine, on the step clock."""
+    return {"bs": float(block_size), "blocks": float(usable_blocks), "token_budget": float(budget),
+            "max_seqs": float(max_seqs), "chunk_cap": float(chunk), "prefix_caching": 1.0 if prefix_caching else 0.0,
+            **step_clock_sets()}
+
+
+def check_scenario(data: object, path: str = "<scenario>") -> dict:
+    """``data`` if it is a scenario; a ProgramError naming what is wrong otherwise."""
+    where = Span(path, 1, 1)
+    if not isinstance(data, dict):
+        raise ProgramError("a scenario is a JSON object {budget, max_seqs, block_size, num_blocks, requests, ...}", where)
+    for key in REQUIRED:
+        if key not in data:
+            raise ProgramError(f"the scenario has no `{key}`", where)
+    unknown = [key for key in data if key not in REQUIRED + OPTIONAL + ("kind",)]
+    if unknown:
+        raise ProgramError(f"`{unknown[0]}` is not a field of a scenario (fields: {', '.join(REQUIRED + OPTIONAL)})",
+                           where)
+    for key in ("budget", "max_seqs", "block_size", "num_blocks"):
+        _natural(data[key], key, where)
+    if data["num_blocks"] < 2:
+        raise ProgramError("`num_blocks` counts vLLM's null block: at least 2", where)
+    if not isinstance(data["requests"], list) or not data["requests"]:
+        raise ProgramError("`requests` is a non-empty list of {prompt, out, arrive?}", where)
+    for k, r in enumerate(data["requests"]):
+        if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
+            raise ProgramError(f"request {k} is not {{prompt, out, arrive?}}", where)
+        for key in ("prompt", "out", "arrive"):
+            if key in r:
+                _natural(r[key], f"requests[{k}].{key}", where)
+    if "serve" in data and not isinstance(data["serve"], str):
+        raise ProgramError("`serve` is a serve-by key in serQ syntax, e.g. \"-admission\"", where)
+    return data
+
+
+def _natural(value: object, what: str, where: Span) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
+            or not float(value).is_integer():
+        raise ProgramError(f"`{what}` is {json.dumps(value)}, not a whole number", where)
+
+
+def scenario_program(data: dict, path: str = "<scenario>") -> ir.Program:
+    """The program of a scenario, compiled and linked."""
+    from semantics.compiler import compile_source
+    from semantics.link import link
+
+    data = check_scenario(data, path)
+    text = SCENARIO_PROGRAM.read_text(encoding="utf-8")
+    sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
+                       data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)))
+    if "serve" in data:
+        text = _with_serve(text, data["serve"])
+    try:
+        program, smap = compile_source(text, str(SCENARIO_PROGRAM), sets=sets)
+    except ProgramError as e:
+        if "serve" in data:
+            raise ProgramError(f"{path}: the serve key `{data['serve']}` does not compile: {e.message}",
+                               Span(path, 1, 1)) from None
+        raise
+    slot = program.attrs.index
+    sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
+                                     (slot("arrive"), float(r.get("arrive", 0)))), None)
+                     for r in data["requests"])
+    program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
+    link(program, smap)
+    return program
+
+
+def _with_serve(text: str, key: str) -> str:
+    """The scenario program with ``key`` as its engine's serve order: the
+    library is read from its file, so its text is spliced in place of the
+    ``use`` line, with ``serve by (KEY);`` for ``serve admission;``."""
+    library = LIBRARY.read_text(encoding="utf-8")
+    if library.count(SERVE_ANCHOR) != 1:
+        raise AssertionError(f"{LIBRARY} no longer has one `{SERVE_ANCHOR}`")
+    library = library.replace(SERVE_ANCHOR, f"serve by ({key});")
+    return text.replace('use "../lib/vllm.sq";', library)
+
+
+def answer_of(result, program: ir.Program) -> dict:
+    """The answer of a finished run of a scenario program, in the recorded format."""
+    by_name = {o.name: o for o in result.observes}
+    first = {str(serial): _step(time) for time, serial, _, _ in by_name["ttft"].samples}
+    done = {str(serial): _step(time) for time, serial, _, _ in by_name["done"].samples}
+    kv = next(p for p in result.pools if p.name == "kv")
+    last = max((time for time, _, _, _ in by_name["done"].samples), default=0.0)
+    return {"first": dict(sorted(first.items(), key=lambda kv_: int(kv_[0]))),
+            "done": dict(sorted(done.items(), key=lambda kv_: int(kv_[0]))),
+            "preemptions": kv.preemptions, "steps": _step(last) + 1}
+
+
+def _step(time: float) -> int | float:
+    """A time on the step clock as the oracle writes it: a whole number (a time that is not one is kept, to show)."""
+    return int(time) if float(time).is_integer() else time
+
+
+def run_scenario(data: dict, path: str = "<scenario>") -> dict:
+    """A scenario's answer on the small-step semantics."""
+    from semantics.smallstep.driver import run
+
+    program = scenario_program(data, path)
+    result = run(program)
+    if result.ended < len(data["requests"]):
+        raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
+                           f"{result.horizon:g} steps", Span(path, 1, 1))
+    return answer_of(result, program)
+
+
+def run_ir(path: str) -> dict:
+    """The answer of an IR file of the oracle program (the reference
+    implementation's compiled scenario: observation 0 the first token, 1 the
+    finish), in the recorded format."""
+    from semantics.pipeline import load
+    from semantics.smallstep.driver import run
+
+    loaded = load(path)
+    result = run(loaded.program, base_dir=loaded.base_dir)
+    first, done = result.observes[0], result.observes[1]
+    memory = next(s.kind.memory for s in loaded.program.stages if isinstance(s.kind, ir.Step))
+    last = max((time for time, _, _, _ in done.samples), default=0.0)
+    return {"first": {str(serial): _step(time) for time, serial, _, _ in sorted(first.samples, key=lambda x: x[1])},
+            "done": {str(serial): _step(time) for time, serial, _, _ in sorted(done.samples, key=lambda x: x[1])},
+            "preemptions": result.pools[memory].preemptions, "steps": _step(last) + 1}
+
+
+def read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", Span(path, 1, 1)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProgramError(f"not JSON: {e.msg}", Span(path, e.lineno, e.colno)) from None
+
+
+def answer_path(path: str) -> str:
+    """``DIR/NAME.out.json`` for ``DIR/NAME.json`` or ``DIR/NAME.ir.json``."""
+    base = path[:-len(".ir.json")] if path.endswith(".ir.json") else path[:-len(".json")]
+    return base + ".out.json"
+
+
+def cases_in(directory: str) -> list[str]:
+    """The files ``oracle check`` takes in ``directory``: every ``NAME.json``
+    and every ``NAME.ir.json`` with a ``NAME.out.json`` beside it, by name."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as e:
+        raise UsageError(f"cannot list {directory}: {e.strerror}") from None
+    out = []
+    for name in names:
+        if name.endswith(".out.json") or not name.endswith(".json"):
+            continue
+        stem = name[:-len(".ir.json")] if name.endswith(".ir.json") else name[:-len(".json")]
+        if "." in stem:  # NAME.target.json and the like: not a scenario
+            continue
+        if f"{stem}.out.json" in names:
+            out.append(os.path.join(directory, name))
+    return out

@@ -1,0 +1,129 @@
+"""The vLLM oracle harness (`serq-ref oracle run / check / replay`) against the
+recorded answers (../shared/oracle/README.md) and vLLM 0.33.0's
+(oracle/data/README.md).
+
+Seed 002 §7: the program of vLLM's engine "reproduces the real scheduler
+request for request"; §3: "examples/oracle/vllm_request.sq runs on the step
+clock with cost 1, so its times are iterations".
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from oracle.replay import replay
+from oracle.scenario import run_scenario
+from semantics.cli import main
+from shared_paths import SHARED
+
+ORACLE = SHARED / "oracle"
+#: vLLM 0.33.0's replays of the full trace (oracle/data/README.md)
+REPLAYS = pathlib.Path(__file__).resolve().parent.parent / "oracle" / "data" / "replay"
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_passes_every_recorded_scenario_and_ir_file(capsys):
+    code, out, err = cli(capsys, "oracle", "check", str(ORACLE / "vllm"), str(ORACLE / "serve"))
+    assert (code, err) == (0, "")
+    # 7 + 4 scenarios, and the reference implementation's 7 + 4 compiled programs
+    assert out.splitlines() == ["22 passed, 0 failed"]
+
+
+def test_check_names_the_scenario_the_request_and_both_answers(capsys, tmp_path):
+    for suffix in (".json", ".out.json"):
+        shutil.copy(ORACLE / "vllm" / f"preempt{suffix}", tmp_path / f"preempt{suffix}")
+    answer = json.loads((tmp_path / "preempt.out.json").read_text())
+    answer["first"]["1"] = 32
+    answer["preemptions"] = 2
+    (tmp_path / "preempt.out.json").write_text(json.dumps(answer))
+    code, out, _ = cli(capsys, "oracle", "check", str(tmp_path))
+    assert code == 1
+    name = f"{tmp_path.name}/preempt.json"
+    assert out.splitlines() == [f"{name}: request 1: recorded first 32 done 60, serq-ref first 31 done 60",
+                                f"{name}: preemptions: recorded 2, serq-ref 1",
+                                "0 passed, 1 failed"]
+
+
+def test_run_prints_the_answer_in_the_recorded_format(capsys):
+    code, out, _ = cli(capsys, "oracle", "run", str(ORACLE / "vllm" / "preempt.json"), "--json")
+    recorded = json.loads((ORACLE / "vllm" / "preempt.out.json").read_text())
+    assert code == 0
+    assert json.loads(out) == {key: recorded[key] for key in ("first", "done", "preemptions", "steps")}
+
+
+def test_a_scenario_with_a_serve_order_and_prefix_caching_runs():
+    scenario = json.loads((ORACLE / "serve" / "newest_first_preempt.json").read_text())
+    recorded = json.loads((ORACLE / "serve" / "newest_first_preempt.out.json").read_text())
+    assert run_scenario(scenario)["first"] == recorded["first"]
+    cached = dict(scenario, prefix_caching=True)
+    assert set(run_scenario(cached)["done"]) == {"0", "1", "2", "3"}
+
+
+def test_a_bad_scenario_is_a_located_program_error(capsys, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"budget": 64, "max_seqs": 2, "block_size": 16, "num_blocks": 10, "requests": [{"prompt": 3}]}))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 1 and out == ""
+    assert err.startswith(f"{path}:1:1: error: request 0 is not {{prompt, out, arrive?}}")
+
+
+def test_a_missing_file_is_a_usage_error(capsys, tmp_path):
+    code, _, err = cli(capsys, "oracle", "run", str(tmp_path / "nothing.json"))
+    assert code == 2 and "no such file" in err
+
+
+def test_replay_gives_the_recorded_prefix_cache_rows(capsys):
+    code, out, _ = cli(capsys, "oracle", "replay", str(ORACLE / "prefix_cache" / "cache_trace.csv"),
+                       "--spacing", "3", "--budget", "64", "--max-seqs", "4", "--blocks", "20")
+    assert code == 0
+    assert out == (ORACLE / "prefix_cache" / "cache_trace.out.csv").read_text()
+
+
+def test_the_reference_replay_program_dumps_the_same_rows(capsys, tmp_path):
+    code, _, _ = cli(capsys, "run", str(ORACLE / "prefix_cache" / "cache_trace.ir.json"), "--dump", str(tmp_path))
+    assert code == 0
+    samples = {}
+    for name in ("sent", "ttft", "response", "cached_tokens"):
+        for row in csv.DictReader(open(tmp_path / f"{name}.csv")):
+            samples.setdefault((int(row["session"]), int(row["turn"])), {})[name] = float(row["value"])
+    for row in csv.DictReader(open(ORACLE / "prefix_cache" / "cache_trace.out.csv")):
+        s = samples[(int(row["session"]), int(row["turn"]))]
+        assert (s["sent"], s["sent"] + s["ttft"], s["sent"] + s["response"], s["cached_tokens"]) == \
+            (float(row["sent"]), float(row["first"]), float(row["done"]), float(row["cached"]))
+
+
+def real_rows(spacing: int) -> list[tuple]:
+    text = gzip.decompress((REPLAYS / f"short_base-s{spacing:02d}.csv.gz").read_bytes()).decode()
+    return [(int(r["session"]), int(r["turn"]), float(r["sent"]), float(r["first"]), float(r["done"]),
+             int(r["prompt"]), int(r["cached"]), int(r["out"])) for r in csv.DictReader(io.StringIO(text))]
+
+
+def assert_full_trace_agrees(spacing: int) -> None:
+    rows = [tuple(r) for r in replay(str(SHARED / "traces" / "short_base.csv"), spacing, 512, 64, 8010)]
+    real = real_rows(spacing)
+    assert len(rows) == len(real) == 3321
+    differing = [(ours, theirs) for ours, theirs in zip(rows, real) if ours != theirs]
+    assert differing == [], f"{len(differing)} of 3321 requests differ; the first: {differing[0]}"
+
+
+def test_the_full_trace_agrees_with_vllm_on_every_request_at_spacing_24():
+    # issue 9/10: every request's send, first-token and finish time and cached tokens, all 3 321, exactly
+    assert_full_trace_agrees(24)
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("spacing", [4, 8, 12, 16, 20, 22, 23, 28, 32, 40])
+def test_the_full_trace_agrees_with_vllm_on_every_request(spacing):
+    assert_full_trace_agrees(spacing)
