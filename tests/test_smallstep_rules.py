@@ -94,6 +94,19 @@ session {
 }
 run { horizon 20; seed 5; }
 """,
+    # serve exclusive prefill: a waiting prefill replaces a tentative decode (step/select-prefill)
+    "exclusive prefill": """
+pool reqs { cap 2; admit via engine; }
+pool kv { cap 20; }
+stage engine : step { budget 4; cost 1; memory kv; serve exclusive prefill; }
+stage d : delay;
+workload { arrive batch(2); }
+session {
+  run d (serial);
+  hold reqs (1), kv (min(4, budget_left(engine))) { run engine prefill (2 + 2 * serial) growing kv; run engine decode (2) growing kv; }
+}
+run { horizon 20; seed 6; }
+""",
     # flows under a share
     "flows": """
 stage a : ps(1);

@@ -9,6 +9,11 @@ after every applied rule.
 - Holders are in admission order; entries in release order; pending events
   in (time, sequence number) order.
 - A session waits in at most one queue, and is QUEUED there; every grower is GROWING.
+- A step stage's iteration under serve exclusive prefill is one prefill alone
+  or decodes only (seed 002 §3: "serve exclusive prefill selects either one
+  prefill alone or a decode-only batch"): while its decodes are tentative it
+  has given no prefill a token, and once a prefill is selected that prefill
+  is all it gives.
 """
 
 from __future__ import annotations
@@ -56,3 +61,11 @@ def check_invariants(c: Configuration) -> None:
     assert all(t >= c.time for t, _ in keys), "a pending event in the past"
     waiting = [w.serial for pool in c.pools for w in pool.queue]
     assert len(waiting) == len(set(waiting)), "a session in two queues"
+    for s, stage in enumerate(c.stages):
+        it = getattr(stage, "iteration", None)  # a step stage's iteration, forming or in flight (stages/step.py)
+        if it is None:
+            continue
+        if it.tentative:
+            assert all(a.mode == "Decode" for a in it.assigned), f"stage {s}: a prefill given tokens beside tentative decodes"
+        if it.selected is not None:
+            assert all(a.job_id == it.selected for a in it.assigned), f"stage {s}: the selected prefill does not run alone"

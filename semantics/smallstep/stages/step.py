@@ -24,6 +24,13 @@ of forming it is a rule that takes a configuration and returns one:
   left, and not in an iteration that preempted"; the admitted session runs
   at once, and joins the residents to be served; the first head that does not
   fit stops the iteration's admissions;
+- ``step/select-prefill`` (``serve exclusive prefill`` only): "serve exclusive
+  prefill selects either one prefill alone or a decode-only batch". The
+  iteration's decodes are tentative (``Iteration.tentative``) until a prefill
+  is served: a resident's first (it takes precedence), else one the iteration
+  admitted (whose header read the whole budget); that prefill, its hold
+  grown, is selected with its chunk of the whole budget, the tentative
+  decodes are displaced, and the iteration serves and admits no more;
 - ``step/iteration`` (or ``step/idle`` when it scheduled no token and did not
   preempt): the cost C is read and the iteration's end is an event at now + C;
 - ``step/iteration-end``: "its tokens are applied when it ends"; the runs that
@@ -92,9 +99,11 @@ class Iteration(NamedTuple):
     left: float  # the budget not yet given
     served: tuple[int, ...]  # the residents (job ids) already considered, in order
     assigned: tuple[Assignment, ...]  # what it gives, in the order it served them
-    pending: Assignment | None  # a growing resident's chunk, waiting for its growth (step/grow)
+    pending: Assignment | None  # a growing resident's chunk, waiting for its growth (step/grow), or a prefill's waiting to be selected (step/select-prefill)
     preempted: bool  # it preempted a resident (then it admits nothing)
-    open: bool  # it still serves residents and admits (a self-preempting grower or a head that does not fit closes it)
+    open: bool  # it still serves residents and admits (a self-preempting grower, a head that does not fit or a selected prefill closes it)
+    tentative: bool  # serve exclusive prefill, no prefill selected yet: the decodes it gives are tentative, a prefill takes the whole budget
+    selected: int | None  # serve exclusive prefill: the prefill (job id) selected to run alone, once one is
     context: tuple[float, float, float, float]  # residents, decoders, kv_decode, kv_prefill before it
     due: tuple[float, int] | None  # its end event, once formed
 
@@ -303,7 +312,8 @@ def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
     chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
     st = c.stages[s]
-    it = Iteration(st.count + 1, c.time, budget, chunk, budget, (), (), None, False, True, context, None)
+    it = Iteration(st.count + 1, c.time, budget, chunk, budget, (), (), None, False, True, facts.exclusive, None,
+                   context, None)
     c = _with_iteration(c, s, it)
     if m.observer:
         m.notify("step/iteration-start", c, {"stage": m.stage_name(s), "iteration": it.number, "budget": budget,
@@ -318,8 +328,8 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     c = start_iteration(m, c, s)
     while True:
         it = c.stages[s].iteration
-        if it.pending is not None:
-            c = grow_for(m, c, s)
+        if it.pending is not None:  # a chunk waiting for its growth, or a prefill waiting to be selected
+            c = grow_for(m, c, s) if pending_growth(m, c, s) > EPSILON else select_prefill(m, c, s)
             continue
         if it.open and it.left > 0:
             r = next_resident(m, c, s)
@@ -341,12 +351,19 @@ def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
     """The first resident not yet served, in the serving order: the serve by
     keys (read for each resident with the context before the iteration and
     its own decoding, admission and remaining), then its session's latest
-    admission, then its job id (seed 002 §3, Ties)."""
+    admission, then its job id (seed 002 §3, Ties). Under serve exclusive
+    prefill, which has no keys, the first prefill in that order comes before
+    every decode ("A resident prefill takes precedence"; of two, the first
+    runs alone), and a session the iteration admitted is a resident like any
+    other (its decode tentative, its prefill the waiting prefill that can
+    replace the decodes)."""
     st = c.stages[s]
     served = st.iteration.served
     unserved = [r for r in st.jobs if r.job_id not in served]
     if not unserved:
         return None
+    if st.iteration.tentative:  # serve exclusive prefill (no keys): "A resident prefill takes precedence."
+        return next((r for r in unserved if r.mode == PREFILL), unserved[0])
     keys = m.steps[s].keys
     if not keys:
         return unserved[0]  # the residents are kept in admission order
@@ -377,12 +394,13 @@ def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float,
     return a.position, a.units
 
 
-@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing",
-      "002 §3 Stages: One token to a decoding job, up to chunk to a prefilling one, until the budget is spent")
+@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing; under serve exclusive prefill a decode's token is tentative, and a prefill asks up to the chunk of the whole budget and waits to be selected (step/select-prefill)",
+      "002 §3 Stages: One token to a decoding job, up to chunk to a prefilling one, until the budget is spent; serve exclusive prefill: resident decodes are tentative: ... a waiting prefill that fits can replace them and use the full budget")
 def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration:
     it = c.stages[s].iteration
     served = it.served + (r.job_id,)
-    tokens = min(want_of(r, it.chunk), it.left)
+    alone = it.tentative and r.mode == PREFILL  # it would run alone, so the decodes' tokens do not count
+    tokens = min(want_of(r, it.chunk), it.budget if alone else it.left)
     waits = c.sessions[r.owner].status == GROWING
     position = need = 0.0
     if not waits and r.growing is not None:
@@ -391,7 +409,7 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration
     a = Assignment(r.job_id, r.owner, r.mode, tokens, position)
     if waits:
         it = it._replace(served=served)
-    elif need > EPSILON:
+    elif need > EPSILON or alone:
         it = it._replace(served=served, pending=a)
     else:
         it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens)
@@ -403,7 +421,7 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration
     return c
 
 
-@rule("step/grow", "a served growing run's hold grows to the position its chunk reaches, block by block, preempting the engine's last-admitted resident while it does not fit; it then gets its chunk, or, when it preempted itself, the pass ends, or, under preempt none, it waits and gets nothing",
+@rule("step/grow", "a served growing run's hold grows to the position its chunk reaches, block by block, preempting the engine's last-admitted resident while it does not fit; it then gets its chunk (a prefill of serve exclusive prefill: by step/select-prefill), or, when it preempted itself, the pass ends, or, under preempt none, it waits and gets nothing (a prefill of serve exclusive prefill is then not selected: the decodes stay)",
       "002 §3 Stages: a growing job first grows its hold to the position it will reach (block by block, preempting if needed); Pools: The grower itself can be the victim")
 def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
     from ..pools import GREW, PREEMPTED, grow  # a growth is the pool's rule (the semantics' own recursion)
@@ -414,11 +432,13 @@ def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
     position, units = _growing_position(m, c, r)
     c, outcome = grow(m, c, a.serial, r.growing, position + a.tokens - units, None)
     it = c.stages[s].iteration
-    if outcome == GREW:
+    if outcome == GREW and it.tentative and a.mode == PREFILL:
+        pass  # the chunk has its room; step/select-prefill gives it
+    elif outcome == GREW:
         it = it._replace(pending=None, assigned=it.assigned + (a,), left=it.left - a.tokens)
     elif outcome == PREEMPTED:  # "if new_blocks is None: break": this pass schedules nothing further
         it = it._replace(pending=None, open=False, preempted=True)
-    else:  # it waits to grow (preempt none): no tokens
+    else:  # it waits to grow (preempt none): no tokens (nor, under serve exclusive prefill, a selection)
         it = it._replace(pending=None)
     c = _with_iteration(c, s, it)
     if m.observer:
@@ -427,13 +447,45 @@ def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
     return c
 
 
+def pending_growth(m: Machine, c: Configuration, s: int) -> float:
+    """The units the pending chunk's hold still lacks (0 for a run that grows nothing): the premise that
+    tells step/grow (above 0) from step/select-prefill (a prefill of serve exclusive prefill with its room)."""
+    a = c.stages[s].iteration.pending
+    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    if r.growing is None:
+        return 0.0
+    position, units = _growing_position(m, c, r)
+    return position + a.tokens - units
+
+
+@rule("step/select-prefill", "under serve exclusive prefill, the prefill served (a resident's, or a waiting one the iteration admitted), its hold grown, is selected to run alone with its chunk of the whole budget: the tentative decodes are displaced (they keep what they grew, and neither execute nor advance), and the iteration serves and admits no more",
+      "002 §3 Stages: serve exclusive prefill selects either one prefill alone or a decode-only batch. A resident prefill takes precedence. Otherwise resident decodes are tentative: while budget is left, a waiting prefill that fits can replace them and use the full budget. Once a prefill is selected, no further waiting request is admitted in that iteration. Displaced decodes keep any newly acquired allocation but neither execute nor advance computed KV.")
+def select_prefill(m: Machine, c: Configuration, s: int) -> Configuration:
+    it = c.stages[s].iteration
+    a = it.pending
+    assert it.tentative and a.mode == PREFILL and all(d.mode == DECODE for d in it.assigned)
+    displaced = it.assigned
+    it = it._replace(assigned=(a,), left=it.budget - a.tokens, pending=None, open=False, tentative=False,
+                     selected=a.job_id)
+    c = _with_iteration(c, s, it)
+    if m.observer:
+        m.notify("step/select-prefill", c, {"stage": m.stage_name(s), "job": a.job_id, "session": a.serial,
+                                            "tokens": a.tokens, "displaced": [d.job_id for d in displaced],
+                                            "left": it.left})
+    return c
+
+
 def next_head(m: Machine, c: Configuration, s: int):
     """(pool, its Admission) of the first queue the stage serves that has a
     waiting hold (pool declaration order), with the header read with the
-    budget left; None when every queue it serves is empty."""
+    budget left; None when every queue it serves is empty. Under serve
+    exclusive prefill, while the decodes are tentative, the header reads the
+    whole budget: a prefill it admits would replace them and "use the full
+    budget, including in budget_left at admission"."""
     from ..pools import admissible  # the premise of pool/admit (the semantics' own recursion)
 
-    left = c.stages[s].iteration.left
+    it = c.stages[s].iteration
+    left = it.budget if it.tentative else it.left
     for q in m.steps[s].served:
         if c.pools[q].queue:
             return q, admissible(m, c, q, budget=(s, left))
