@@ -727,7 +727,9 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
         c = explain_pool(c, p, f"session {victim} stuck: preempted again at position {computed:g} "
                                f"without passing {previous:g}")
     attrs = list(s.attrs)
-    attrs[m.program.slot_computed] = computed
+    # a hold preempted again during its re-execution keeps the furthest position it reached: what the request
+    # had computed is not lost (docs/semantics.md, "computed after a second preemption")
+    attrs[m.program.slot_computed] = max(computed, attrs[m.program.slot_computed])
     s = s._replace(attrs=tuple(attrs), preempted_at=tuple((q, x) for q, x in s.preempted_at if q != p) + ((p, computed),))
     c = detach(m, c._replace(sessions=c.sessions.set(victim, s)), victim)
     target = s.holds[h]

@@ -13,8 +13,8 @@ whole ``RunResult`` (semantics/results.py: every field, every observation
 sample, every gauge change point; floats by ``float.hex``, so that a change
 in the last bit shows) and the link's warnings; or, when the program stops, the
 error's class, message, statement, time and span (not its file, a temporary
-path). An example that uses a step stage is skipped (step stages are not
-implemented yet), and its reason is what is hashed for it.
+path). Every example runs, step stages included (until the step engine
+existed, an example with one was skipped and its reason hashed).
 
 expected.txt has a line ``NAME HASH OUTCOME`` per program (HASH: the first 16
 hex digits of the SHA-256 of the program's canonical text; OUTCOME: result,
@@ -40,7 +40,6 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(ROOT))  # this tree's engine, not an installed one
 
-from semantics import ir  # noqa: E402
 from semantics.errors import ProgramError, RunError, SerqError, UsageError  # noqa: E402
 from semantics.pipeline import Overrides, load  # noqa: E402
 from semantics.smallstep.driver import run  # noqa: E402
@@ -130,15 +129,6 @@ def warning_lines(warnings, directories: tuple[str, ...]) -> list[str]:
     return lines
 
 
-def step_stages(program: ir.Program) -> list[str]:
-    """Why the program is out of the guard's reach: the step stages it declares and the pools a step stage admits."""
-    reasons = [f"stage {s.name}{'' if s.index is None else f'[{s.index}]'} is a step stage"
-               for s in program.stages if isinstance(s.kind, ir.Step)]
-    reasons += [f"pool {p.name}{'' if p.index is None else f'[{p.index}]'} is admitted via a step stage"
-                for p in program.pools if p.admit_via is not None]
-    return reasons
-
-
 # ---------------------------------------------------------------- running one entry
 
 
@@ -156,9 +146,6 @@ def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tup
         if cap is not None and loaded.program.horizon > cap:
             loaded = load(path, dataclasses.replace(overrides, horizon=float(cap)))
         lines = [f"horizon_run = {scalar(loaded.program.horizon)}"] if cap is not None else []
-        reasons = step_stages(loaded.program)
-        if reasons:
-            return "skipped", lines + [f"skipped = {scalar(reasons)}"]
         lines += warning_lines(loaded.warnings, directories)
         result = run(loaded.program, base_dir=loaded.base_dir)
     except (ProgramError, RunError, UsageError) as error:
