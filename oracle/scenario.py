@@ -88,8 +88,10 @@ def _natural(value: object, what: str, where: Span) -> None:
         raise ProgramError(f"`{what}` is {json.dumps(value)}, not a whole number", where)
 
 
-def scenario_program(data: dict, path: str = "<scenario>") -> ir.Program:
-    """The program of a scenario, compiled and linked."""
+def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = False) -> ir.Program:
+    """The program of a scenario, compiled and linked (without the range
+    verdicts, which only warn: tests/test_oracle_harness.py links the
+    recorded scenarios with them)."""
     from semantics.compiler import compile_source
     from semantics.link import link
 
@@ -111,7 +113,7 @@ def scenario_program(data: dict, path: str = "<scenario>") -> ir.Program:
                                      (slot("arrive"), float(r.get("arrive", 0)))), None)
                      for r in data["requests"])
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
-    link(program, smap)
+    link(program, smap, verdicts=verdicts)
     return program
 
 
