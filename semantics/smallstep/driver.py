@@ -29,7 +29,7 @@ from .configuration import (EMPTY_POOL_STATS, EMPTY_READY, EMPTY_STAGE_STATS, Co
 from .estimates import Estimator
 from .machine import Machine
 from .measure import advance_time, build_result, read_gauges, take_first_event
-from .pools import expire_lease
+from .pools import expire_lease, make_room
 from .rules import REGISTRY
 from .sessions import compile_ops
 from .settle import settle
@@ -48,10 +48,12 @@ def build_machine(program: ir.Program, observer=None, trace_sessions=()) -> Mach
         m = Machine(program, fast.stage_kinds(), trace_sessions=trace_sessions)
         m.ops = compile_ops(m, fast.statement_rules())
         m.take_first_event = fast.EVENT_TAKER(m)
+        m.make_room = fast.MAKE_ROOM
     else:
         m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
         m.ops = compile_ops(m)
         m.take_first_event = lambda c: take_first_event(m, c)
+        m.make_room = make_room
     m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
     m.event_rules.update({"arrive": arrival_event, "lease": expire_lease})
     return m

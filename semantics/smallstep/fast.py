@@ -15,12 +15,13 @@ taker against measure.take_first_event on reachable configurations).
 | ``fifo.complete_fast`` | stage/fifo-complete, then stage/fifo-start of the one job the freed server takes |
 | ``sessions.execute_observe_then_end`` | session/observe, then session/end when the session ends right after it holding nothing |
 | ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
+| ``pools.make_room_lru`` | the pool/evict-block and pool/evict-entry rules one room needs, at a pool evicting lru without spill |
 """
 
 from __future__ import annotations
 
 from .. import ir
-from . import measure, sessions
+from . import measure, pools, sessions
 from .stages import KINDS, fifo
 
 #: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
@@ -31,6 +32,9 @@ STATEMENTS = {ir.Observe: sessions.execute_observe_then_end}
 
 #: time/advance and the event taken off, written out for a machine's program
 EVENT_TAKER = measure.make_event_taker
+
+#: the evictions that make room
+MAKE_ROOM = pools.make_room_lru
 
 
 def stage_kinds() -> dict:

@@ -140,6 +140,8 @@ class Machine:
         self.take_first_event = None
         #: each event kind -> its rule (m, c, a, b) -> c
         self.event_rules: dict = {}
+        #: (m, c, pool, need, stmt) -> c: evictions until the need fits (pools.make_room, or its fast form)
+        self.make_room = None
 
     # -- the static facts ---------------------------------------------------
 
