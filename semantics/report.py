@@ -11,6 +11,7 @@ them), and the same RunResult always gives the same bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -20,7 +21,8 @@ from typing import Sequence
 from semantics import SERQ_VERSION
 from semantics.errors import UsageError
 from semantics.results import PoolRecord, RunResult, StageRecord
-from semantics.statistics import GaugeSummary, ObserveSummary, summarize_gauge, summarize_observe
+from semantics.statistics import (P99, GaugeSummary, ObserveSummary, calculate_mean, calculate_quantile,
+                                  summarize_gauge, summarize_observe)
 
 #: Floats that are whole numbers below this magnitude print without ``.0``
 #: in the first line (beyond it, not every integer is a float).
@@ -69,9 +71,20 @@ def build_report(result: RunResult) -> Report:
         mean_live=result.mean_live,
         observes=tuple(summarize_observe(record) for record in result.observes),
         gauges=tuple(summarize_gauge(record, result.warmup, result.end) for record in result.gauges),
-        stages=result.stages,
+        stages=tuple(summarize_stage(stage) for stage in result.stages),
         pools=result.pools,
     )
+
+
+def summarize_stage(stage: StageRecord) -> StageRecord:
+    """A stage's record with a step stage's inter-token latency summarised
+    from its gaps: the mean, and the median and 99th percentile by nearest
+    rank (as an observation's p99); None without a gap."""
+    if not stage.itl_gaps:
+        return stage
+    gaps = stage.itl_gaps
+    return dataclasses.replace(stage, mean_itl=calculate_mean(gaps), itl_p50=calculate_quantile(gaps, 0.5),
+                               itl_p99=calculate_quantile(gaps, P99))
 
 
 # --------------------------------------------------------------------------
@@ -162,21 +175,26 @@ def format_stage_table(stages: Sequence[StageRecord]) -> list[str]:
 
 
 def format_step_table(stages: Sequence[StageRecord]) -> list[str]:
-    """Per step stage: iterations by kind (prefill only, decode only, mixed),
-    mean decodes per iteration, inter-token latency p50 and p99."""
+    """Per step stage: iterations by kind (prefill only, decode only, mixed,
+    and the empty ones that only preempted), the tokens given, mean decodes
+    per iteration, inter-token latency mean, p50 and p99."""
     rows = [
         [
             format_label(stage.name, stage.index),
             format_count(stage.prefill_only),
             format_count(stage.decode_only),
             format_count(stage.mixed),
+            format_count(stage.empty),
+            format_optional(stage.tokens, 0),
             format_optional(stage.mean_decodes, 3),
+            format_optional(stage.mean_itl, 6),
             format_optional(stage.itl_p50, 6),
             format_optional(stage.itl_p99, 6),
         ]
         for stage in stages
     ]
-    return format_table(["step", "prefill only", "decode only", "mixed", "decodes", "itl p50", "itl p99"], rows)
+    return format_table(["step", "prefill only", "decode only", "mixed", "empty", "tokens", "decodes", "itl mean",
+                         "itl p50", "itl p99"], rows)
 
 
 def format_pool_table(pools: Sequence[PoolRecord]) -> list[str]:
@@ -310,6 +328,10 @@ def convert_stage(stage: StageRecord) -> dict:
         "mean_decodes": number(stage.mean_decodes),
         "itl_p50": number(stage.itl_p50),
         "itl_p99": number(stage.itl_p99),
+        "empty": stage.empty,
+        "tokens": number(stage.tokens) if stage.tokens is not None else None,
+        "decodes": stage.decodes,
+        "mean_itl": number(stage.mean_itl) if stage.mean_itl is not None else None,
     }
 
 

@@ -42,14 +42,21 @@ class StageRecord:
     throughput: float  # completed / (end - warmup)
     mean_wait: float  # NaN when no job completed
     mean_service: float
-    #: step stages only (None elsewhere): iterations, and iteration counts by kind
+    #: step stages only (None elsewhere), at or after the warm-up: iterations, and
+    #: iteration counts by kind (the empty ones only preempted), tokens and decode tokens given
     iterations: int | None = None
     prefill_only: int | None = None
     decode_only: int | None = None
     mixed: int | None = None
-    mean_decodes: float | None = None
-    itl_p50: float | None = None
+    mean_decodes: float | None = None  # decode tokens per iteration
+    itl_p50: float | None = None  # inter-token latency: set by the report from itl_gaps
     itl_p99: float | None = None
+    empty: int | None = None
+    tokens: float | None = None
+    decodes: int | None = None
+    mean_itl: float | None = None
+    #: every inter-token gap (the time from a session's token here to its next decode token), in time order
+    itl_gaps: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

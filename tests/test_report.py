@@ -47,7 +47,8 @@ def make_result(**changes) -> RunResult:
 
 STEP_STAGE = StageRecord(
     "gpu", 1, "step", 3.5, 0.9, 80, 0.0889, math.nan, 10.0,
-    iterations=1200, prefill_only=100, decode_only=900, mixed=200, mean_decodes=7.25, itl_p50=0.025, itl_p99=0.0625,
+    iterations=1200, prefill_only=100, decode_only=900, mixed=200, mean_decodes=7.25, empty=0, tokens=51200.0,
+    decodes=8700, itl_gaps=(0.025,) * 98 + (0.0625, 0.0625),
 )  # fmt: skip
 
 # --- text --------------------------------------------------------------------
@@ -124,8 +125,9 @@ def test_step_stages_add_the_iters_column_and_a_step_table():
     assert "stage   number   util  done    thru    wait  service  iters" in lines
     assert "cpu      0.250  0.250     3  0.1500  0.3333   2.0000      -" in lines
     assert "gpu[1]   3.500  0.900    80  0.0889     nan  10.0000   1200" in lines
-    step = lines.index("step    prefill only  decode only  mixed  decodes   itl p50   itl p99")
-    assert lines[step + 2] == "gpu[1]           100          900    200    7.250  0.025000  0.062500"
+    step = lines.index("step    prefill only  decode only  mixed  empty  tokens  decodes  itl mean   itl p50   itl p99")
+    # the inter-token latency from the gaps: mean 0.02575, p50 0.025, p99 (the 99th of 100 by nearest rank) 0.0625
+    assert lines[step + 2] == "gpu[1]           100          900    200      0   51200    7.250  0.025750  0.025000  0.062500"
     assert lines[step - 1] == ""
 
 
@@ -170,7 +172,7 @@ def test_json_fields_in_order():
     assert list(data["stages"][0]) == [
         "name", "index", "mean_number", "utilization", "completed", "throughput", "mean_wait",
         "mean_service", "iterations", "prefill_only", "decode_only", "mixed", "mean_decodes",
-        "itl_p50", "itl_p99",
+        "itl_p50", "itl_p99", "empty", "tokens", "decodes", "mean_itl",
     ]  # fmt: skip
     assert list(data["pools"][0]) == [
         "name", "index", "mean_used", "mean_cached", "mean_queue", "mean_holders", "mean_wait",

@@ -143,7 +143,9 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
         steps = stats.engines[s]
         extra = {} if steps is None else dict(
             iterations=steps.iterations, prefill_only=steps.prefill_only, decode_only=steps.decode_only,
-            mixed=steps.mixed, mean_decodes=steps.decodes / steps.iterations if steps.iterations else math.nan)
+            mixed=steps.mixed, mean_decodes=steps.decodes / steps.iterations if steps.iterations else math.nan,
+            empty=steps.empty, tokens=steps.tokens, decodes=steps.decodes,
+            itl_gaps=tuple(iterate_cons(steps.gaps)))
         stages.append(StageRecord(
             name=stage.name, index=stage.index, kind=_REPORTED_KIND.get(m.kind_names[s], m.kind_names[s]),
             mean_number=average(areas[base + 2 * s]),

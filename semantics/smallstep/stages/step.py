@@ -50,6 +50,8 @@ import bisect
 import math
 from typing import NamedTuple
 
+import immutables
+
 from ...errors import RunError
 from ..configuration import (AT_STAGE, GROWING, Configuration, Statistics, build, insert_event, install_fast_replace,
                              ready_from, ready_serials, replace_at, setter)
@@ -115,7 +117,8 @@ class StepState(NamedTuple):
 
 
 class StepStats(NamedTuple):
-    """A step stage's iteration counts (at or after the warm-up)."""
+    """A step stage's iteration counts (at or after the warm-up), and what the
+    inter-token latency needs."""
 
     iterations: int
     prefill_only: int
@@ -124,13 +127,15 @@ class StepStats(NamedTuple):
     empty: int  # the iterations that only preempted
     tokens: float
     decodes: int  # decode tokens given
+    last_token: object  # immutables.Map: session serial -> when its run here last produced a token
+    gaps: tuple | None  # the inter-token gaps, a cons list, newest first
 
 
 for _record_type in (Resident, Assignment, Iteration, StepState, StepStats):
     install_fast_replace(_record_type)
 
 EMPTY = StepState((), None, 0)
-EMPTY_STATS = StepStats(0, 0, 0, 0, 0, 0.0, 0)
+EMPTY_STATS = StepStats(0, 0, 0, 0, 0, 0.0, 0, immutables.Map(), None)
 
 _set_iteration = setter(StepState, "iteration")
 _set_engines = setter(Statistics, "engines")
@@ -561,12 +566,12 @@ def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Confi
     old = stats.engines[s]
     prefills = any(a.mode == PREFILL for a in it.assigned)
     decodes = sum(1 for a in it.assigned if a.mode == DECODE)
-    new = StepStats(old.iterations + 1,
-                    old.prefill_only + (1 if prefills and not decodes else 0),
-                    old.decode_only + (1 if decodes and not prefills else 0),
-                    old.mixed + (1 if prefills and decodes else 0),
-                    old.empty + (1 if not it.assigned else 0),
-                    old.tokens + env.tokens, old.decodes + decodes)
+    new = old._replace(iterations=old.iterations + 1,
+                       prefill_only=old.prefill_only + (1 if prefills and not decodes else 0),
+                       decode_only=old.decode_only + (1 if decodes and not prefills else 0),
+                       mixed=old.mixed + (1 if prefills and decodes else 0),
+                       empty=old.empty + (1 if not it.assigned else 0),
+                       tokens=old.tokens + env.tokens, decodes=old.decodes + decodes)
     return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s, new)))
 
 
@@ -604,6 +609,7 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
             done.append(r)
     residents = tuple(jobs[r.job_id] for r in st.jobs)
     c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st._replace(jobs=residents, iteration=None)))
+    c = _note_tokens(m, c, s, it, jobs)
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
                                            "done": [r.job_id for r in done]})
@@ -614,6 +620,29 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
 
 #: the stage kind's completion event's rule
 complete = end_iteration
+
+
+def _note_tokens(m: Machine, c: Configuration, s: int, it: Iteration, jobs: dict) -> Configuration:
+    """The inter-token latency's bookkeeping at an iteration's end (docs/reports.md): a prefill run that
+    completes produced its first token now; each decode token is a gap since the session's last token
+    here, counted at or after the warm-up; a decode run that completes ends the session's tokens here."""
+    stats = c.statistics
+    old = stats.engines[s]
+    last, gaps = old.last_token, old.gaps
+    now, warm = c.time, c.time >= m.warmup
+    for a in it.assigned:
+        done = jobs[a.job_id].remaining <= EPSILON
+        if a.mode == PREFILL:
+            if done:
+                last = last.set(a.serial, now)
+            continue
+        previous = last.get(a.serial)
+        if previous is not None and warm:
+            gaps = (now - previous, gaps)
+        last = last.delete(a.serial) if done and a.serial in last else (last if done else last.set(a.serial, now))
+    if last is old.last_token and gaps is old.gaps:
+        return c
+    return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s, old._replace(last_token=last, gaps=gaps))))
 
 
 @rule("stage/step-complete", "a resident whose run has no tokens left completes: its session goes on",
