@@ -243,7 +243,7 @@ def test_a_witness_is_written_as_a_number_the_source_could_write():
     digits (a hold of ~h2(1e308, 2) gave a 309-digit witness)."""
     import z3
 
-    from semantics.link.verdicts import format_model_value
+    from semantics.link.solver import format_model_value
 
     assert format_model_value(z3.IntVal(42)) == "42"
     assert format_model_value(z3.RealVal(-7)) == "-7"
