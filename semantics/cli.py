@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Sequence
 
-from . import SERQ_VERSION, codec
+from . import SERQ_VERSION
 from .errors import RunError, SerqError, UsageError, format_diagnostic, render
 from .pipeline import Loaded, Overrides, load
 from lean_bridge import cli as lean_cli
@@ -117,8 +117,12 @@ def command_check(args: argparse.Namespace) -> int:
 
 
 def command_ir(args: argparse.Namespace) -> int:
+    from . import codec
+    from .pipeline import validate_schema
+
     loaded = load(args.file, _overrides(args))
     _print_warnings(loaded)
+    validate_schema(codec.encode_program(loaded.program), args.file)  # what other tools will read
     sys.stdout.write(codec.dumps(loaded.program))
     return EXIT_OK
 

@@ -1,9 +1,15 @@
 """From a file to a checked program: the one path every command takes.
 
 A ``.sq`` file is compiled by the front end (``semantics.compiler``), a ``.json``
-file is read as IR (``semantics.codec``); either way the IR is validated
-against the JSON Schema (``ir_schema``) and linked (``semantics.link``), so an
-IR from elsewhere gets the same checks as one compiled here.
+file is read as IR (``semantics.codec``) and validated against the JSON Schema
+(``ir_schema``); either way the IR is linked (``semantics.link``), so an IR
+from elsewhere gets the same checks as one compiled here.
+
+The compiler's own output is not re-validated against the schema on every
+command (jsonschema alone took a fifth of a `check`'s start-up): the tests
+hold it to the schema for every example and every fuzzed program
+(tests/test_examples.py, tests/test_run_fuzz.py), and `serq-ref ir`, which
+writes IR for other tools, validates what it writes (``validate_schema``).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from . import codec, ir
+from . import ir
 from .errors import ProgramError, UsageError, Warning_
 from .sourcemap import SourceMap
 
@@ -64,6 +70,8 @@ def validate_schema(obj: object, path: str) -> None:
 
 def load_ir_text(text: str, path: str) -> ir.Program:
     """Decode IR JSON text: schema first (it names the JSON path), then the codec."""
+    from . import codec
+
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -95,7 +103,9 @@ def load(path: str, overrides: Overrides = Overrides()) -> Loaded:
         program = load_ir_text(text, path)  # validated against the schema as it was read
         smap = SourceMap(file=path)
     overridden = apply_overrides(program, overrides)
-    if ext == ".sq" or overridden is not program:
+    if ext == ".json" and overridden is not program:
+        from . import codec
+
         validate_schema(codec.encode_program(overridden), path)
     check_measurement_interval(overridden, program, smap)
     program = overridden

@@ -35,6 +35,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ir_schema
+from semantics import codec
 from semantics.errors import ProgramError, RunError
 from semantics.pipeline import load
 from semantics.report import build_report, dumps_json, format_text
@@ -85,6 +87,8 @@ def run_source(text: str, files: dict[str, bytes] | None = None) -> str:
         path = Path(directory) / "fuzz.sq"
         path.write_text(text, encoding="utf-8")
         loaded = load(str(path))
+        # the compiler's output is held to the IR's schema here, not on every command (semantics/pipeline.py)
+        ir_schema.validate(codec.encode_program(loaded.program), file=str(path))
         result = run(loaded.program, base_dir=loaded.base_dir)
         report = build_report(result)
         format_text(report)
