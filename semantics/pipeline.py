@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass
 
 from . import ir
-from .errors import ProgramError, UsageError, Warning_
+from .errors import ErrorLog, ProgramError, Span, UsageError, Warning_
 from .sourcemap import SourceMap
 
 
@@ -87,8 +88,18 @@ def load_ir_text(text: str, path: str) -> ir.Program:
         raise ProgramError(f"malformed IR at {e.path}: {e.message}" if e.path else e.message, file=path) from None
 
 
-def load(path: str, overrides: Overrides = Overrides()) -> Loaded:
-    """Compile or read ``path``, apply ``overrides``, validate and link."""
+#: The commands a program is loaded for: ``check`` and ``ir`` link it whether
+#: or not it says how to run (a library has no run block); ``run`` and
+#: ``trace`` need a horizon from the file or the command line; ``run`` alone
+#: measures, so it alone needs the warm-up to end before the horizon.
+COMMANDS = ("check", "ir", "run", "trace")
+
+
+def load(path: str, overrides: Overrides = Overrides(), command: str = "check") -> Loaded:
+    """Compile or read ``path``, apply ``overrides``, validate and link, for
+    ``command`` (one of COMMANDS). Every error of the program's run settings
+    and of the linker is raised together, in source order."""
+    assert command in COMMANDS, command
     ext = os.path.splitext(path)[1]
     if ext not in (".sq", ".json"):
         raise UsageError(f"{path}: expected a .sq program or a .json IR file")
@@ -107,26 +118,86 @@ def load(path: str, overrides: Overrides = Overrides()) -> Loaded:
         from . import codec
 
         validate_schema(codec.encode_program(overridden), path)
-    check_measurement_interval(overridden, program, smap)
     program = overridden
     from .link import link
 
-    warnings = link(program, smap)
+    log = ErrorLog([smap.file] if smap.file else [])
+    with log.recover():
+        check_run_settings(program, overrides, smap, command)  # a UsageError is raised at once
+    warnings: list[Warning_] = []
+    with log.recover():
+        warnings = link(program, smap)
+    log.raise_errors()
     return Loaded(program, smap, tuple(warnings), os.path.dirname(os.path.abspath(path)))
 
 
-def check_measurement_interval(program: ir.Program, written: ir.Program, smap: SourceMap) -> None:
-    """The statistics cover [warmup, end] (seed 002 §3 Statistics): a warm-up
-    that ends at or after a finite horizon leaves nothing to measure. A usage
-    error when --horizon or --warmup made it so, else the program's error at
-    its run block."""
-    if not program.warmup >= program.horizon:  # an infinite horizon (run { arrivals N; }) always has room
-        return
-    message = (f"the warm-up ({program.warmup:g}) ends at or after the horizon ({program.horizon:g}): "
-               "nothing would be measured")
-    if (program.horizon, program.warmup) != (written.horizon, written.warmup):
-        raise UsageError(message + "; give a longer --horizon or a shorter --warmup")
-    raise ProgramError(message + "; the horizon must be longer than the warm-up", smap.run, file=smap.file)
+def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMap, command: str) -> None:
+    """The run settings (seed 002 §2, the run block) a command needs, each
+    from the file or the command line, which overrides it. A value the
+    command line gave is blamed on its option (a UsageError, exit 2), one the
+    file gave at its place in the run block (a ProgramError).
+
+    - ``run`` and ``trace`` need a horizon: a program without one (a library,
+      a program without a run block) is checked and compiled without, and
+      "no horizon" is said only by a command that runs, only when neither the
+      file nor --horizon gives one;
+    - an infinite horizon runs until ``arrivals N`` have drained, so needs N
+      (seed 002 §2: "horizon bounds both arrival generation and draining");
+    - ``arrivals N`` needs an open workload (arrive poisson or renewal);
+    - ``run`` measures over [warmup, end] (seed 002 §3 Statistics), so the
+      warm-up must end before a finite horizon; ``check`` and ``ir`` say so
+      when the file itself writes both, ``trace`` measures nothing.
+    """
+    written = smap.settings  # None: an IR file, which has every setting
+
+    def from_file(name: str) -> bool:
+        return getattr(overrides, name) is None and (written is None or name in written)
+
+    def place(name: str) -> Span | None:
+        return (written or {}).get(name, smap.run)
+
+    runs = command in ("run", "trace")
+    has_horizon = overrides.horizon is not None or from_file("horizon")
+    if runs and not has_horizon:
+        raise ProgramError("no horizon: write `run { horizon T; }` in the program, or give --horizon T",
+                           smap.run, file=smap.file)
+    if runs and program.horizon == math.inf and program.arrivals is None:
+        if overrides.horizon is not None:
+            raise UsageError("--horizon inf: no arrival limit ends the run, so it would never stop; give "
+                             "--arrivals N too (an infinite horizon runs until N arrivals have drained), or a "
+                             "finite --horizon")
+        raise ProgramError(prefix_ir_path(smap, "horizon",
+                           "the horizon is inf and no `arrivals N` ends the run: it would never stop (an infinite "
+                           "horizon runs until N open arrivals have drained; write `run { horizon T; }` or add "
+                           "`arrivals N;`, or give --horizon T or --arrivals N)"), place("horizon"), file=smap.file)
+    if program.arrivals is not None and not isinstance(program.arrival, (ir.Poisson, ir.Renewal)):
+        kind = describe_arrival(program.arrival)
+        if overrides.arrivals is not None:
+            raise UsageError(f"--arrivals {program.arrivals}: an arrival limit needs an open workload (arrive "
+                             f"poisson or arrive renewal), and this program's is {kind}")
+        raise ProgramError(prefix_ir_path(smap, "arrivals",
+                           f"`arrivals {program.arrivals}` needs an open workload (arrive poisson or arrive "
+                           f"renewal), and this program's is {kind}"), place("arrivals"), file=smap.file)
+    measured = command == "run" or (command in ("check", "ir") and from_file("warmup") and from_file("horizon"))
+    if measured and has_horizon and not program.warmup < program.horizon:
+        message = (f"the warm-up ({program.warmup:g}) ends at or after the horizon ({program.horizon:g}): "
+                   "nothing would be measured")
+        if overrides.horizon is not None or overrides.warmup is not None:
+            options = " and ".join(f"--{name} {value:g}" for name, value in
+                                   (("horizon", overrides.horizon), ("warmup", overrides.warmup)) if value is not None)
+            raise UsageError(f"{options}: {message}; give a longer --horizon or a shorter --warmup")
+        raise ProgramError(prefix_ir_path(smap, "warmup", message + "; the horizon must be longer than the warm-up"),
+                           smap.run, file=smap.file)
+
+
+def prefix_ir_path(smap: SourceMap, field: str, message: str) -> str:
+    """An IR file's error names the program field (docs/linking.md)."""
+    return message if smap.settings is not None else f"{field}: {message}"
+
+
+def describe_arrival(arrival: ir.Arrival) -> str:
+    names = {ir.Closed: "closed", ir.Batch: "a batch", ir.Sessions: "explicit sessions", ir.NoArrival: "none"}
+    return names.get(type(arrival), type(arrival).__name__)
 
 
 def apply_overrides(program: ir.Program, o: Overrides) -> ir.Program:

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .. import ir
-from ..errors import Warning_
+from ..errors import ErrorLog, Warning_
 from ..sourcemap import SourceMap
 from .names import (
     Site,
@@ -173,9 +173,9 @@ def settle_by_ranges(question: Question, interval: Interval | None) -> bool:
     return interval.high <= question.limit
 
 
-def check_verdicts(program: ir.Program, smap: SourceMap) -> list[Warning_]:
-    """Raise on the first property that holds for every admissible value;
-    return a warning for each that holds for some."""
+def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[Warning_]:
+    """An error (in ``log``) for each property that holds for every admissible
+    value; a warning, returned, for each that holds for some."""
     ranges = compute_attribute_ranges(program)
     evaluator = RangeEvaluator(program, list(ranges))
     warnings: list[Warning_] = []
@@ -189,7 +189,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap) -> list[Warning_]:
         term = encoder.encode(expr)
         verdict = decide(encoder, term, formulate(question, encoder, term))
         if verdict.answer == ALWAYS:
-            raise make_error(smap, question.site, phrase_finding(question, verdict))
+            log.add(make_error(smap, question.site, phrase_finding(question, verdict)))
         if verdict.answer == SOMETIMES:
             warnings.append(make_warning(smap, question.site, phrase_finding(question, verdict)))
     return warnings

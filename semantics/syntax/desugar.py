@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import ProgramError, Span
+from ..errors import ErrorLog, ProgramError, Span
 from ..ir import BUILTIN_ATTRS, CONTEXT_VARIABLES
 from . import ast
 from .parser import get_keywords
@@ -309,16 +309,23 @@ class Desugarer:
         self.binding_sets: list[tuple[str, int]] = []
         #: A pull relation's latency, by reader queue.
         self.pull_latencies: dict[str, ast.Expr] = {}
+        #: The errors found so far: the items are read one after another
+        #: whatever an item before was, then (when they were all right) the
+        #: statements, one after another; each phase raises them all.
+        self.log = ErrorLog([file])
 
     # ------------------------------------------------------------- items
 
     def read_items(self, items: tuple[ast.Item, ...]) -> None:
         for item in items:
-            self.read_item(item)
+            with self.log.recover():
+                self.read_item(item)
         for name in self.sets:
             if name not in self.lets:
-                raise ProgramError(f"no let constant {name}: --set replaces a declared let "
-                                   f"(this program has {', '.join(self.lets) or 'none'})", file=self.file)
+                self.log.add(ProgramError(f"no let constant {name}: --set replaces a declared let "
+                                          f"(this program has {', '.join(self.lets) or 'none'})", file=self.file))
+        # a statement reads the declarations: after a wrong one, its errors would be that one's again
+        self.log.raise_errors()
 
     def read_item(self, item: ast.Item) -> None:
         if isinstance(item, ast.Let):
@@ -494,6 +501,17 @@ class Desugarer:
 
     def desugar(self, items: tuple[ast.Item, ...]) -> Kernel:
         self.read_items(items)
+        kernel = None
+        with self.log.recover():
+            kernel = self.desugar_program()
+        self.log.raise_errors()
+        assert kernel is not None
+        return kernel
+
+    def desugar_program(self) -> Kernel:
+        """The kernel of the items read: the session's statements desugared
+        (an error in one recorded, the next desugared), then the checks of the
+        program as a whole."""
         workload = self.workload
         wl_items = workload.items if workload else ()
         wl_session = [o for o in wl_items if o.kind == "session"]
@@ -509,10 +527,12 @@ class Desugarer:
         elif wl_session:
             session = self.desugar_block(wl_session[0].values[0], Scope(ast.WORKLOAD, self.workload_visible,
                                                                         "workload"))
-            if self.server is not None and not self.server_requested:
+            if self.log.errors:  # a `request` with an error is still a request
+                pass
+            elif self.server is not None and not self.server_requested:
                 raise ProgramError("the server block is never requested: the workload's session runs it with "
                                    "`request;`", self.server.span)
-            if self.server is None and not self.gateway_requested:
+            elif self.server is None and not self.gateway_requested:
                 raise ProgramError("a workload's session without a server: write `server { … }` and "
                                    "`request;`, or request a gateway queue (`request gw;`)", wl_session[0].span)
         elif self.server is not None:
@@ -605,7 +625,8 @@ class Desugarer:
     def desugar_block(self, stmts, scope: Scope) -> tuple[ast.Stmt, ...]:
         out: list[ast.Stmt] = []
         for stmt in stmts:
-            out.extend(self.desugar_stmt(stmt, scope))
+            with self.log.recover():
+                out.extend(self.desugar_stmt(stmt, scope))
         return tuple(out)
 
     def desugar_stmt(self, stmt: ast.Stmt, scope: Scope) -> list[ast.Stmt]:

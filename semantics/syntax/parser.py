@@ -540,7 +540,7 @@ class BuildAst(Transformer):
         return tuple(c)
 
     def e_num(self, meta, c):
-        return ast.Num(float(str(c[0])), span=self.token_span(c[0]))
+        return ast.Num(float(str(c[0])), span=self.token_span(c[0]), text=str(c[0]))
 
     def e_path(self, meta, c):
         return ast.Name(c[0], span=c[0].span)
