@@ -174,10 +174,12 @@ def command_ir(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from .report import build_report, dumps_json, format_text, write_dump
+    from .report import build_report, check_dump, dumps_json, format_text, write_dump
     from .smallstep.driver import run
 
     loaded = load(args.file, _overrides(args), "run")
+    if args.dump:  # refused before the run, not after a long one
+        check_dump(args.dump, loaded.program.observes, tuple(g.name for g in loaded.program.gauges))
     _print_warnings(loaded)
     bar = None
     if sys.stderr.isatty():

@@ -78,9 +78,14 @@ def load_ir_text(text: str, path: str) -> ir.Program:
     except json.JSONDecodeError as e:
         raise ProgramError(f"not JSON: {e.msg} (line {e.lineno}, column {e.colno})", file=path) from None
     if isinstance(obj, dict) and obj.get("version") != ir.IR_VERSION:
-        raise ProgramError(
-            f"IR version {obj.get('version')} is not IR version {ir.IR_VERSION}, which serq-ref reads", file=path
-        )
+        version = obj.get("version")
+        if "version" not in obj:
+            said = "has no `version`"
+        elif isinstance(version, int) and not isinstance(version, bool):
+            said = f"is IR version {version}"
+        else:  # "13", 13.0, true: not the number the format writes
+            said = f"gives its version as {json.dumps(version)}, not the number {ir.IR_VERSION}"
+        raise ProgramError(f"the IR file {said}; serq-ref reads IR version {ir.IR_VERSION}", file=path)
     validate_schema(obj, path)
     try:
         return codec.decode_program(obj)

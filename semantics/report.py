@@ -349,6 +349,29 @@ def dumps_json(report: Report) -> str:
 # Dump
 
 
+def check_dump(directory: str, observes: tuple[str, ...], gauges: tuple[str, ...]) -> None:
+    """Refuse ``--dump DIRECTORY`` before the run when a file ``write_dump``
+    will write cannot be written (a usage error naming the option and the
+    file), rather than after a long run: the directories are created, and
+    each file is opened for appending (and removed again when this made
+    it), which is what writing it will need."""
+    paths = [os.path.join(directory, f"{name}.csv") for name in observes]
+    paths += [os.path.join(directory, "gauge", f"{name}.csv") for name in gauges]
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if gauges:
+            os.makedirs(os.path.join(directory, "gauge"), exist_ok=True)
+        for path in paths:
+            existed = os.path.exists(path)
+            with open(path, "a", encoding="utf-8"):
+                pass
+            if not existed:
+                os.remove(path)
+    except OSError as error:
+        where = error.filename or directory
+        raise UsageError(f"--dump {directory}: cannot write {where}: {error.strerror or error}") from None
+
+
 def write_dump(result: RunResult, directory: str) -> None:
     """Write ``DIRECTORY/NAME.csv`` per observation (``time,session,turn,value``,
     one row per sample after warm-up, in the order taken) and

@@ -74,7 +74,7 @@ def test_other_ir_version_names_both_versions(capsys, tmp_path):
     f = tmp_path / "v14.json"
     f.write_text(json.dumps(d))
     code, _, err = run_cli(capsys, "check", str(f))
-    assert code == 1 and "IR version 14 is not IR version 13" in err
+    assert code == 1 and "the IR file is IR version 14; serq-ref reads IR version 13" in err
 
 
 def test_later_node_is_rejected_clearly(capsys, tmp_path):

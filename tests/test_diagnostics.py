@@ -148,3 +148,146 @@ def test_an_ir_file_gets_every_error_too(capsys, tmp_path):
     assert f"{bad}: error: warmup: the warm-up is -1" in err
     assert f"{bad}: error: stages[0] (srv): a fifo stage needs at least one server, not 0" in err
     assert err.endswith("2 errors\n")
+
+
+# --------------------------------------------------------------------------
+# Bad input of every kind
+# --------------------------------------------------------------------------
+
+
+def test_a_used_file_that_is_not_utf8_is_an_error_at_its_use(capsys, tmp_path):
+    """Every file the program reads gets the main file's treatment: a used file that is not UTF-8
+    crashed (`internal error … UnicodeDecodeError`, exit 3)."""
+    (tmp_path / "lib.sq").write_bytes(b"let a = 1; // caf\xe9\n")
+    path = write(tmp_path, 'use "lib.sq";\n' + SMALL)
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1
+    assert err.startswith(f"{path}:1:5: error: `lib.sq` ({tmp_path / 'lib.sq'}) is not UTF-8 text "
+                          "(invalid continuation byte at byte 17)\n")
+    (tmp_path / "main.sq").write_bytes(b"let a = 1; // caf\xe9\n")
+    code, _, err = run_cli(capsys, "check", str(tmp_path / "main.sq"))
+    assert (code, err) == (1, f"{tmp_path / 'main.sq'}: error: not UTF-8 text (invalid continuation byte at byte 17)\n")
+    (tmp_path / "dir.sq").mkdir()
+    path = write(tmp_path, 'use "dir.sq";\n' + SMALL, "usesdir.sq")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and f"{path}:1:5: error: `dir.sq` ({tmp_path / 'dir.sq'}) is a directory, not a program" in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--horizon", "-5"], "argument --horizon: must be positive (a time, or inf with --arrivals N): -5"),
+    (["--horizon", "0"], "argument --horizon: must be positive (a time, or inf with --arrivals N): 0"),
+    (["--warmup", "-1"], "argument --warmup: must be a finite time, 0 or later: -1"),
+    (["--warmup", "inf"], "argument --warmup: must be a finite time, 0 or later: inf"),
+    (["--arrivals", "0"], "argument --arrivals: must be at least 1: an arrival limit of 0 would measure nothing"),
+    (["--seed", "-1"], "argument --seed: must not be negative: -1"),
+    (["--horizon", "inf"], "--horizon inf: no arrival limit ends the run, so it would never stop; give --arrivals N "
+                           "too (an infinite horizon runs until N arrivals have drained), or a finite --horizon"),
+    (["--warmup", "200"], "--warmup 200: the warm-up (200) ends at or after the horizon (100): nothing would be "
+                          "measured; give a longer --horizon or a shorter --warmup"),
+])
+def test_command_line_values_are_usage_errors_naming_the_option(capsys, tmp_path, argv, message):
+    """Never blamed with a caret on the file's run block; exit 2."""
+    path = write(tmp_path, SMALL + "run { horizon 100; }\n")
+    code, out, err = run_cli(capsys, "run", path, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"serq-ref: {message}\n"), err
+    assert "^" not in err
+
+
+def test_an_arrival_limit_on_a_closed_workload_is_refused_where_it_was_given(capsys, tmp_path):
+    path = write(tmp_path, "stage g : delay;\nworkload { arrive batch(2); }\nsession { run g (1); }\n"
+                           "run { horizon 10; arrivals 3; }\n")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and err.startswith(f"{path}:4:19: error: `arrivals 3` needs an open workload (arrive poisson "
+                                        "or arrive renewal), and this program's is a batch\n")
+    path = write(tmp_path, "stage g : delay;\nworkload { arrive batch(2); }\nsession { run g (1); }\n"
+                           "run { horizon 10; }\n", "ok.sq")
+    code, _, err = run_cli(capsys, "run", path, "--arrivals", "3")
+    assert code == 2 and err.startswith("serq-ref: --arrivals 3: an arrival limit needs an open workload")
+
+
+def test_an_unwritable_dump_directory_is_refused_before_the_run(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("in the way")
+    path = write(tmp_path, "stage srv : fifo;\nworkload { arrive poisson(1); }\n"
+                           "session { run srv (1); observe x = now; }\nrun { horizon 1e6; }\n")
+    code, out, err = run_cli(capsys, "run", path, "--dump", str(blocker / "out"))
+    assert (code, out) == (2, "")  # no report: the run did not happen
+    assert err.startswith(f"serq-ref: --dump {blocker / 'out'}: cannot write {blocker / 'out'}: Not a directory")
+
+
+def test_an_ir_version_that_is_a_string_says_so(capsys, tmp_path):
+    path = write(tmp_path, SMALL + "run { horizon 10; }\n")
+    run_cli(capsys, "ir", path)
+    for version, said in (('"13"', 'gives its version as "13", not the number 13'),
+                          ("14", "is IR version 14")):
+        text = (tmp_path / "prog.sq").read_text()
+        code, out, _ = run_cli(capsys, "ir", path)
+        ir = json.loads(out)
+        ir["version"] = json.loads(version)
+        bad = write(tmp_path, json.dumps(ir), "v.json")
+        code, _, err = run_cli(capsys, "check", bad)
+        assert (code, err) == (1, f"{bad}: error: the IR file {said}; serq-ref reads IR version 13\n")
+        assert text
+
+
+def test_a_seed_written_in_the_source_is_an_exact_integer(capsys, tmp_path):
+    path = write(tmp_path, SMALL + "run { horizon 10; seed 9007199254740993; }\n")
+    code, out, _ = run_cli(capsys, "ir", path)
+    assert code == 0 and json.loads(out)["seed"] == 9007199254740993  # not ...992, the float nearest
+    code, out, _ = run_cli(capsys, "ir", path, "--seed", "9007199254740993")
+    assert json.loads(out)["seed"] == 9007199254740993
+
+
+def test_a_run_of_infinite_work_is_an_error_naming_the_statement(capsys, tmp_path):
+    """`run g (1 / z)` with z = 0 was linked with the false warning "can be negative" and the session
+    never finished, silently."""
+    path = write(tmp_path, "let z = 0;\nstage g : fifo;\nworkload { arrive batch(1); }\n"
+                           "session { run g (1 / z); }\nrun { horizon 10; }\n")
+    code, _, err = run_cli(capsys, "run", path)
+    assert (code, err.splitlines()[0]) == (1, f"{path}:4:11: error: the work of `run g` is inf: the job would hold "
+                                              "its stage for ever and the session never finish")
+    path = write(tmp_path, "stage g : fifo;\nworkload { arrive batch(1); }\n"
+                           "session { set z = 0; run g (1 / z); }\nrun { horizon 10; }\n", "computed.sq")
+    code, _, err = run_cli(capsys, "run", path)
+    assert code == 1 and "warning" not in err
+    assert err.splitlines()[0] == f"{path}:3:22: error: the run's work is inf: the job would never finish (at time 0)"
+
+
+@pytest.mark.parametrize(("statement", "owner"), [
+    ("set serial = 7;", "the session's serial number, given at its arrival"),
+    ("set cached = 99;", "what the last admission consumed from the prefix cache"),
+    ("set turn_no = 5;", "the turn number, counted by `turn;`"),
+    ("set computed = 1;", "the position a preempted hold had computed"),
+])
+def test_assigning_a_built_in_attribute_the_semantics_owns_is_an_error(capsys, tmp_path, statement, owner):
+    path = write(tmp_path, f"stage g : fifo;\nworkload {{ arrive batch(1); }}\nsession {{ {statement} run g (1); }}\n")
+    code, _, err = run_cli(capsys, "check", path)
+    name = statement.split()[1]
+    assert (code, err.splitlines()[0]) == (1, f"{path}:3:11: error: `set {name}`: `{name}` is a built-in attribute "
+                                              f"the semantics sets ({owner}); a program reads it and does not assign "
+                                              "it: give the value a name of its own")
+
+
+def test_a_trace_owns_its_columns_but_a_program_without_one_may_set_them(capsys, tmp_path):
+    (tmp_path / "t.csv").write_text("session,turn,new,out,think,forced\n0,1,2,3,1,0\n")
+    path = write(tmp_path, 'stage g : delay;\nworkload { arrive batch(1); trace "t.csv"; }\n'
+                           "session { turn; set out = 1; run g (out); }\n")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and "`set out`: `out` is a built-in attribute the semantics sets (a column of the trace" in err
+    path = write(tmp_path, "stage g : delay;\nworkload { arrive batch(1); }\nsession { set out = 1; run g (out); }\n",
+                 "notrace.sq")
+    assert run_cli(capsys, "check", path)[0] == 0
+
+
+def test_a_program_that_can_do_nothing_gets_a_warning(capsys, tmp_path):
+    path = write(tmp_path, "stage srv : fifo;\nsession { run srv (1); }\n")
+    code, _, err = run_cli(capsys, "check", path)
+    assert (code, err) == (0, f"{path}: warning: the program starts no session: its workload has no arrival "
+                              "process (arrive poisson, renewal, closed or batch, or a trace), so a run does nothing\n")
+    path = write(tmp_path, "stage srv : fifo;\nworkload { arrive poisson(1); }\n", "nosession.sq")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 0 and err.startswith(f"{path}:2:12: warning: the sessions do nothing: the program has arrivals "
+                                        "but no session statements")
+    code, _, err = run_cli(capsys, "check", str(ROOT / "examples/lib/vllm.sq"))  # a library: definitions only
+    assert (code, err) == (0, "")

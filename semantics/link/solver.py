@@ -111,6 +111,11 @@ class Encoder:
         if e.op == "Pow":
             return self.make_fresh("pow")
         a, b = self.encode(e.left), self.encode(e.right)
+        if e.op == "Div":
+            # a float division by 0 is ±inf or NaN, not a real: Z3's a / 0 is any value, which gave
+            # witnesses no run reaches ("the work can be negative: -1 when `z` = 0"); the admissible
+            # values divide by a non-zero number, and an infinite work is the run's to refuse
+            self.constraints.append(b != 0)
         arithmetic = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b, "Div": lambda: a / b}
         if e.op in arithmetic:
             return arithmetic[e.op]()

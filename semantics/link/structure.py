@@ -31,6 +31,7 @@ from .names import (
     locate_stage,
     locate_statement,
     make_error,
+    name_attribute,
     name_stage,
     show_stage_ref,
 )
@@ -203,6 +204,10 @@ def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
             if problem is not None:
                 log.add(make_error(smap, site, f"malformed IR: {problem}"))
                 continue
+            if isinstance(stmt, (ir.Set, ir.Choose)) and (stmt.slot if isinstance(stmt, ir.Set) else stmt.var) in owned:
+                slot = stmt.slot if isinstance(stmt, ir.Set) else stmt.var
+                log.add(make_error(smap, site, f"assigns `{name_attribute(program, slot)}`, a built-in attribute the "
+                                               "semantics sets; a program reads it and does not assign it"))
             if isinstance(stmt, ir.Choose) and stmt.count > MAX_CHOOSE_MEMBERS:
                 log.add(make_error(smap, site, f"`choose` among {format_count(stmt.count)} members: each run of it "
                                                f"weighs every member's keys, and serq-ref weighs at most "
@@ -213,6 +218,10 @@ def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
                     continue
                 check(child, path + (block,))
 
+    # seed 002 §2, Built-in session attributes: the ones the semantics sets (the trace's columns with a trace)
+    owned = {program.slot_serial, program.slot_turn, program.slot_cached, program.slot_computed}
+    if program.trace is not None:
+        owned |= {program.slot_new, program.slot_out, program.slot_think, program.slot_more, program.slot_forced}
     for root in list_roots(program):
         if 0 <= root < len(program.blocks):
             check(root, ())

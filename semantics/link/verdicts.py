@@ -53,6 +53,7 @@ from .names import (
     show_ref,
     show_stage_ref,
 )
+from .constants import evaluate_constant
 from .ranges import Interval, RangeEvaluator, compute_attribute_ranges
 from .structure import list_pool_expressions, list_stage_expressions
 from .walk import list_parts, list_statement_refs, list_subexpressions, strip_cost, visit_session
@@ -159,6 +160,22 @@ def phrase_finding(question: Question, verdict: Verdict) -> str:
     return f"{what} can be above the pool's cap {last}: {witness}; such a session is rejected"
 
 
+def check_constant_work(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
+    """A run whose work is a constant inf or NaN (``run g (1 / z)`` with
+    ``let z = 0``): its job would never finish, or the run stops at it.
+    (Reals have neither, so the questions below cannot ask it of Z3; a work
+    computed at run time is refused there, as a RunError naming the run.)"""
+    for visit in visit_session(program):
+        if isinstance(visit.stmt, ir.Run):
+            work = evaluate_constant(visit.stmt.work)
+            if work is not None and (work == math.inf or work != work):
+                what = f"the work of `run {show_stage_ref(program, visit.stmt.stage)}`"
+                why = ("inf: the job would hold its stage for ever and the session never finish" if work == math.inf
+                       else "NaN, which is no amount of work")
+                log.add(make_error(smap, locate_statement(program, smap, visit.block, visit.index),
+                                   f"{what} is {why}"))
+
+
 def settle_by_ranges(question: Question, interval: Interval | None) -> bool:
     """Whether ``interval``, the range of the question's expression, holds no
     value with the fault, so that Z3 need not be asked."""
@@ -176,6 +193,7 @@ def settle_by_ranges(question: Question, interval: Interval | None) -> bool:
 def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[Warning_]:
     """An error (in ``log``) for each property that holds for every admissible
     value; a warning, returned, for each that holds for some."""
+    check_constant_work(program, smap, log)
     ranges = compute_attribute_ranges(program)
     evaluator = RangeEvaluator(program, list(ranges))
     warnings: list[Warning_] = []

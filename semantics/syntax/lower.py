@@ -99,6 +99,9 @@ class Lowering:
             base += stage.count
         for block in (kernel.init, kernel.turn, kernel.session):
             for stmt in walk_stmts(block):
+                if isinstance(stmt, (ast.Set, ast.Choose)):
+                    with self.log.recover():
+                        self.check_assignable(stmt)
                 if isinstance(stmt, (ast.Set, ast.Choose)) and stmt.name not in self.attrs:
                     self.attrs.append(stmt.name)
                     with self.log.recover():
@@ -176,6 +179,27 @@ class Lowering:
         except ProgramError as error:
             self.log.add(error)
             return placeholder
+
+    def check_assignable(self, stmt: ast.Set | ast.Choose) -> None:
+        """A built-in attribute the semantics sets is read, never assigned
+        (issue 13): serial numbers the session, turn_no its turns, cached
+        and computed are what an admission consumed and a preemption left,
+        and with a trace the trace's columns are its turns' (seed 002 §2,
+        Built-in session attributes). `set serial = 7;` made the session
+        another one for the streams it draws from; `set cached = 99;` a
+        prefix no pool holds."""
+        owners = {"serial": "the session's serial number, given at its arrival",
+                  "turn_no": "the turn number, counted by `turn;`",
+                  "cached": "what the last admission consumed from the prefix cache",
+                  "computed": "the position a preempted hold had computed"}
+        if self.kernel.trace is not None:
+            owners.update({name: "a column of the trace, loaded at every `turn;`"
+                           for name in ("new", "out", "think", "more", "forced")})
+        if stmt.name in owners:
+            word = "set" if isinstance(stmt, ast.Set) else "choose"
+            raise ProgramError(f"`{word} {stmt.name}`: `{stmt.name}` is a built-in attribute the semantics sets "
+                               f"({owners[stmt.name]}); a program reads it and does not assign it: give the value "
+                               "a name of its own", stmt.span)
 
     def check_attribute_name(self, name: str, span: Span) -> None:
         """One name, one meaning: an attribute is not a let, a context variable or inf."""
