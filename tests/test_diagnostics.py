@@ -12,8 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from semantics.cli import main
+from semantics.errors import ProgramError
+from semantics.syntax.parser import parse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -291,3 +295,85 @@ def test_a_program_that_can_do_nothing_gets_a_warning(capsys, tmp_path):
                                         "but no session statements")
     code, _, err = run_cli(capsys, "check", str(ROOT / "examples/lib/vllm.sq"))  # a library: definitions only
     assert (code, err) == (0, "")
+
+
+# --------------------------------------------------------------------------
+# Parse errors that say what is wrong
+# --------------------------------------------------------------------------
+
+PARSE_ERRORS = [
+    # a misspelled keyword names the keyword it is nearest to (it said "expected 'pull', found 'srv'")
+    ("stagee srv : fifo;\n", 1, 1, "unknown item `stagee` (did you mean `stage`?)"),
+    ("stage srv : fifo;\nsesion { run srv (1); }\n", 2, 1, "unknown item `sesion` (did you mean `session`?)"),
+    ("stage srv : fifo;\nworkloads { arrive poisson(1); }\n", 2, 1,
+     "unknown item `workloads` (did you mean `workload`?)"),
+    ("frobnicate;\n", 1, 1, "unknown item `frobnicate`: an item begins with let, use, def, pool, stage, workload, "
+                            "session, server, queue, run, share, gauge, or is `QUEUE pull QUEUE …;`"),
+    # ... and a statement's ("expected '(', found 's'")
+    ("stage srv : fifo;\nsession { obsrve s = 1; }\n", 2, 11, "unknown statement `obsrve` (did you mean `observe`?)"),
+    ("stage srv : fifo;\nsession { rn srv (1); }\n", 2, 11, "unknown statement `rn` (did you mean `run`?)"),
+    # ... and any other word near the keyword expected there
+    ("pool kv { caap 10; }\n", 1, 11, "unknown word `caap` (did you mean `cap`?)"),
+    ("workload { arive poisson(1); }\n", 1, 12, "unknown word `arive` (did you mean `arrive`?)"),
+    ("stage srv : fifoo;\n", 1, 13, "unknown word `fifoo` (did you mean `fifo`?)"),
+    ("stage srv : fifo;\nsession { run srv (1); }\nrun { horizn 5; }\n", 3, 7,
+     "unknown word `horizn` (did you mean `horizon`?)"),
+    # a missing `;` is named at the end of the statement that lacks it (it said "expected 'in', found 'srv'",
+    # one line late)
+    ("stage srv : fifo;\nsession {\n  set t0 = now\n  run srv (1);\n}\n", 3, 15,
+     "missing `;` at the end of this statement (the next line begins with `run`)"),
+    ("stage srv : fifo;\nsession {\n  set x = 1\n  run srv (1);\n}\n", 3, 12,
+     "missing `;` at the end of this statement (the next line begins with `run`)"),
+    ("let x = 1\nstage srv : fifo;\n", 1, 10, "missing `;` at the end of this statement (the next line begins "
+                                             "with `stage`)"),
+    ("stage srv : fifo;\nsession { run srv (1) }\n", 2, 22, "missing `;` at the end of this statement (the block "
+                                                             "ends)"),
+    # a missing `}` names the unclosed block with the line of its `{` (it said "expected '(' or a name,
+    # found '{'" at the next item)
+    ("stage srv : fifo;\nworkload { arrive poisson(1); }\nsession {\n  run srv (1);\n  branch (serial == 0) {\n"
+     "    run srv (2);\n\nrun { horizon 10; }\n", 5, 24,
+     "this `{` (line 5) is never closed: a `}` is missing before line 8 (the `{` of line 3 is open too)"),
+    ("stage srv : fifo;\nsession {\n  run srv (1);\n", 2, 9,
+     "this `{` (line 2) is never closed: a `}` is missing before the end of the file"),
+    # clause order (it said "expected '{', found 'reuse'")
+    ("pool kv { cap 10; }\nstage srv : fifo;\nsession {\n  hold kv (1) at admission (h = 1) reuse (1) { run srv (1); "
+     "} cache (1);\n}\n", 4, 36,
+     "`reuse` is out of place: a hold's clauses go in the order hold POOL (n) [reserve (r)], POOL (n) … [reuse (e)] "
+     "[at admission (NAME = e, …)] { … } [cache (e)] [lease POOL (t)]"),
+    ("pool kv { cap 10; }\nstage srv : fifo;\nsession {\n  hold kv (1) { run srv (1); } lease kv (1) cache (1);\n}\n",
+     4, 45, "`cache (…)` here is read as a statement after the hold it was meant for: a hold's clauses go in the order "
+            "hold POOL (n) [reserve (r)], … [reuse (e)] [at admission (…)] { … } [cache (e)] [lease POOL (t)]"),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "col", "message"), PARSE_ERRORS)
+def test_a_parse_error_says_what_is_wrong_where_it_is(capsys, tmp_path, text, line, col, message):
+    path = write(tmp_path, text)
+    code, out, err = run_cli(capsys, "check", path)
+    assert (code, out) == (1, "")
+    assert err.splitlines()[0] == f"{path}:{line}:{col}: error: {message}"
+
+
+def test_a_parse_error_the_diagnosis_does_not_recognise_keeps_the_parsers_message(capsys, tmp_path):
+    path = write(tmp_path, "stage srv : fifo;\nsession { run srv (1 + ); }\n")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and err.splitlines()[0].startswith(f"{path}:2:24: error: expected ")
+
+
+EXAMPLE_TEXTS = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "examples").glob("*/*.sq"))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_the_diagnosis_of_any_broken_program_is_a_located_program_error(data):
+    """Whatever the damage (a deletion, an insertion of program text, a duplicated span), a syntax error
+    stays a ProgramError with a place, never a crash of the diagnosis."""
+    text = data.draw(st.sampled_from(EXAMPLE_TEXTS))
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, min(len(text), start + 40)))
+    inserted = data.draw(st.sampled_from(["", "}", "{", ";", "hold", "stagee", " now", "(", "reuse (1)", "\nrun "]))
+    broken = text[:start] + inserted + text[end:]
+    try:
+        parse_text(broken, "broken.sq")
+    except ProgramError as error:
+        assert error.span is not None and error.message

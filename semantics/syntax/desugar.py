@@ -24,6 +24,7 @@ into the IR.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -821,7 +822,13 @@ class Desugarer:
             if name in self.expr_defs:
                 raise ProgramError(f"`{name}` is an expression def: use it in an expression, not as a statement",
                                    call.span)
-            raise ProgramError(f"no def named `{name}`", call.span)
+            if name in ("reserve", "reuse", "cache", "lease"):  # `… } lease kv (t) cache (e);`: the hold ended
+                raise ProgramError(f"`{name} (…)` here is read as a statement after the hold it was meant for: "
+                                   "a hold's clauses go in the order hold POOL (n) [reserve (r)], … [reuse (e)] "
+                                   "[at admission (…)] { … } [cache (e)] [lease POOL (t)]", call.span)
+            near = difflib.get_close_matches(name, sorted(self.block_defs), n=1, cutoff=0.6)
+            raise ProgramError(f"no def named `{name}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
+                               call.span)
         head = call.target.parts[0].name
         if head in self.queues and len(call.target.parts) == 2:
             return self.expand_entry(call, scope)

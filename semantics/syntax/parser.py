@@ -101,6 +101,12 @@ def parse_text(text: str, file: str) -> ast.Program:
     try:
         tree = build_parser().parse(text)
     except lark.exceptions.UnexpectedToken as error:
+        from .syntax_errors import diagnose
+
+        expected = get_accepted_terminals(error)
+        diagnosis = diagnose(text, file, error, build_parser(), get_terminal_spellings(), expected)
+        if diagnosis is not None:
+            raise diagnosis from None
         token = error.token
         if token.type == "$END":
             found = "the end of the file"
@@ -110,7 +116,7 @@ def parse_text(text: str, file: str) -> ast.Program:
             line, col = token.line, token.column
         width = len(str(token.value)) if token.type != "$END" else 1
         raise ProgramError(
-            f"expected {describe_expected(get_accepted_terminals(error))}, found {found}",
+            f"expected {describe_expected(expected)}, found {found}",
             Span(file, line, col, col + max(width, 1)),
         ) from None
     except lark.exceptions.UnexpectedCharacters as error:
