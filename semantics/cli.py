@@ -247,6 +247,10 @@ COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace
 
 
 def _source_of(path: str | None) -> str | None:
+    from . import pipeline
+
+    if path == pipeline.STDIN:
+        return pipeline.stdin_text
     if path is None or not path.endswith(".sq"):
         return None
     try:

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 from . import ir
@@ -43,6 +44,23 @@ class Overrides:
     warmup: float | None = None
     arrivals: int | None = None
     sets: tuple[tuple[str, float], ...] = ()
+
+
+#: The name a program read from standard input (FILE `-`) has in messages.
+STDIN = "<stdin>"
+#: That program's text, kept for the CLI's source lines under an error.
+stdin_text: str | None = None
+
+
+def read_stdin() -> str:
+    """A program given as `-`: standard input, as UTF-8, like a file."""
+    global stdin_text
+    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+    try:
+        stdin_text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", file=STDIN) from None
+    return stdin_text
 
 
 def read_text(path: str) -> str:
@@ -105,14 +123,19 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
     ``command`` (one of COMMANDS). Every error of the program's run settings
     and of the linker is raised together, in source order."""
     assert command in COMMANDS, command
-    ext = os.path.splitext(path)[1]
-    if ext not in (".sq", ".json"):
-        raise UsageError(f"{path}: expected a .sq program or a .json IR file")
-    text = read_text(path)  # a missing file is a usage error, before anything else
+    if path == "-":  # standard input: an IR file if it is a JSON object, else a .sq program
+        text = read_stdin()
+        path = STDIN
+        ext = ".json" if text.lstrip().startswith("{") else ".sq"
+    else:
+        ext = os.path.splitext(path)[1]
+        if ext not in (".sq", ".json"):
+            raise UsageError(f"{path}: expected a .sq program or a .json IR file (or - for standard input)")
+        text = read_text(path)  # a missing file is a usage error, before anything else
     if ext == ".sq":
-        from .compiler import compile_file
+        from .compiler import compile_source
 
-        program, smap = compile_file(path, sets=dict(overrides.sets) or None)
+        program, smap = compile_source(text, path, sets=dict(overrides.sets) or None)
     else:
         if overrides.sets:
             raise UsageError("--set applies to .sq programs; an IR file's constants are already folded")
@@ -133,7 +156,8 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
     with log.recover():
         warnings = link(program, smap)
     log.raise_errors()
-    return Loaded(program, smap, tuple(warnings), os.path.dirname(os.path.abspath(path)))
+    base_dir = os.getcwd() if path == STDIN else os.path.dirname(os.path.abspath(path))
+    return Loaded(program, smap, tuple(warnings), base_dir)
 
 
 def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMap, command: str) -> None:

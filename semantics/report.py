@@ -81,12 +81,14 @@ def build_report(result: RunResult) -> Report:
 def format_text(report: Report) -> str:
     """The text report: the run line, then a table per kind of figure that
     has any rows, each after a blank line; ends with a newline."""
-    lines = [
-        f"run: horizon {format_compact(report.horizon)} end {format_compact(report.end)}"
-        f" warmup {format_compact(report.warmup)} seed {report.seed} events {report.events}"
-        f" arrivals {report.arrivals} ended {report.ended} turns {report.turns}"
-        f" mean live {format_fixed(report.mean_live, 3)}"
-    ]
+    settings = (f"run: horizon {format_compact(report.horizon)} end {format_compact(report.end)}"
+                f" warmup {format_compact(report.warmup)} seed {report.seed}")
+    whole = f"events {report.events} arrivals {report.arrivals}"
+    measured = f"ended {report.ended} turns {report.turns} mean live {format_fixed(report.mean_live, 3)}"
+    if report.warmup > 0:  # the two windows differ: each figure is labelled with its own (docs/reports.md)
+        lines = [f"{settings} | whole run: {whole} | after warm-up: {measured}"]
+    else:
+        lines = [f"{settings} {whole} {measured}"]
     if report.observes:
         lines += format_observe_table(report.observes)
     if report.gauges:
@@ -204,6 +206,10 @@ def format_pool_table(pools: Sequence[PoolRecord]) -> list[str]:
     header += ["evict(n)", "evict(u)", "preempt", "spill", "rej", "stuck"]
     lines = format_table(header, rows)
     lines += [line for pool in pools for line in pool.explanations]
+    lines += [f"note: pool {format_label(pool.name, pool.index)}'s wait is nan: its {pool.admissions} admission(s) "
+              "were of holds that waited in another pool's queue (a hold on several pools waits in its first "
+              "pool's, seed 002 §3 Ties)"
+              for pool in pools if pool.admissions > 0 and math.isnan(pool.mean_wait)]
     return lines
 
 

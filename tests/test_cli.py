@@ -123,7 +123,7 @@ def test_run_text_report_first_line(capsys):
     code, out, err = run_cli(capsys, "run", MM1, "--horizon", "200", "--warmup", "10", "--seed", "3")
     assert code == 0, err
     first = out.splitlines()[0]
-    assert first.startswith("run: horizon 200 end 200 warmup 10 seed 3 events ")
+    assert first.startswith("run: horizon 200 end 200 warmup 10 seed 3 | whole run: events ")
     for word in ("arrivals", "ended", "turns", "mean live"):
         assert f" {word} " in first
 

@@ -377,3 +377,85 @@ def test_the_diagnosis_of_any_broken_program_is_a_located_program_error(data):
         parse_text(broken, "broken.sq")
     except ProgramError as error:
         assert error.span is not None and error.message
+
+
+# --------------------------------------------------------------------------
+# The command line and the report
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "ir", "run", "trace"])
+def test_every_option_of_every_subcommand_has_help_saying_its_default(command):
+    """"Every option of every subcommand has help text saying what it overrides and its default"."""
+    from semantics.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    for action in sub._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, f"{command} {action.option_strings or action.dest} has no help"
+        if action.option_strings and action.dest != "rules":
+            assert "Default" in action.help, f"{command} {action.option_strings}: {action.help}"
+    for option in ("--horizon", "--warmup", "--seed", "--arrivals"):
+        action = next(a for a in sub._actions if option in a.option_strings)
+        assert "overrides `run {" in action.help
+
+
+def test_a_program_is_read_from_standard_input_with_a_dash(capsys, tmp_path, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(SMALL.encode())))
+    code, out, err = run_cli(capsys, "check", "-")
+    assert (code, out, err) == (0, "OK: 0 pool(s), 1 stage(s), 9 attribute(s), 3 block(s)\n", "")
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"stage s : fifo;\nsession { rn s (1); }\n")))
+    code, _, err = run_cli(capsys, "check", "-")
+    assert (code, err) == (1, "<stdin>:2:11: error: unknown statement `rn` (did you mean `run`?)\n"
+                              "  session { rn s (1); }\n            ^^\n")
+    path = write(tmp_path, SMALL + "run { horizon 50; }\n")
+    ir_text = run_cli(capsys, "ir", path)[1]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(ir_text.encode())))  # an IR file too
+    code, out, _ = run_cli(capsys, "run", "-", "--json")
+    assert code == 0 and json.loads(out)["horizon"] == 50.0
+
+
+def test_trace_without_steps_stops_at_a_default_and_says_so(capsys, tmp_path):
+    from semantics.cli import DEFAULT_TRACE_STEPS
+
+    path = write(tmp_path, SMALL + "run { horizon 1e9; }\n")
+    code, out, err = run_cli(capsys, "trace", path)
+    assert code == 0 and len(out.splitlines()) == DEFAULT_TRACE_STEPS
+    assert err == (f"serq-ref: the trace stopped after {DEFAULT_TRACE_STEPS:,} rules (--steps {DEFAULT_TRACE_STEPS}, "
+                   "the default); `--steps all` prints every one\n")
+    code, out, err = run_cli(capsys, "trace", path, "--horizon", "20", "--steps", "all")
+    assert code == 0 and err == "" and 0 < len(out.splitlines()) < DEFAULT_TRACE_STEPS
+
+
+def test_trace_takes_a_horizon_shorter_than_the_files_warmup(capsys, tmp_path):
+    """A trace measures nothing, so a --horizon before the file's warm-up is no error there (run refuses it)."""
+    path = write(tmp_path, SMALL + "run { horizon 100; warmup 50; }\n")
+    code, out, err = run_cli(capsys, "trace", path, "--horizon", "10", "--steps", "all")
+    assert (code, err) == (0, "") and out.splitlines()
+    assert run_cli(capsys, "run", path, "--horizon", "10")[0] == 2
+
+
+def test_the_report_header_labels_each_figure_with_its_window(capsys, tmp_path):
+    path = write(tmp_path, SMALL + "run { horizon 200; warmup 10; seed 1; }\n")
+    code, out, _ = run_cli(capsys, "run", path)
+    first = out.splitlines()[0]
+    assert first.startswith("run: horizon 200 end 200 warmup 10 seed 1 | whole run: events ")
+    assert " arrivals " in first.split("|")[1] and first.split("|")[2].startswith(" after warm-up: ended ")
+    path = write(tmp_path, SMALL + "run { horizon 200; seed 1; }\n", "nowarmup.sq")
+    first = run_cli(capsys, "run", path)[1].splitlines()[0]
+    assert "|" not in first and first.startswith("run: horizon 200 end 200 warmup 0 seed 1 events ")
+
+
+def test_a_pools_nan_wait_says_why(capsys, tmp_path):
+    path = write(tmp_path, "pool a { cap 2; }\npool b { cap 5; }\nstage g : fifo;\nworkload { arrive poisson(1); }\n"
+                           "session { hold a (1), b (1) { run g (~exp(0.5)); } }\nrun { horizon 200; }\n")
+    code, out, _ = run_cli(capsys, "run", path)
+    notes = [line for line in out.splitlines() if line.startswith("note: pool")]
+    assert code == 0 and len(notes) == 1
+    assert notes[0].startswith("note: pool b's wait is nan: its ") and notes[0].endswith(
+        "admission(s) were of holds that waited in another pool's queue (a hold on several pools waits in its "
+        "first pool's, seed 002 §3 Ties)")
