@@ -156,6 +156,7 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
     with log.recover():
         warnings = link(program, smap)
     log.raise_errors()
+    warnings = list_idleness_warnings(program, smap) + list(warnings)
     base_dir = os.getcwd() if path == STDIN else os.path.dirname(os.path.abspath(path))
     return Loaded(program, smap, tuple(warnings), base_dir)
 
@@ -217,6 +218,23 @@ def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMa
             raise UsageError(f"{options}: {message}; give a longer --horizon or a shorter --warmup")
         raise ProgramError(prefix_ir_path(smap, "warmup", message + "; the horizon must be longer than the warm-up"),
                            smap.run, file=smap.file)
+
+
+def list_idleness_warnings(program: ir.Program, smap: SourceMap) -> list[Warning_]:
+    """A program that can do nothing gets a warning (issue 13): sessions
+    that never arrive (no workload, or `arrive none;`), or arrivals whose
+    session is empty. A library, with neither, is definitions only and gets
+    none (`check` on it checks its declarations)."""
+    arrives = not isinstance(program.arrival, ir.NoArrival)
+    acts = bool(program.blocks[program.session])
+    if arrives == acts:
+        return []
+    if acts:
+        message = ("the program starts no session: its workload has no arrival process (arrive poisson, renewal, "
+                   "closed or batch, or a trace), so a run does nothing")
+        return [Warning_(message, smap.arrival, smap.file)]
+    message = "the sessions do nothing: the program has arrivals but no session statements, so a run does nothing"
+    return [Warning_(message, smap.arrival, smap.file)]
 
 
 def prefix_ir_path(smap: SourceMap, field: str, message: str) -> str:

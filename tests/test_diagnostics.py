@@ -459,3 +459,65 @@ def test_a_pools_nan_wait_says_why(capsys, tmp_path):
     assert notes[0].startswith("note: pool b's wait is nan: its ") and notes[0].endswith(
         "admission(s) were of holds that waited in another pool's queue (a hold on several pools waits in its "
         "first pool's, seed 002 §3 Ties)")
+
+
+# --------------------------------------------------------------------------
+# Warnings that are true
+# --------------------------------------------------------------------------
+
+EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/*.sq"))
+USER_PROGRAMS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/programs/warnings").glob("*.sq"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES + USER_PROGRAMS)
+def test_no_example_and_no_program_of_the_kinds_users_write_prints_a_warning(capsys, path):
+    """Every example printed one to seven warnings, and a vLLM replay, PD disaggregation, a spill and a
+    multi-turn agent false ones. The linker now gives Z3 the relations the semantics guarantees along the
+    path to a statement (semantics/link/paths.py: the sets on the way, the guards, `cached` within the
+    hold's reuse, the trace's columns as the file has them), and warns only of what can stop a run."""
+    code, out, err = run_cli(capsys, "check", str(ROOT / path))
+    assert code == 0 and out.startswith("OK: ") and err == "", err
+
+
+@pytest.mark.parametrize(("session", "message"), [
+    # a loop-carried value: the second iteration reads x = 1
+    ("set x = 0;\n  hold kv (1) {\n    loop {\n      grow kv (1 - x);\n      set x = x + 1;\n      run g (1);\n    }\n"
+     "  }", "the amount of `grow kv` can be negative: -1 when `x` = 2"),
+    # a preempted hold runs its body again, with what the body assigned before
+    ("set x = 0;\n  hold kv (1) {\n    grow kv (1 - x);\n    set x = x + 1;\n    run g (1);\n  }",
+     "the amount of `grow kv` can be negative: -1 when `x` = 2"),
+    # a branch passed says nothing about the values after it
+    ("set a = ~uniform(-1, 1);\n  branch (a > 0) { run g (1); }\n  hold kv (a) { run g (1); }",
+     "the units of the hold on `kv` can be negative: -1 when `a` = -1"),
+    # a guard that can be other than 0 or 1 is a run-time error
+    ("set a = ~uniform(0, 2);\n  branch (a) { run g (1); }",
+     "the guard of this branch can be 2 when `a` = 2, which is neither 0 nor 1 (a run-time error); write "
+     "`branch with (p)` for a draw"),
+    # a family index outside the family is a run-time error
+    ("run h[serial] (1);", "the index of `h[serial]` can be 2 when `serial` = 2, which is not a member index 0..1"),
+])
+def test_a_warning_a_run_can_reach_is_still_given(capsys, tmp_path, session, message):
+    path = write(tmp_path, "pool kv { cap 100; preempt lifo; }\nstage g : delay;\nstage h[2] : delay;\n"
+                           f"workload {{ arrive batch(3); }}\nsession {{\n  {session}\n}}\n")
+    code, _, err = run_cli(capsys, "check", path)
+    warnings = [line.split(": warning: ")[1] for line in err.splitlines() if ": warning: " in line]
+    assert code == 0 and warnings == [message], err
+
+
+def test_a_guard_that_ends_the_session_is_known_after_it(capsys, tmp_path):
+    path = write(tmp_path, "pool kv { cap 100; }\nstage g : delay;\nworkload { arrive batch(1); }\nsession {\n"
+                           "  set a = ~uniform(-1, 1);\n  branch (a < 0) { end; }\n  hold kv (a) { run g (1); }\n}\n")
+    assert run_cli(capsys, "check", path)[2] == ""
+
+
+def test_what_only_defined_outcomes_are_not_warned_but_every_value_is_an_error(capsys, tmp_path):
+    """A run of zero work or less completes at once; a hold above its pool's cap is rejected and counted
+    (`rej`): some values are no warning; every value is still an error."""
+    path = write(tmp_path, "pool kv { cap 100; }\nstage g : delay;\nworkload { arrive batch(1); }\nsession {\n"
+                           "  set a = ~uniform(-1, 1);\n  run g (a);\n  set b = ~uniform(50, 150);\n"
+                           "  hold kv (b) { run g (1); }\n}\n")
+    assert run_cli(capsys, "check", path)[2] == ""
+    path = write(tmp_path, "pool kv { cap 100; }\nstage g : delay;\nworkload { arrive batch(1); }\nsession {\n"
+                           "  set b = ~uniform(150, 200);\n  hold kv (b) { run g (1); }\n}\n", "always.sq")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and "the units of the hold on `kv` can never fit in the pool, whose cap is 100" in err

@@ -70,21 +70,5 @@ def link(program: ir.Program, smap: SourceMap | None = None) -> list[Warning_]:
         check_lints(program, smap, log)
         warnings = check_verdicts(program, smap, log)
     log.raise_errors()
-    return list_idleness_warnings(program, smap) + warnings
+    return warnings
 
-
-def list_idleness_warnings(program: ir.Program, smap: SourceMap) -> list[Warning_]:
-    """A program that can do nothing gets a warning (issue 13): sessions
-    that never arrive (no workload, or `arrive none;`), or arrivals whose
-    session is empty. A library, with neither, is definitions only and gets
-    none (`check` on it checks its declarations)."""
-    arrives = not isinstance(program.arrival, ir.NoArrival)
-    acts = bool(program.blocks[program.session])
-    if arrives == acts:
-        return []
-    if acts:
-        message = ("the program starts no session: its workload has no arrival process (arrive poisson, renewal, "
-                   "closed or batch, or a trace), so a run does nothing")
-        return [Warning_(message, smap.arrival, smap.file)]
-    message = "the sessions do nothing: the program has arrivals but no session statements, so a run does nothing"
-    return [Warning_(message, smap.arrival, smap.file)]

@@ -34,6 +34,7 @@ Z3 side (``solver``) is imported only for the questions left.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -54,7 +55,8 @@ from .names import (
     show_stage_ref,
 )
 from .constants import evaluate_constant
-from .ranges import Interval, RangeEvaluator, compute_attribute_ranges
+from .paths import Path, find_parents, find_path
+from .ranges import Interval, RangeEvaluator, compute_attribute_ranges, read_trace_columns
 from .structure import list_pool_expressions, list_stage_expressions
 from .walk import list_parts, list_statement_refs, list_subexpressions, strip_cost, visit_session
 
@@ -87,6 +89,11 @@ class Question:
     expr: ir.Expr
     fault: str  # "index", "guard", "negative", "cap"
     limit: float
+    #: the way a session comes to a statement's site (paths.py); None for a pool's or stage's
+    path: Path | None = None
+    #: whether some bad values (not all) are worth a warning: not when the semantics defines
+    #: what they do and the run reports it (``list_statement_questions``)
+    warns: bool = True
 
 
 def list_index_questions(program: ir.Program, site: Site, refs: Iterable[tuple[str, ir.Ref]]) -> Iterator[Question]:
@@ -113,7 +120,9 @@ def list_statement_questions(program: ir.Program, site: Site, stmt: ir.Stmt) -> 
         word = "branch" if isinstance(stmt, ir.Branch) else "while"
         yield Question(site, f"the guard of this {word}", stmt.guard, "guard", 1.0)
     if isinstance(stmt, ir.Run):
-        yield Question(site, f"the work of `run {show_stage_ref(program, stmt.stage)}`", stmt.work, "negative", 0.0)
+        # a run of zero work or less completes at once (seed 002 §3 Stages): only "every value" is a finding
+        yield Question(site, f"the work of `run {show_stage_ref(program, stmt.stage)}`", stmt.work, "negative", 0.0,
+                       warns=False)
     if isinstance(stmt, (ir.Grow, ir.Load)):
         word = "grow" if isinstance(stmt, ir.Grow) else "load"
         yield Question(site, f"the amount of `{word} {show_pool_ref(program, stmt.ref)}`", stmt.amount, "negative", 0.0)
@@ -125,13 +134,17 @@ def list_statement_questions(program: ir.Program, site: Site, stmt: ir.Stmt) -> 
             for word, e in clauses:
                 yield Question(site, f"the {word} of the hold on `{name}`", e, "negative", 0.0)
                 if math.isfinite(cap):
-                    yield Question(site, f"the {word} of the hold on `{name}`", e, "cap", cap)
+                    # such a session is rejected (seed 002 §3 Pools), counted and named in the run's report
+                    yield Question(site, f"the {word} of the hold on `{name}`", e, "cap", cap, warns=False)
 
 
 def list_questions(program: ir.Program, smap: SourceMap) -> Iterator[Question]:
+    parents = find_parents(program)
     for visit in visit_session(program):
         site = locate_statement(program, smap, visit.block, visit.index)
-        yield from list_statement_questions(program, site, visit.stmt)
+        path = find_path(program, parents, visit.block, visit.index)
+        for question in list_statement_questions(program, site, visit.stmt):
+            yield dataclasses.replace(question, path=path)
     for i, pool in enumerate(program.pools):
         yield from list_index_questions(program, locate_pool(program, smap, i), list_expression_refs(list_pool_expressions(pool)))
     for i, stage in enumerate(program.stages):
@@ -194,7 +207,8 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
     """An error (in ``log``) for each property that holds for every admissible
     value; a warning, returned, for each that holds for some."""
     check_constant_work(program, smap, log)
-    ranges = compute_attribute_ranges(program)
+    columns = read_trace_columns(program, smap)
+    ranges = compute_attribute_ranges(program, columns)
     evaluator = RangeEvaluator(program, list(ranges))
     warnings: list[Warning_] = []
     for question in list_questions(program, smap):
@@ -203,11 +217,13 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
             continue
         from .solver import Encoder, decide, formulate
 
-        encoder = Encoder(program, ranges)
+        encoder = Encoder(program, ranges, columns)
+        if question.path is not None:
+            encoder.walk(question.path)
         term = encoder.encode(expr)
         verdict = decide(encoder, term, formulate(question, encoder, term))
         if verdict.answer == ALWAYS:
             log.add(make_error(smap, question.site, phrase_finding(question, verdict)))
-        if verdict.answer == SOMETIMES:
+        if verdict.answer == SOMETIMES and question.warns:
             warnings.append(make_warning(smap, question.site, phrase_finding(question, verdict)))
     return warnings
