@@ -208,6 +208,8 @@ def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMa
         raise ProgramError(prefix_ir_path(smap, "arrivals",
                            f"`arrivals {program.arrivals}` needs an open workload (arrive poisson or arrive "
                            f"renewal), and this program's is {kind}"), place("arrivals"), file=smap.file)
+    if runs:
+        check_arrival_count(program, overrides, smap)
     measured = command == "run" or (command in ("check", "ir") and from_file("warmup") and from_file("horizon"))
     if measured and has_horizon and not program.warmup < program.horizon:
         message = (f"the warm-up ({program.warmup:g}) ends at or after the horizon ({program.horizon:g}): "
@@ -235,6 +237,38 @@ def list_idleness_warnings(program: ir.Program, smap: SourceMap) -> list[Warning
         return [Warning_(message, smap.arrival, smap.file)]
     message = "the sessions do nothing: the program has arrivals but no session statements, so a run does nothing"
     return [Warning_(message, smap.arrival, smap.file)]
+
+
+#: The most arrivals a run is started for (issue 13, "No silent hang"): serq-ref takes about 50 000
+#: arrivals a second, so 10^8 is over half an hour, and `arrive poisson(1e17);` over a horizon of 1
+#: ran for minutes with the progress bar at 0 % before this.
+MAX_ARRIVALS = 100_000_000
+
+
+def check_arrival_count(program: ir.Program, overrides: Overrides, smap: SourceMap) -> None:
+    """An open workload's expected arrivals (poisson: one at 0, then rate ×
+    horizon; renewal with a constant gap: horizon / gap; never more than an
+    arrival limit) above MAX_ARRIVALS stop the command before the run, at the
+    arrival clause (or --arrivals, when it asks for more)."""
+    arrival = program.arrival
+    if isinstance(arrival, ir.Poisson):
+        expected, what = 1 + arrival.rate * program.horizon, f"arrive poisson({arrival.rate:g})"
+    elif isinstance(arrival, ir.Renewal) and isinstance(arrival.gap, ir.Num) and arrival.gap.value > 0:
+        expected, what = program.horizon / arrival.gap.value, f"arrive renewal({arrival.gap.value:g})"
+    else:
+        return
+    if program.arrivals is not None:
+        if program.arrivals > MAX_ARRIVALS and overrides.arrivals is not None:
+            raise UsageError(f"--arrivals {program.arrivals}: serq-ref runs at most {MAX_ARRIVALS:,} arrivals "
+                             "(about 50 000 a second)")
+        expected = min(expected, program.arrivals)
+    if not expected > MAX_ARRIVALS:  # a NaN (0 × inf) is no estimate
+        return
+    horizon = f"--horizon {program.horizon:g}" if overrides.horizon is not None else f"horizon {program.horizon:g}"
+    raise ProgramError(prefix_ir_path(smap, "arrival",
+                       f"{what} over the {horizon} is about {expected:.3g} arrivals; serq-ref runs at most "
+                       f"{MAX_ARRIVALS:,} (it takes about 50 000 a second): a rate this high is a model of its own "
+                       "(a shorter horizon, or `arrivals N`)"), smap.arrival, file=smap.file)
 
 
 def prefix_ir_path(smap: SourceMap, field: str, message: str) -> str:

@@ -521,3 +521,71 @@ def test_what_only_defined_outcomes_are_not_warned_but_every_value_is_an_error(c
                            "  set b = ~uniform(150, 200);\n  hold kv (b) { run g (1); }\n}\n", "always.sq")
     code, _, err = run_cli(capsys, "check", path)
     assert code == 1 and "the units of the hold on `kv` can never fit in the pool, whose cap is 100" in err
+
+
+# --------------------------------------------------------------------------
+# No silent hang
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("clause", "what", "short"), [
+    ("arrive poisson(1e17);", "arrive poisson(1e+17) over the horizon 1 is about 1e+17 arrivals", "1e-15"),
+    ("arrive renewal(1e-300);", "arrive renewal(1e-300) over the horizon 1 is about 1e+300 arrivals", "1e-297"),
+])
+def test_arrivals_at_an_absurd_rate_stop_before_the_run_naming_the_limit(capsys, tmp_path, clause, what, short):
+    """They ran for minutes with the progress bar at 0 %."""
+    path = write(tmp_path, f"stage g : fifo;\nworkload {{ {clause} }}\nsession {{ run g (1); }}\nrun {{ horizon 1; }}\n")
+    code, out, err = run_cli(capsys, "run", path)
+    assert (code, out) == (1, "")
+    assert err.splitlines()[0] == (f"{path}:2:12: error: {what}; serq-ref runs at most 100,000,000 (it takes about "
+                                   "50 000 a second): a rate this high is a model of its own (a shorter horizon, or "
+                                   "`arrivals N`)")
+    assert run_cli(capsys, "run", path, "--horizon", short)[0] == 0  # the same rate over a short horizon runs
+    assert run_cli(capsys, "check", path)[0] == 0  # a limit of a run, not of the program
+
+
+def test_a_fifo_line_past_the_limit_stops_at_the_run_statement(capsys, tmp_path, monkeypatch):
+    """fifo(1e9) with 40 000 jobs in service took 81 s (quadratic: the line and the pending completions
+    are tuples copied at every step); past MAX_JOBS_AT_STAGE the run stops at the run statement."""
+    from semantics.smallstep.stages import jobs
+
+    monkeypatch.setattr(jobs, "MAX_JOBS_AT_STAGE", 50)
+    for kind in ("fifo(1e9)", "fifo(1)"):
+        path = write(tmp_path, f"stage g : {kind};\nworkload {{ arrive batch(60); }}\nsession {{ run g (1); }}\n"
+                               "run { horizon 100; }\n")
+        code, _, err = run_cli(capsys, "run", path)
+        assert code == 1
+        assert err.splitlines()[0] == (
+            f"{path}:3:11: error: fifo stage g would hold more than 50 jobs at once, the most serq-ref's literal "
+            "semantics holds at a fifo stage (it copies the stage's line and its pending completions at every "
+            "step, so a run past it takes hours): a line this long is a model of its own (a delay or ps stage, "
+            "which has no such limit; fewer sessions at once) (at time 0)")
+    path = write(tmp_path, "stage g : delay;\nworkload { arrive batch(60); }\nsession { run g (1); }\n"
+                           "run { horizon 100; }\n", "delay.sq")
+    assert run_cli(capsys, "run", path)[0] == 0  # a delay stage has no such limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("enter"), st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 7.25])),
+                          st.tuples(st.just("first"), st.just(0.0)),
+                          st.tuples(st.just("leave"), st.integers(0, 40))), max_size=60))
+def test_a_ps_stages_heap_of_jobs_is_the_sorted_tuple_it_replaced(operations):
+    """A ps stage's jobs were a tuple sorted by (finish tag, start order), copied whole at every step
+    (`batch(1e6)` on a delay stage ran for minutes in 770 MB); they are a persistent leftist heap now,
+    checked here against the tuple: the same jobs, in the same order, after any joins, completions of
+    the first, and jobs taken off early."""
+    from semantics.smallstep.stages.ps import NO_JOBS, PsJob
+
+    heap, model, next_id = NO_JOBS, (), 0
+    for operation, value in operations:
+        if operation == "enter":
+            job = PsJob(next_id, next_id, 0.0, 0.0, None, value)
+            next_id += 1
+            heap, model = heap.with_job(job), tuple(sorted(model + (job,), key=lambda j: (j.tag, j.job_id)))
+        elif operation == "first" and model:
+            assert heap.first() == model[0]
+            heap, model = heap.without_first(), model[1:]
+        elif operation == "leave":
+            heap, model = heap.without(int(value)), tuple(j for j in model if j.job_id != int(value))
+        assert len(heap) == len(model) and bool(heap) == bool(model)
+        assert tuple(heap) == model
