@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from typing import NamedTuple
 
 from ..configuration import install_fast_replace, Configuration, build, insert_event, remove_event, replace_at, setter
@@ -166,6 +167,9 @@ def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     return start(m, c, s) if st.busy < m.servers[s] else c  # stage/fifo-start's premise: a server is free
 
 
+_JOB_ID = operator.attrgetter("job_id")
+
+
 def _in_service(jobs: tuple, job_id: int) -> int:
     """The index of job ``job_id``, in service: among the first ``busy`` (a
     search among those, not a scan: the first busy jobs are in start order)."""
@@ -177,13 +181,9 @@ def _index(jobs: tuple, job_id: int, end: int) -> int:
     order and a job's id is the sequence number it arrived with, so the ids
     ascend along it and a binary search finds it (a scan in Python was the
     quadratic part of a stage with tens of thousands of jobs in service)."""
-    k = bisect.bisect_left(jobs, job_id, 0, end, key=_job_id)
+    k = bisect.bisect_left(jobs, job_id, 0, end, key=_JOB_ID)
     assert k < end and jobs[k].job_id == job_id, "no such job at the stage"
     return k
-
-
-def _job_id(job: FifoJob) -> int:
-    return job.job_id
 
 
 # -- fast forms (installed when no step trace observes the run: fast.py) ---------
