@@ -208,7 +208,7 @@ def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMa
         raise ProgramError(prefix_ir_path(smap, "arrivals",
                            f"`arrivals {program.arrivals}` needs an open workload (arrive poisson or arrive "
                            f"renewal), and this program's is {kind}"), place("arrivals"), file=smap.file)
-    if runs:
+    if command == "run":  # a trace is as long as its --steps
         check_arrival_count(program, overrides, smap)
     measured = command == "run" or (command in ("check", "ir") and from_file("warmup") and from_file("horizon"))
     if measured and has_horizon and not program.warmup < program.horizon:
