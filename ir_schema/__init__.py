@@ -38,10 +38,11 @@ def load_schema() -> dict[str, Any]:
 
 @functools.cache
 def get_validator() -> jsonschema.Draft202012Validator:
-    """A validator of the schema (the schema itself checked once, on first use)."""
-    schema = load_schema()
-    jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    """A validator of the schema, built once per process. The schema itself
+    is not checked against the draft's meta-schema here (that took a few
+    tenths of a second on every command): it is data of this package, and
+    tests/test_ir_schema.py checks it with ``check_schema``."""
+    return jsonschema.Draft202012Validator(load_schema())
 
 
 def validate(obj: Any, file: str | None = None) -> None:

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Sequence
 
-from . import SERQ_VERSION, codec
-from .errors import RunError, SerqError, UsageError, format_diagnostic, render
+from . import SERQ_VERSION
+from .errors import ProgramErrors, RunError, SerqError, UsageError, format_diagnostic, render
 from .pipeline import Loaded, Overrides, load
 from lean_bridge import cli as lean_cli
 from oracle import cli as oracle_cli
@@ -50,6 +50,40 @@ def _count(text: str) -> int:
     return value
 
 
+#: How many rules `serq-ref trace` prints without --steps.
+DEFAULT_TRACE_STEPS = 10_000
+
+
+def _steps(text: str) -> int | None:
+    if text == "all":
+        return None
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1, or `all`")
+    return value
+
+
+def _positive_count(text: str) -> int:
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1: an arrival limit of 0 would measure nothing")
+    return value
+
+
+def _horizon(text: str) -> float:
+    value = _number(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (a time, or inf with --arrivals N): {text}")
+    return value
+
+
+def _warmup(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite time, 0 or later: {text}")
+    return value
+
+
 def _assignment(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
@@ -63,45 +97,57 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
-    def program_arguments(p: argparse.ArgumentParser, run_block: bool, optional_file: bool = False) -> None:
+    def program_arguments(p: argparse.ArgumentParser, optional_file: bool = False) -> None:
         p.add_argument("file", metavar="FILE", nargs="?" if optional_file else None,
-                       help="a .sq program or a .json IR file")
+                       help="the program: a .sq source or a .json IR file; - reads a program (either) from "
+                            "standard input")
         p.add_argument("--set", dest="sets", action="append", type=_assignment, default=[], metavar="NAME=VALUE",
-                       help="override a let constant (.sq only); repeatable")
-        p.add_argument("--arrivals", type=_count, metavar="N", help="exactly N arrivals, then drain")
-        if run_block:
-            p.add_argument("--seed", type=_count, metavar="N")
-            p.add_argument("--horizon", type=_number, metavar="T")
-            p.add_argument("--warmup", type=_number, metavar="T")
+                       help="replace the value of the constant `let NAME = …;` (a .sq program only; repeatable). "
+                            "Default: the file's values")
+        p.add_argument("--horizon", type=_horizon, metavar="T",
+                       help="the run's deadline, a positive time (inf with an arrival limit: until the arrivals "
+                            "drain); overrides `run { horizon T; }`. Default: the file's; a program without one "
+                            "needs this option to run or trace")
+        p.add_argument("--warmup", type=_warmup, metavar="T",
+                       help="the time the statistics start, 0 or later and before the horizon; overrides "
+                            "`run { warmup T; }`. Default: the file's, else 0")
+        p.add_argument("--seed", type=_count, metavar="N",
+                       help="the random seed, a whole number of 0 or more, read exactly; overrides "
+                            "`run { seed N; }`. Default: the file's, else 1")
+        p.add_argument("--arrivals", type=_positive_count, metavar="N",
+                       help="exactly N arrivals of an open workload, then the run drains them and ends; "
+                            "overrides `run { arrivals N; }`. Default: the file's, else no limit (the run ends at "
+                            "the horizon)")
 
     p = commands.add_parser("check", help="compile and link; print a one-line summary or the errors")
-    program_arguments(p, run_block=False)
+    program_arguments(p)
     p = commands.add_parser("ir", help="print the IR (version 13) of a program")
-    program_arguments(p, run_block=False)
+    program_arguments(p)
     p = commands.add_parser("run", help="simulate a program and report")
-    program_arguments(p, run_block=True)
-    p.add_argument("--json", action="store_true", help="the report as JSON")
-    p.add_argument("--dump", metavar="DIR", help="write every observation and gauge as CSV under DIR")
+    program_arguments(p)
+    p.add_argument("--json", action="store_true",
+                   help="print the report as JSON (docs/reports.md) instead of text. Default: text")
+    p.add_argument("--dump", metavar="DIR",
+                   help="also write every observation and gauge as CSV files under DIR, created if needed "
+                        "(docs/reports.md). Default: no files")
     p = commands.add_parser("trace", help="print the step trace: one JSON line per rule applied")
-    program_arguments(p, run_block=True, optional_file=True)
+    program_arguments(p, optional_file=True)
     p.add_argument("--rules", action="store_true",
-                   help="list every rule of the semantics (its name, meaning and the seed sentence it implements) instead")
-    p.add_argument("--steps", type=_count, metavar="N", help="at most N rules")
+                   help="list every rule of the semantics (its name, meaning and the seed sentence it implements) "
+                        "instead of a trace; takes no FILE")
+    p.add_argument("--steps", type=_steps, default=DEFAULT_TRACE_STEPS, metavar="N",
+                   help=f"print at most N rules, or every one with `--steps all`. Default: {DEFAULT_TRACE_STEPS:,} "
+                        "(a run's trace can be millions of lines; a note says when it stopped there)")
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
-                   help="only rules at time T or later")
+                   help="print only the rules applied at time T or later (the run itself starts at 0). Default: 0")
     lean_cli.add_parser(commands)
     oracle_cli.add_parser(commands, _Parser)
     return parser
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
-    return Overrides(
-        seed=getattr(args, "seed", None),
-        horizon=getattr(args, "horizon", None),
-        warmup=getattr(args, "warmup", None),
-        arrivals=args.arrivals,
-        sets=tuple(args.sets),
-    )
+    return Overrides(seed=args.seed, horizon=args.horizon, warmup=args.warmup, arrivals=args.arrivals,
+                     sets=tuple(args.sets))
 
 
 def _print_warnings(loaded: Loaded) -> None:
@@ -111,7 +157,7 @@ def _print_warnings(loaded: Loaded) -> None:
 
 
 def command_check(args: argparse.Namespace) -> int:
-    loaded = load(args.file, _overrides(args))
+    loaded = load(args.file, _overrides(args), "check")
     _print_warnings(loaded)
     p = loaded.program
     print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} block(s)")
@@ -119,17 +165,23 @@ def command_check(args: argparse.Namespace) -> int:
 
 
 def command_ir(args: argparse.Namespace) -> int:
-    loaded = load(args.file, _overrides(args))
+    from . import codec
+    from .pipeline import validate_schema
+
+    loaded = load(args.file, _overrides(args), "ir")
     _print_warnings(loaded)
+    validate_schema(codec.encode_program(loaded.program), args.file)  # what other tools will read
     sys.stdout.write(codec.dumps(loaded.program))
     return EXIT_OK
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from .report import build_report, dumps_json, format_text, write_dump
+    from .report import build_report, check_dump, dumps_json, format_text, write_dump
     from .smallstep.driver import run
 
-    loaded = load(args.file, _overrides(args))
+    loaded = load(args.file, _overrides(args), "run")
+    if args.dump:  # refused before the run, not after a long one
+        check_dump(args.dump, loaded.program.observes, tuple(g.name for g in loaded.program.gauges))
     _print_warnings(loaded)
     bar = None
     if sys.stderr.isatty():
@@ -157,14 +209,22 @@ def command_trace(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.file is None:
         raise UsageError("trace needs a FILE (or --rules)\nusage: serq-ref trace FILE [options] | serq-ref trace --rules")
-    loaded = load(args.file, _overrides(args))
+    loaded = load(args.file, _overrides(args), "trace")
     _print_warnings(loaded)
+    printed = 0
 
     def emit() -> None:
+        nonlocal printed
         for step in trace(loaded.program, base_dir=loaded.base_dir, steps=args.steps, from_time=args.from_time):
             sys.stdout.write(json.dumps(step, separators=(",", ":")) + "\n")
+            printed += 1
 
     _with_statement_span(loaded, emit)
+    if args.steps is not None and printed == args.steps:
+        sys.stdout.flush()
+        print(f"serq-ref: the trace stopped after {printed:,} rules (--steps {args.steps}"
+              f"{', the default' if args.steps == DEFAULT_TRACE_STEPS else ''}); `--steps all` prints every one",
+              file=sys.stderr)
     return EXIT_OK
 
 
@@ -189,6 +249,10 @@ COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace
 
 
 def _source_of(path: str | None) -> str | None:
+    from . import pipeline
+
+    if path == pipeline.STDIN:
+        return pipeline.stdin_text
     if path is None or not path.endswith(".sq"):
         return None
     try:
@@ -206,6 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"serq-ref: {e.message}" if e.message.startswith("usage:") or "\nusage:" in e.message
               else f"serq-ref: {e.message}\nusage: serq-ref {{check,ir,run,trace}} FILE [options]", file=sys.stderr)
         return EXIT_USAGE
+    except ProgramErrors as e:
+        for error in e.errors:
+            print(render(error, _source_of(error.span.file if error.span else None)), file=sys.stderr)
+        print(f"{len(e.errors)} errors", file=sys.stderr)
+        return e.exit_code
     except SerqError as e:
         print(render(e, _source_of(e.span.file if e.span else None)), file=sys.stderr)
         return e.exit_code

@@ -43,11 +43,7 @@ def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[
             continue
         if depth >= MAX_USE_DEPTH:
             raise ProgramError(f"`use` nests deeper than {MAX_USE_DEPTH} files", item.span)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as error:
-            raise ProgramError(f"cannot read `{item.file}` ({path}): {error.strerror}", item.span) from None
+        text = read_used_file(path, item)
         read.add(path)
         library = parse_text(text, path)
         for used in library.items:
@@ -56,6 +52,22 @@ def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[
                                    "queue, gauge)", used.span)
         items.extend(resolve_uses(library, read, depth + 1))
     return tuple(items)
+
+
+def read_used_file(path: str, item: ast.Use) -> str:
+    """The text of a used file: every file a program reads gets the main
+    file's treatment (a missing file, a directory, bytes that are not UTF-8),
+    as an error at the `use` that reads it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except UnicodeDecodeError as error:
+        raise ProgramError(f"`{item.file}` ({path}) is not UTF-8 text ({error.reason} at byte {error.start})",
+                           item.span) from None
+    except IsADirectoryError:
+        raise ProgramError(f"`{item.file}` ({path}) is a directory, not a program", item.span) from None
+    except OSError as error:
+        raise ProgramError(f"cannot read `{item.file}` ({path}): {error.strerror}", item.span) from None
 
 
 def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = None,
@@ -80,9 +92,6 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
 def compile_file(path: str, *, sets: Mapping[str, float] | None = None,
                  arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
     """``compile_source`` of the file at ``path``."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as error:
-        raise ProgramError(f"cannot read {path}: {error.strerror}", file=path) from None
-    return compile_source(text, path, sets=sets, arrivals=arrivals)
+    from .pipeline import read_text
+
+    return compile_source(read_text(path), path, sets=sets, arrivals=arrivals)

@@ -14,7 +14,9 @@ a caret under the column (``format_diagnostic``).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,79 @@ class SerqError(Exception):
 
 class ProgramError(SerqError):
     """A program that does not parse, link or load."""
+
+
+class ProgramErrors(ProgramError):
+    """Several errors of one program, in source order (``ErrorLog``). The CLI
+    renders each; ``message`` is the first's, for a caller that shows one."""
+
+    def __init__(self, errors: Iterable[ProgramError]):
+        self.errors = tuple(errors)
+        first = self.errors[0]
+        super().__init__(first.message, first.span, first.file, first.notes)
+
+
+class ErrorLog:
+    """The errors found so far by a pass that goes on after one (the front
+    end's items and statements, the linker's checks): each unit it checks
+    runs in ``recover()``, which records a ProgramError and lets the next
+    unit be checked. ``raise_errors`` raises them in source order: a program
+    error without a span first (it concerns the whole program), then by file
+    in the order the files were first seen (the main file first, then each
+    used file), line and column; at most one error per place, the first
+    found (a check later in the pass would only restate it)."""
+
+    def __init__(self, files: Iterable[str] = ()):
+        self.errors: list[ProgramError] = []
+        self.files: list[str] = list(files)
+
+    @contextmanager
+    def recover(self) -> Iterator[None]:
+        try:
+            yield
+        except ProgramErrors as e:
+            self.errors.extend(e.errors)
+        except ProgramError as e:
+            self.errors.append(e)
+
+    def add(self, error: ProgramError) -> None:
+        self.errors.append(error)
+
+    def sorted_errors(self) -> list[ProgramError]:
+        for e in self.errors:
+            if e.span is not None and e.span.file not in self.files:
+                self.files.append(e.span.file)
+        seen: set[object] = set()
+        unique: list[ProgramError] = []
+        for e in self.errors:
+            place = (e.span.file, e.span.line, e.span.col) if e.span is not None else (e.file, get_ir_path(e.message))
+            if place not in seen:
+                seen.add(place)
+                unique.append(e)
+
+        def key(e: ProgramError) -> tuple:
+            if e.span is None:
+                return (0, 0, 0, 0)
+            return (1, self.files.index(e.span.file), e.span.line, e.span.col)
+
+        return sorted(unique, key=key)  # stable: errors at one place keep the order found
+
+    def raise_errors(self) -> None:
+        """Raise the errors recorded, if any: one as itself, several as ProgramErrors."""
+        errors = self.sorted_errors()
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise ProgramErrors(errors)
+
+
+def get_ir_path(message: str) -> str:
+    """The IR path a located-less message begins with (``blocks[2][3] (Hold)``,
+    ``pools[1] (kv)``; docs/linking.md), or the whole message."""
+    head, sep, _ = message.partition(": ")
+    if sep and head.startswith(("blocks[", "pools[", "stages[", "gauges[")):
+        return head
+    return message
 
 
 class RunError(SerqError):

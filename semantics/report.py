@@ -94,12 +94,14 @@ def summarize_stage(stage: StageRecord) -> StageRecord:
 def format_text(report: Report) -> str:
     """The text report: the run line, then a table per kind of figure that
     has any rows, each after a blank line; ends with a newline."""
-    lines = [
-        f"run: horizon {format_compact(report.horizon)} end {format_compact(report.end)}"
-        f" warmup {format_compact(report.warmup)} seed {report.seed} events {report.events}"
-        f" arrivals {report.arrivals} ended {report.ended} turns {report.turns}"
-        f" mean live {format_fixed(report.mean_live, 3)}"
-    ]
+    settings = (f"run: horizon {format_compact(report.horizon)} end {format_compact(report.end)}"
+                f" warmup {format_compact(report.warmup)} seed {report.seed}")
+    whole = f"events {report.events} arrivals {report.arrivals}"
+    measured = f"ended {report.ended} turns {report.turns} mean live {format_fixed(report.mean_live, 3)}"
+    if report.warmup > 0:  # the two windows differ: each figure is labelled with its own (docs/reports.md)
+        lines = [f"{settings} | whole run: {whole} | after warm-up: {measured}"]
+    else:
+        lines = [f"{settings} {whole} {measured}"]
     if report.observes:
         lines += format_observe_table(report.observes)
     if report.gauges:
@@ -222,6 +224,10 @@ def format_pool_table(pools: Sequence[PoolRecord]) -> list[str]:
     header += ["evict(n)", "evict(u)", "preempt", "spill", "rej", "stuck"]
     lines = format_table(header, rows)
     lines += [line for pool in pools for line in pool.explanations]
+    lines += [f"note: pool {format_label(pool.name, pool.index)}'s wait is nan: its {pool.admissions} admission(s) "
+              "were of holds that waited in another pool's queue (a hold on several pools waits in its first "
+              "pool's, seed 002 §3 Ties)"
+              for pool in pools if pool.admissions > 0 and math.isnan(pool.mean_wait)]
     return lines
 
 
@@ -369,6 +375,29 @@ def dumps_json(report: Report) -> str:
 
 # --------------------------------------------------------------------------
 # Dump
+
+
+def check_dump(directory: str, observes: tuple[str, ...], gauges: tuple[str, ...]) -> None:
+    """Refuse ``--dump DIRECTORY`` before the run when a file ``write_dump``
+    will write cannot be written (a usage error naming the option and the
+    file), rather than after a long run: the directories are created, and
+    each file is opened for appending (and removed again when this made
+    it), which is what writing it will need."""
+    paths = [os.path.join(directory, f"{name}.csv") for name in observes]
+    paths += [os.path.join(directory, "gauge", f"{name}.csv") for name in gauges]
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if gauges:
+            os.makedirs(os.path.join(directory, "gauge"), exist_ok=True)
+        for path in paths:
+            existed = os.path.exists(path)
+            with open(path, "a", encoding="utf-8"):
+                pass
+            if not existed:
+                os.remove(path)
+    except OSError as error:
+        where = error.filename or directory
+        raise UsageError(f"--dump {directory}: cannot write {where}: {error.strerror or error}") from None
 
 
 def write_dump(result: RunResult, directory: str) -> None:

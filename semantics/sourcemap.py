@@ -27,6 +27,9 @@ class SourceMap:
     arrival: Span | None = None
     run: Span | None = None
     share: Span | None = None
+    #: the run block's settings the source writes (horizon, warmup, seed,
+    #: arrivals) and the span of each; None for an IR file, which has them all
+    settings: dict[str, Span] | None = None
 
     def stmt(self, block: int, index: int) -> Span | None:
         return self.stmts.get((block, index))

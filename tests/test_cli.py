@@ -74,7 +74,7 @@ def test_other_ir_version_names_both_versions(capsys, tmp_path):
     f = tmp_path / "v14.json"
     f.write_text(json.dumps(d))
     code, _, err = run_cli(capsys, "check", str(f))
-    assert code == 1 and "IR version 14 is not IR version 13" in err
+    assert code == 1 and "the IR file is IR version 14; serq-ref reads IR version 13" in err
 
 
 def test_later_node_is_rejected_clearly(capsys, tmp_path):
@@ -123,7 +123,7 @@ def test_run_text_report_first_line(capsys):
     code, out, err = run_cli(capsys, "run", MM1, "--horizon", "200", "--warmup", "10", "--seed", "3")
     assert code == 0, err
     first = out.splitlines()[0]
-    assert first.startswith("run: horizon 200 end 200 warmup 10 seed 3 events ")
+    assert first.startswith("run: horizon 200 end 200 warmup 10 seed 3 | whole run: events ")
     for word in ("arrivals", "ended", "turns", "mean live"):
         assert f" {word} " in first
 

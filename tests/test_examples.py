@@ -312,9 +312,12 @@ CACHE_REPLAY_ANSWER = (SHARED / "oracle/prefix_cache/cache_trace.out.csv")
 
 
 def compile_cache_replay() -> ir.Program:
+    """The replay of examples/replay/vllm_replay.sq on the oracle's cache trace, linked with that trace
+    (the linker reads a trace's columns from the file it names: issue 13)."""
     program, smap = compile_file(str(EXAMPLES_DIR / "replay/vllm_replay.sq"), sets=CACHE_REPLAY_SETS)
+    program = dataclasses.replace(program, trace=str(EXAMPLES_DIR / "data/cache_trace.csv"), horizon=1000.0)
     link(program, smap)
-    return dataclasses.replace(program, trace=str(EXAMPLES_DIR / "data/cache_trace.csv"), horizon=1000.0)
+    return program
 
 
 def read_cache_replay_answer() -> dict[tuple[int, int], tuple[float, float, float]]:

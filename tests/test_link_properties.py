@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from link_programs import make_program, slot
 from semantics import arithmetic, ir
 from semantics.link.ranges import Interval, RangeEvaluator
-from semantics.link.verdicts import Encoder
+from semantics.link.solver import Encoder
 
 NAMES = ("prompt", "o", "x")
 SLOTS = tuple(slot(n) for n in NAMES)

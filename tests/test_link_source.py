@@ -84,10 +84,13 @@ def test_a_plain_run_on_a_step_engine_is_an_error():
     assert error.message.startswith("`run engine` on a step stage needs a mode")
 
 
-def test_a_work_that_can_be_negative_is_a_warning_at_the_run():
-    _, (program, smap) = compile_program("session {\n  set o = ~uniform(0, 4);\n  run gpu (o - 1);\n  end;\n}")
+def test_a_guard_that_can_be_other_than_0_or_1_is_a_warning_at_the_branch():
+    _, (program, smap) = compile_program("session {\n  set o = ~uniform(0, 4);\n  branch (o - 1) { run gpu (1); }\n"
+                                         "  end;\n}")
     warnings = link(program, smap)
-    assert [(w.span.line, w.message) for w in warnings] == [(7, "the work of `run gpu` can be negative: -1 when `o` = 0")]
+    assert [(w.span.line, w.message) for w in warnings] == [
+        (7, "the guard of this branch can be -1 when `o` = 0, which is neither 0 nor 1 (a run-time error); write "
+            "`branch with (p)` for a draw")]
 
 
 @pytest.mark.parametrize("rate", ["0", "-1", "inf"])

@@ -1,9 +1,12 @@
 """The linker's checks on the IR: what seed 002 says does not link.
 
 ``link`` takes a program (compiled from source, or loaded from an IR file that
-may come from anywhere) and either raises ``ProgramError`` on the first error
-or returns the warnings. The checks run in this order, each on a program the
-ones before it have found well formed:
+may come from anywhere) and either raises its errors (``ProgramError``, or
+``ProgramErrors`` for several, in source order) or returns the warnings. A
+check goes on after an error to the next statement, pool, stage or gauge, and
+every check after the structure's runs, so that one error does not hide
+another; at most one error is reported per place. The structure check comes
+first, alone: the others need every index in range. The checks:
 
 1. structure: every pool, stage, observation, attribute and block index in
    range, the blocks a tree, admit via a step stage (``structure``);
@@ -30,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .. import ir
-from ..errors import Warning_
+from ..errors import ErrorLog, Warning_
 from ..sourcemap import SourceMap
 from .caching import check_caching
 from .lints import check_lints
@@ -55,15 +58,19 @@ def allow_deep_expressions() -> Iterator[None]:
 
 
 def link(program: ir.Program, smap: SourceMap | None = None, verdicts: bool = True) -> list[Warning_]:
-    """Raise ProgramError on the first error; return the warnings. With
+    """Raise the program's errors, every one; return the warnings. With
     ``verdicts`` false the range verdicts Z3 decides are left out (the oracle
     harness links one program with thousands of engines' constants, each
     linked with them in the tests: docs/linking.md)."""
     smap = smap if smap is not None else SourceMap()
+    log = ErrorLog([smap.file] if smap.file else [])
     with allow_deep_expressions():
-        check_structure(program, smap)
-        check_runs(program, smap)
-        check_moments(program, smap)
-        check_caching(program, smap)
-        check_lints(program, smap)
-        return check_verdicts(program, smap) if verdicts else []
+        check_structure(program, smap, log)
+        log.raise_errors()
+        check_runs(program, smap, log)
+        check_moments(program, smap, log)
+        check_caching(program, smap, log)
+        check_lints(program, smap, log)
+        warnings = check_verdicts(program, smap, log) if verdicts else []
+    log.raise_errors()
+    return warnings

@@ -13,10 +13,11 @@ in the outer body (before its own admission), so it counts there.
 from __future__ import annotations
 
 from .. import ir
+from ..errors import ErrorLog
 from ..sourcemap import SourceMap
 from .names import locate_statement, make_error
 from .moments import describe_hold
-from .walk import HEADER, list_parts, list_subexpressions, visit_session
+from .walk import HEADER, Visit, list_parts, list_subexpressions, visit_session
 
 
 def reads_slot(e: ir.Expr, slot: int) -> bool:
@@ -32,24 +33,30 @@ def list_body_reads(stmt: ir.Stmt) -> list[ir.Expr]:
     return [part.expr for part in list_parts(stmt)]
 
 
-def check_caching(program: ir.Program, smap: SourceMap) -> None:
+def check_caching(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     """`cached` and `reuse` only where a cache clause gives them a meaning (check 4)."""
     for visit in visit_session(program):
-        stmt = visit.stmt
-        site = locate_statement(program, smap, visit.block, visit.index)
-        if isinstance(stmt, ir.Hold) and stmt.reuse is not None and stmt.cache is None:
-            raise make_error(
-                smap,
-                site,
-                f"`reuse` on {describe_hold(program, stmt)} without a `cache` clause: such a hold takes no part "
-                "in the prefix cache and consumes nothing (add `cache (…)`; `cache (0)` consumes the prefix and keeps nothing)",
-            )
-        if not visit.holds or visit.holds[-1].cache is not None:
-            continue
-        if any(reads_slot(e, program.slot_cached) for e in list_body_reads(stmt)):
-            raise make_error(
-                smap,
-                site,
-                f"`cached` is read in the body of {describe_hold(program, visit.holds[-1])}, which has no `cache` "
-                "clause, so `cached` is always 0 there (add `cache (…)` to the hold, or read `cached` after one that has it)",
-            )
+        with log.recover():
+            check_statement(program, smap, visit)
+
+
+def check_statement(program: ir.Program, smap: SourceMap, visit: Visit) -> None:
+    """One statement of the session: its `reuse`, and its reads of `cached`."""
+    stmt = visit.stmt
+    site = locate_statement(program, smap, visit.block, visit.index)
+    if isinstance(stmt, ir.Hold) and stmt.reuse is not None and stmt.cache is None:
+        raise make_error(
+            smap,
+            site,
+            f"`reuse` on {describe_hold(program, stmt)} without a `cache` clause: such a hold takes no part "
+            "in the prefix cache and consumes nothing (add `cache (…)`; `cache (0)` consumes the prefix and keeps nothing)",
+        )
+    if not visit.holds or visit.holds[-1].cache is not None:
+        return
+    if any(reads_slot(e, program.slot_cached) for e in list_body_reads(stmt)):
+        raise make_error(
+            smap,
+            site,
+            f"`cached` is read in the body of {describe_hold(program, visit.holds[-1])}, which has no `cache` "
+            "clause, so `cached` is always 0 there (add `cache (…)` to the hold, or read `cached` after one that has it)",
+        )

@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 
 from .. import ir
+from ..errors import ErrorLog
 from ..sourcemap import SourceMap
 from .constants import evaluate_constant
 from .names import format_number, locate_statement, make_error, mention, name_attribute, show_expr
 from .moments import describe_hold
-from .walk import list_subexpressions, read_slots, visit_session
+from .walk import Visit, list_subexpressions, read_slots, visit_session
 
 #: Observables whose value changes while a session waits (seed 002 §3, Lints).
 LIVE_FUNCTIONS = frozenset(
@@ -70,9 +71,10 @@ def join(a: Reaching, b: Reaching) -> Reaching:
 class StaleHeaderLint:
     """Sets of live state that reach a hold's header (seed 002 §3, Lints)."""
 
-    def __init__(self, program: ir.Program, smap: SourceMap):
+    def __init__(self, program: ir.Program, smap: SourceMap, log: ErrorLog):
         self.program = program
         self.smap = smap
+        self.log = log
 
     def flow_block(self, block: int, state: Reaching) -> Reaching:
         for index, stmt in enumerate(self.program.blocks[block]):
@@ -120,7 +122,7 @@ class StaleHeaderLint:
                     read = name_attribute(self.program, slot)
                     through = "" if read == name else f" (through `{read}`)"
                     hold_site = locate_statement(self.program, self.smap, block, index)
-                    raise make_error(
+                    self.log.add(make_error(
                         self.smap,
                         locate_statement(self.program, self.smap, set_block, set_index),
                         f"`{name}` reads {show_expr(self.program, live)} when the session reaches this `set`, and is "
@@ -128,35 +130,39 @@ class StaleHeaderLint:
                         "which is read when the session is admitted; the value reaching the header is the one from "
                         f"before the session queued. Write `at admission ({name} = …)` if the admission value is "
                         "what you meant",
-                    )
+                    ))
 
     def run(self) -> None:
         state = self.flow_block(self.program.init, {})
         self.flow_block(self.program.session, state)
 
 
-def check_constant_guards(program: ir.Program, smap: SourceMap) -> None:
+def check_constant_guards(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for visit in visit_session(program):
-        if not isinstance(visit.stmt, (ir.Branch, ir.While)):
-            continue
-        value = evaluate_constant(visit.stmt.guard)
-        if value is None or value in (0.0, 1.0):
-            continue
-        site = locate_statement(program, smap, visit.block, visit.index)
-        word = "branch" if isinstance(visit.stmt, ir.Branch) else "while"
-        guard = show_expr(program, visit.stmt.guard)
-        if 0 < value < 1:
-            raise make_error(
-                smap,
-                site,
-                f"`{word} ({guard})` is not a test: a guard is 0 or 1, and a constant strictly between them "
-                f"is a probability. Write `branch with ({guard})` for a draw",
-            )
-        shown = "NaN" if math.isnan(value) else format_number(value)
-        raise make_error(smap, site, f"`{word} ({guard})` is not a test: its guard is always {shown}, and a guard is 0 or 1")
+        if isinstance(visit.stmt, (ir.Branch, ir.While)):
+            with log.recover():
+                check_constant_guard(program, smap, visit)
 
 
-def check_lints(program: ir.Program, smap: SourceMap) -> None:
+def check_constant_guard(program: ir.Program, smap: SourceMap, visit: Visit) -> None:
+    value = evaluate_constant(visit.stmt.guard)
+    if value is None or value in (0.0, 1.0):
+        return
+    site = locate_statement(program, smap, visit.block, visit.index)
+    word = "branch" if isinstance(visit.stmt, ir.Branch) else "while"
+    guard = show_expr(program, visit.stmt.guard)
+    if 0 < value < 1:
+        raise make_error(
+            smap,
+            site,
+            f"`{word} ({guard})` is not a test: a guard is 0 or 1, and a constant strictly between them "
+            f"is a probability. Write `branch with ({guard})` for a draw",
+        )
+    shown = "NaN" if math.isnan(value) else format_number(value)
+    raise make_error(smap, site, f"`{word} ({guard})` is not a test: its guard is always {shown}, and a guard is 0 or 1")
+
+
+def check_lints(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     """A stale header read; a constant guard that is not 0 or 1 (check 7)."""
-    check_constant_guards(program, smap)
-    StaleHeaderLint(program, smap).run()
+    check_constant_guards(program, smap, log)
+    StaleHeaderLint(program, smap, log).run()

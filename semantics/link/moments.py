@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ir
+from ..errors import ErrorLog
 from ..sourcemap import SourceMap
 from .names import (
     Site,
@@ -135,42 +136,45 @@ def describe_hold(program: ir.Program, hold: ir.Hold) -> str:
     return "a hold on " + ", ".join(f"`{show_pool_ref(program, held.ref)}`" for held in hold.pools)
 
 
-def check_session(program: ir.Program, smap: SourceMap) -> None:
+def check_session(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for visit in visit_session(program):
         site = locate_statement(program, smap, visit.block, visit.index)
-        for part in list_parts(visit.stmt):
-            if part.moment == HEADER:
-                assert isinstance(visit.stmt, ir.Hold)
-                where = f"the {part.role} of {describe_hold(program, visit.stmt)} at admission"
-                check_expression(program, smap, site, HOLD_HEADER, where, part.expr)
-            else:
-                check_expression(program, smap, site, SESSION_STATEMENT, "a session statement", part.expr)
+        with log.recover():
+            for part in list_parts(visit.stmt):
+                if part.moment == HEADER:
+                    assert isinstance(visit.stmt, ir.Hold)
+                    where = f"the {part.role} of {describe_hold(program, visit.stmt)} at admission"
+                    check_expression(program, smap, site, HOLD_HEADER, where, part.expr)
+                else:
+                    check_expression(program, smap, site, SESSION_STATEMENT, "a session statement", part.expr)
 
 
-def check_pools(program: ir.Program, smap: SourceMap) -> None:
+def check_pools(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for i, pool in enumerate(program.pools):
         site = locate_pool(program, smap, i)
         name = name_pool(program, i)
-        for place, keys in ((QUEUE_KEY, pool.queue), (EVICTION_KEY, pool.evict), (PREEMPTION_KEY, pool.preempt)):
-            for key in keys or ():
-                check_expression(program, smap, site, place, f"pool `{name}`'s {place.part}", key)
-        if pool.spill is not None:
-            for e in (pool.spill.work, pool.spill.when):
-                check_expression(program, smap, site, SPILL_CLAUSE, f"pool `{name}`'s spill clause", e)
+        with log.recover():
+            for place, keys in ((QUEUE_KEY, pool.queue), (EVICTION_KEY, pool.evict), (PREEMPTION_KEY, pool.preempt)):
+                for key in keys or ():
+                    check_expression(program, smap, site, place, f"pool `{name}`'s {place.part}", key)
+            if pool.spill is not None:
+                for e in (pool.spill.work, pool.spill.when):
+                    check_expression(program, smap, site, SPILL_CLAUSE, f"pool `{name}`'s spill clause", e)
 
 
-def check_stages(program: ir.Program, smap: SourceMap) -> None:
+def check_stages(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for i, stage in enumerate(program.stages):
         site = locate_stage(program, smap, i)
         name = name_stage(program, i)
         kind = stage.kind
-        if isinstance(kind, ir.Ps):
-            check_expression(program, smap, site, PS_CAPACITY, f"stage `{name}`'s capacity", kind.capacity)
-        if isinstance(kind, ir.Step):
-            for place, e in ((STEP_BUDGET, kind.budget), (STEP_CHUNK, kind.chunk), (STEP_COST, kind.cost)):
-                check_expression(program, smap, site, place, f"stage `{name}`'s {place.part}", e)
-            for key in kind.serve or ():
-                check_expression(program, smap, site, SERVE_KEY, f"stage `{name}`'s serve keys", key)
+        with log.recover():
+            if isinstance(kind, ir.Ps):
+                check_expression(program, smap, site, PS_CAPACITY, f"stage `{name}`'s capacity", kind.capacity)
+            if isinstance(kind, ir.Step):
+                for place, e in ((STEP_BUDGET, kind.budget), (STEP_CHUNK, kind.chunk), (STEP_COST, kind.cost)):
+                    check_expression(program, smap, site, place, f"stage `{name}`'s {place.part}", e)
+                for key in kind.serve or ():
+                    check_expression(program, smap, site, SERVE_KEY, f"stage `{name}`'s serve keys", key)
 
 
 #: What a gauge may not call, and why (seed 002 §3, Gauges).
@@ -223,14 +227,17 @@ def check_hidden_declaration(program: ir.Program, smap: SourceMap) -> None:
             )
 
 
-def check_moments(program: ir.Program, smap: SourceMap) -> None:
+def check_moments(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     """Context variables, hidden attributes and draws where they are read (checks 1-3)."""
-    check_hidden_declaration(program, smap)
-    check_session(program, smap)
+    with log.recover():
+        check_hidden_declaration(program, smap)
+    check_session(program, smap, log)
     if isinstance(program.arrival, ir.Renewal):
         site = locate_program("arrival.Renewal", smap.arrival)
-        check_expression(program, smap, site, ARRIVAL_GAP, "the arrival gap", program.arrival.gap)
-    check_pools(program, smap)
-    check_stages(program, smap)
+        with log.recover():
+            check_expression(program, smap, site, ARRIVAL_GAP, "the arrival gap", program.arrival.gap)
+    check_pools(program, smap, log)
+    check_stages(program, smap, log)
     for index in range(len(program.gauges)):
-        check_gauge(program, smap, index)
+        with log.recover():
+            check_gauge(program, smap, index)

@@ -23,7 +23,9 @@ uniform [lo, hi], bernoulli {0, 1}.
 
 from __future__ import annotations
 
+import csv
 import math
+import os
 from dataclasses import dataclass
 
 from .. import arithmetic, ir
@@ -248,11 +250,46 @@ def list_builtin_ranges(program: ir.Program) -> dict[int, Interval]:
     }
 
 
-def compute_attribute_ranges(program: ir.Program) -> tuple[Interval, ...]:
-    """Every attribute's range, by slot."""
+def read_trace_columns(program: ir.Program, smap) -> dict[int, Interval]:
+    """The range of each of the trace's columns new, out, think and forced, read
+    from the file as a `turn;` will load it (issue 13: "the trace's `new` column
+    is never 0"), by slot; none when the program has no trace or the file
+    cannot be read here (the run says why; the ranges stay the built-ins')."""
+    if program.trace is None:
+        return {}
+    path = program.trace
+    if not os.path.isabs(path):
+        path = os.path.join(os.path.dirname(os.path.abspath(smap.file)) if smap.file else os.getcwd(), path)
+    slots = {"new": program.slot_new, "out": program.slot_out, "think": program.slot_think,
+             "forced": program.slot_forced}
+    values: dict[str, list[float]] = {name: [] for name in slots}
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or any(name not in reader.fieldnames for name in slots):
+                return {}
+            for row in reader:
+                for name in slots:
+                    values[name].append(float(row[name]))
+    except (OSError, UnicodeDecodeError, csv.Error, TypeError, ValueError):
+        return {}
+    if not values["new"] or any(math.isnan(v) for column in values.values() for v in column):
+        return {}
+    return {slot: Interval(min(values[name]), max(values[name]), all(v == int(v) for v in values[name]
+                                                                       if math.isfinite(v)))
+            for name, slot in slots.items()}
+
+
+def compute_attribute_ranges(program: ir.Program, columns: dict[int, Interval] | None = None) -> tuple[Interval, ...]:
+    """Every attribute's range, by slot; ``columns``: the trace's columns as
+    the file gives them (``read_trace_columns``), joined with 0, the value a
+    column has before the session's first `turn;`."""
     n = len(program.attrs)
     fixed: list[Interval | None] = [None] * n
-    for slot, interval in list_builtin_ranges(program).items():
+    builtins = list_builtin_ranges(program)
+    for slot, interval in (columns or {}).items():
+        builtins[slot] = join(interval, make_point(0.0))
+    for slot, interval in builtins.items():
         fixed[slot] = join(fixed[slot], interval)
     if isinstance(program.arrival, ir.Sessions):
         for spec in program.arrival.sessions:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from .. import ir
+from ..errors import ErrorLog
 from ..sourcemap import SourceMap
 from .constants import evaluate_constant
 from .names import (
@@ -30,6 +31,7 @@ from .names import (
     locate_stage,
     locate_statement,
     make_error,
+    name_attribute,
     name_stage,
     show_stage_ref,
 )
@@ -127,47 +129,44 @@ BUILTIN_SLOT_FIELDS = (
 )
 
 
-def check_program_fields(program: ir.Program, smap: SourceMap) -> None:
+def check_program_fields(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     n_attrs = len(program.attrs)
     for name in BUILTIN_SLOT_FIELDS:
         slot = getattr(program, name)
         if not 0 <= slot < n_attrs:
-            raise make_error(smap, locate_program(name), f"malformed IR: attribute #{slot} of {n_attrs}")
+            log.add(make_error(smap, locate_program(name), f"malformed IR: attribute #{slot} of {n_attrs}"))
     for slot in program.hidden:
         if not 0 <= slot < n_attrs:
-            raise make_error(smap, locate_program("hidden"), f"malformed IR: attribute #{slot} of {n_attrs}")
+            log.add(make_error(smap, locate_program("hidden"), f"malformed IR: attribute #{slot} of {n_attrs}"))
     for name in ("init", "turn", "session"):
         block = getattr(program, name)
         if not 0 <= block < len(program.blocks):
-            raise make_error(
+            log.add(make_error(
                 smap, locate_program(name), f"malformed IR: block {block}, but the program has {len(program.blocks)} blocks"
-            )
+            ))
     if isinstance(program.arrival, ir.Sessions):
         for i, spec in enumerate(program.arrival.sessions):
             for slot, _ in spec.attrs + tuple(pair for turn in spec.turns or () for pair in turn):
                 if not 0 <= slot < n_attrs:
                     site = locate_program(f"arrival.Sessions[{i}]", smap.arrival)
-                    raise make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}")
+                    log.add(make_error(smap, site, f"malformed IR: attribute #{slot} of {n_attrs}"))
+                    break
     if isinstance(program.arrival, ir.Renewal):
-        raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
-    if program.horizon == math.inf and program.arrivals is None:
-        raise make_error(smap, locate_program("horizon", smap.run),
-                         "the horizon is inf and no `arrivals N` ends the run: it would never stop (an infinite "
-                         "horizon runs until N open arrivals have drained; write `run { horizon T; }` or add "
-                         "`arrivals N;`)")
+        with log.recover():
+            raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
     if not program.warmup >= 0:
-        raise make_error(smap, locate_program("warmup", smap.run),
-                         f"the warm-up is {format_number(program.warmup)}: it is the time the statistics start, 0 or "
-                         "later (`run { warmup …; }` or --warmup)")
+        log.add(make_error(smap, locate_program("warmup", smap.run),
+                           f"the warm-up is {format_number(program.warmup)}: it is the time the statistics start, 0 "
+                           "or later (`run { warmup …; }` or --warmup)"))
     if isinstance(program.arrival, (ir.Closed, ir.Batch)) and program.arrival.n > MAX_POPULATION:
         word = "closed population" if isinstance(program.arrival, ir.Closed) else "batch size"
-        raise make_error(smap, locate_program(f"arrival.{type(program.arrival).__name__}", smap.arrival),
-                         f"the {word} is {format_count(program.arrival.n)}: serq-ref holds every session in memory and "
-                         f"starts at most {MAX_POPULATION:,} at once")
+        log.add(make_error(smap, locate_program(f"arrival.{type(program.arrival).__name__}", smap.arrival),
+                           f"the {word} is {format_count(program.arrival.n)}: serq-ref holds every session in memory "
+                           f"and starts at most {MAX_POPULATION:,} at once"))
     if isinstance(program.arrival, ir.Poisson) and not (0 < program.arrival.rate < math.inf):
-        raise make_error(smap, locate_program("arrival.Poisson", smap.arrival),
-                         f"arrive poisson: the rate is {format_number(program.arrival.rate)}; a rate of arrivals is a "
-                         "positive, finite number per unit of time")
+        log.add(make_error(smap, locate_program("arrival.Poisson", smap.arrival),
+                           f"arrive poisson: the rate is {format_number(program.arrival.rate)}; a rate of arrivals is "
+                           "a positive, finite number per unit of time"))
 
 
 def describe_statement_problem(program: ir.Program, stmt: ir.Stmt) -> str | None:
@@ -193,35 +192,48 @@ def describe_statement_problem(program: ir.Program, stmt: ir.Stmt) -> str | None
     return None
 
 
-def check_blocks(program: ir.Program, smap: SourceMap) -> None:
+def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     """The blocks reachable from init, turn and session: indices in range, no
-    block inside itself (they form a tree)."""
+    block inside itself (they form a tree). A statement with a problem is not
+    looked into (its blocks may not exist); the next one is checked."""
 
     def check(block: int, path: tuple[int, ...]) -> None:
         for index, stmt in enumerate(program.blocks[block]):
             site = locate_statement(program, smap, block, index)
             problem = describe_statement_problem(program, stmt)
             if problem is not None:
-                raise make_error(smap, site, f"malformed IR: {problem}")
+                log.add(make_error(smap, site, f"malformed IR: {problem}"))
+                continue
+            if isinstance(stmt, (ir.Set, ir.Choose)) and (stmt.slot if isinstance(stmt, ir.Set) else stmt.var) in owned:
+                slot = stmt.slot if isinstance(stmt, ir.Set) else stmt.var
+                log.add(make_error(smap, site, f"assigns `{name_attribute(program, slot)}`, a built-in attribute the "
+                                               "semantics sets; a program reads it and does not assign it"))
             if isinstance(stmt, ir.Choose) and stmt.count > MAX_CHOOSE_MEMBERS:
-                raise make_error(smap, site, f"`choose` among {format_count(stmt.count)} members: each run of it weighs "
-                                             f"every member's keys, and serq-ref weighs at most {MAX_CHOOSE_MEMBERS:,}")
+                log.add(make_error(smap, site, f"`choose` among {format_count(stmt.count)} members: each run of it "
+                                               f"weighs every member's keys, and serq-ref weighs at most "
+                                               f"{MAX_CHOOSE_MEMBERS:,}"))
             for child in list_child_blocks(stmt):
                 if child in path + (block,):
-                    raise make_error(smap, site, f"malformed IR: block {child} contains itself")
+                    log.add(make_error(smap, site, f"malformed IR: block {child} contains itself"))
+                    continue
                 check(child, path + (block,))
 
+    # seed 002 §2, Built-in session attributes: the ones the semantics sets (the trace's columns with a trace)
+    owned = {program.slot_serial, program.slot_turn, program.slot_cached, program.slot_computed}
+    if program.trace is not None:
+        owned |= {program.slot_new, program.slot_out, program.slot_think, program.slot_more, program.slot_forced}
     for root in list_roots(program):
-        check(root, ())
+        if 0 <= root < len(program.blocks):
+            check(root, ())
     for name in ("init", "turn"):
         block = getattr(program, name)
-        for index, stmt in enumerate(program.blocks[block]):
+        for index, stmt in enumerate(program.blocks[block] if 0 <= block < len(program.blocks) else ()):
             if not isinstance(stmt, (ir.Set, ir.Observe)):
-                raise make_error(
+                log.add(make_error(
                     smap,
                     locate_statement(program, smap, block, index),
                     f"the workload's {name} block holds only `set` and `observe`, not {type(stmt).__name__}",
-                )
+                ))
 
 
 # --------------------------------------------------------------------------
@@ -243,57 +255,68 @@ def list_stage_expressions(stage: ir.Stage) -> list[ir.Expr]:
     return []
 
 
-def check_pools(program: ir.Program, smap: SourceMap) -> None:
+def check_pools(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for i, pool in enumerate(program.pools):
-        site = locate_pool(program, smap, i)
-        raise_if_malformed(program, smap, site, list_pool_expressions(pool))
-        if math.isnan(pool.cap) or pool.cap < 0:
-            raise make_error(smap, site, f"its cap is {format_number(pool.cap)}; a cap is a number of units, at least 0, or inf")
-        if pool.block is not None and not (0 < pool.block < math.inf):
-            raise make_error(smap, site, f"its block is {format_number(pool.block)}; a block is a positive number of units")
-        if pool.spill is not None:
-            for kind, index in (("p", pool.spill.to), ("s", pool.spill.via)):
-                problem = describe_range_problem(program, kind, index, 1)
-                if problem is not None:
-                    raise make_error(smap, site, f"malformed IR: its spill {problem}")
-        if pool.admit_via is not None:
-            problem = describe_range_problem(program, "s", pool.admit_via, 1)
+        with log.recover():
+            check_pool(program, smap, i, pool)
+
+
+def check_pool(program: ir.Program, smap: SourceMap, i: int, pool: ir.Pool) -> None:
+    site = locate_pool(program, smap, i)
+    raise_if_malformed(program, smap, site, list_pool_expressions(pool))
+    if math.isnan(pool.cap) or pool.cap < 0:
+        raise make_error(smap, site, f"its cap is {format_number(pool.cap)}; a cap is a number of units, at least 0, or inf")
+    if pool.block is not None and not (0 < pool.block < math.inf):
+        raise make_error(smap, site, f"its block is {format_number(pool.block)}; a block is a positive number of units")
+    if pool.spill is not None:
+        for kind, index in (("p", pool.spill.to), ("s", pool.spill.via)):
+            problem = describe_range_problem(program, kind, index, 1)
             if problem is not None:
-                raise make_error(smap, site, f"malformed IR: admit via {problem}")
-            stage = program.stages[pool.admit_via]
-            if not isinstance(stage.kind, ir.Step):
-                raise make_error(
-                    smap,
-                    site,
-                    f"`admit via {name_stage(program, pool.admit_via)}` names {describe_stage_kind(stage)}; "
-                    "a pool's queue can be handed only to a step stage's scheduler",
-                )
+                raise make_error(smap, site, f"malformed IR: its spill {problem}")
+    if pool.admit_via is not None:
+        problem = describe_range_problem(program, "s", pool.admit_via, 1)
+        if problem is not None:
+            raise make_error(smap, site, f"malformed IR: admit via {problem}")
+        stage = program.stages[pool.admit_via]
+        if not isinstance(stage.kind, ir.Step):
+            raise make_error(
+                smap,
+                site,
+                f"`admit via {name_stage(program, pool.admit_via)}` names {describe_stage_kind(stage)}; "
+                "a pool's queue can be handed only to a step stage's scheduler",
+            )
 
 
-def check_stages(program: ir.Program, smap: SourceMap) -> None:
+def check_stages(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for i, stage in enumerate(program.stages):
-        site = locate_stage(program, smap, i)
-        raise_if_malformed(program, smap, site, list_stage_expressions(stage))
-        if isinstance(stage.kind, ir.Fifo) and stage.kind.servers < 1:
-            raise make_error(smap, site, f"a fifo stage needs at least one server, not {stage.kind.servers}")
-        if isinstance(stage.kind, ir.Step) and stage.kind.memory is not None:
-            problem = describe_range_problem(program, "p", stage.kind.memory, 1)
-            if problem is not None:
-                raise make_error(smap, site, f"malformed IR: its memory {problem}")
+        with log.recover():
+            check_stage(program, smap, i, stage)
 
 
-def check_gauges(program: ir.Program, smap: SourceMap) -> None:
+def check_stage(program: ir.Program, smap: SourceMap, i: int, stage: ir.Stage) -> None:
+    site = locate_stage(program, smap, i)
+    raise_if_malformed(program, smap, site, list_stage_expressions(stage))
+    if isinstance(stage.kind, ir.Fifo) and stage.kind.servers < 1:
+        raise make_error(smap, site, f"a fifo stage needs at least one server, not {stage.kind.servers}")
+    if isinstance(stage.kind, ir.Step) and stage.kind.memory is not None:
+        problem = describe_range_problem(program, "p", stage.kind.memory, 1)
+        if problem is not None:
+            raise make_error(smap, site, f"malformed IR: its memory {problem}")
+
+
+def check_gauges(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for i, gauge in enumerate(program.gauges):
-        raise_if_malformed(program, smap, locate_gauge(program, smap, i), [gauge.expr])
+        with log.recover():
+            raise_if_malformed(program, smap, locate_gauge(program, smap, i), [gauge.expr])
 
 
-def check_structure(program: ir.Program, smap: SourceMap) -> None:
+def check_structure(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     """Every index in range and the session's blocks a tree (check 6)."""
-    check_program_fields(program, smap)
-    check_blocks(program, smap)
-    check_pools(program, smap)
-    check_stages(program, smap)
-    check_gauges(program, smap)
+    check_program_fields(program, smap, log)
+    check_blocks(program, smap, log)
+    check_pools(program, smap, log)
+    check_stages(program, smap, log)
+    check_gauges(program, smap, log)
 
 
 # --------------------------------------------------------------------------
@@ -360,8 +383,9 @@ def check_run(program: ir.Program, smap: SourceMap, site: Site, run: ir.Run) -> 
                 )
 
 
-def check_runs(program: ir.Program, smap: SourceMap) -> None:
+def check_runs(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     """Run modes, ``growing``, runs over several stages (check 5)."""
     for visit in visit_session(program):
         if isinstance(visit.stmt, ir.Run):
-            check_run(program, smap, locate_statement(program, smap, visit.block, visit.index), visit.stmt)
+            with log.recover():
+                check_run(program, smap, locate_statement(program, smap, visit.block, visit.index), visit.stmt)

@@ -366,6 +366,8 @@ def execute_run(m, c, s, op, env):
     work = work_of(env)
     if not work == work:
         fail("the run's work is NaN", c, op.at)
+    if work == math.inf:  # the job would hold its stage for ever, and the session never finish
+        fail("the run's work is inf: the job would never finish", c, op.at)
     if work <= 0:
         return complete_at_once(m, c, s, op, env, targets)
     how = None

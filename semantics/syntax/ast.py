@@ -58,6 +58,9 @@ class Path:
 class Num:
     value: float
     span: Span = field(kw_only=True)
+    #: the literal as the source spells it (None for a number the front end
+    #: made): a seed is read from it exactly, not through a float
+    text: str | None = field(default=None, kw_only=True, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,21 @@ def evaluate_count(expr: ast.Expr, lets: Mapping[str, float], what: str, least: 
     return int(value)
 
 
+def evaluate_seed(expr: ast.Expr, lets: Mapping[str, float]) -> int:
+    """The run block's seed, a whole number of 0 or more. A literal written
+    in digits is read exactly (``seed 9007199254740993;`` is that number, as
+    ``--seed`` reads it, not the float nearest to it, 9007199254740992);
+    anything else (a let, an expression, 1e3) is folded like every constant,
+    and must then be a whole number a float holds exactly (at most 2^53)."""
+    if isinstance(expr, ast.Num) and expr.text is not None and expr.text.isdigit():
+        return int(expr.text)
+    value = evaluate_count(expr, lets, "the seed", 0)
+    if value > 2**53:
+        raise ProgramError(f"the seed is computed as {format_number(float(value))}, beyond 2^53, where a float "
+                           "no longer holds every whole number: write the seed in digits", expr.span)
+    return value
+
+
 def is_whole(value: float) -> bool:
     """A finite whole number (an infinity or NaN is not)."""
     return math.isfinite(value) and value == math.floor(value)

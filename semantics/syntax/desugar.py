@@ -24,11 +24,12 @@ into the IR.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import ProgramError, Span
+from ..errors import ErrorLog, ProgramError, Span
 from ..ir import BUILTIN_ATTRS, CONTEXT_VARIABLES
 from . import ast
 from .parser import get_keywords
@@ -309,16 +310,23 @@ class Desugarer:
         self.binding_sets: list[tuple[str, int]] = []
         #: A pull relation's latency, by reader queue.
         self.pull_latencies: dict[str, ast.Expr] = {}
+        #: The errors found so far: the items are read one after another
+        #: whatever an item before was, then (when they were all right) the
+        #: statements, one after another; each phase raises them all.
+        self.log = ErrorLog([file])
 
     # ------------------------------------------------------------- items
 
     def read_items(self, items: tuple[ast.Item, ...]) -> None:
         for item in items:
-            self.read_item(item)
+            with self.log.recover():
+                self.read_item(item)
         for name in self.sets:
             if name not in self.lets:
-                raise ProgramError(f"no let constant {name}: --set replaces a declared let "
-                                   f"(this program has {', '.join(self.lets) or 'none'})", file=self.file)
+                self.log.add(ProgramError(f"no let constant {name}: --set replaces a declared let "
+                                          f"(this program has {', '.join(self.lets) or 'none'})", file=self.file))
+        # a statement reads the declarations: after a wrong one, its errors would be that one's again
+        self.log.raise_errors()
 
     def read_item(self, item: ast.Item) -> None:
         if isinstance(item, ast.Let):
@@ -494,6 +502,17 @@ class Desugarer:
 
     def desugar(self, items: tuple[ast.Item, ...]) -> Kernel:
         self.read_items(items)
+        kernel = None
+        with self.log.recover():
+            kernel = self.desugar_program()
+        self.log.raise_errors()
+        assert kernel is not None
+        return kernel
+
+    def desugar_program(self) -> Kernel:
+        """The kernel of the items read: the session's statements desugared
+        (an error in one recorded, the next desugared), then the checks of the
+        program as a whole."""
         workload = self.workload
         wl_items = workload.items if workload else ()
         wl_session = [o for o in wl_items if o.kind == "session"]
@@ -509,10 +528,12 @@ class Desugarer:
         elif wl_session:
             session = self.desugar_block(wl_session[0].values[0], Scope(ast.WORKLOAD, self.workload_visible,
                                                                         "workload"))
-            if self.server is not None and not self.server_requested:
+            if self.log.errors:  # a `request` with an error is still a request
+                pass
+            elif self.server is not None and not self.server_requested:
                 raise ProgramError("the server block is never requested: the workload's session runs it with "
                                    "`request;`", self.server.span)
-            if self.server is None and not self.gateway_requested:
+            elif self.server is None and not self.gateway_requested:
                 raise ProgramError("a workload's session without a server: write `server { … }` and "
                                    "`request;`, or request a gateway queue (`request gw;`)", wl_session[0].span)
         elif self.server is not None:
@@ -605,7 +626,8 @@ class Desugarer:
     def desugar_block(self, stmts, scope: Scope) -> tuple[ast.Stmt, ...]:
         out: list[ast.Stmt] = []
         for stmt in stmts:
-            out.extend(self.desugar_stmt(stmt, scope))
+            with self.log.recover():
+                out.extend(self.desugar_stmt(stmt, scope))
         return tuple(out)
 
     def desugar_stmt(self, stmt: ast.Stmt, scope: Scope) -> list[ast.Stmt]:
@@ -800,7 +822,13 @@ class Desugarer:
             if name in self.expr_defs:
                 raise ProgramError(f"`{name}` is an expression def: use it in an expression, not as a statement",
                                    call.span)
-            raise ProgramError(f"no def named `{name}`", call.span)
+            if name in ("reserve", "reuse", "cache", "lease"):  # `… } lease kv (t) cache (e);`: the hold ended
+                raise ProgramError(f"`{name} (…)` here is read as a statement after the hold it was meant for: "
+                                   "a hold's clauses go in the order hold POOL (n) [reserve (r)], … [reuse (e)] "
+                                   "[at admission (…)] { … } [cache (e)] [lease POOL (t)]", call.span)
+            near = difflib.get_close_matches(name, sorted(self.block_defs), n=1, cutoff=0.6)
+            raise ProgramError(f"no def named `{name}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
+                               call.span)
         head = call.target.parts[0].name
         if head in self.queues and len(call.target.parts) == 2:
             return self.expand_entry(call, scope)

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .. import ir
-from ..errors import ProgramError, Span
+from ..errors import ErrorLog, ProgramError, Span
 from ..sourcemap import SourceMap
 from . import ast
-from .constants import NotConstant, evaluate_constant, evaluate_count, fold, format_number, is_whole
+from .constants import NotConstant, evaluate_constant, evaluate_count, evaluate_seed, fold, format_number, is_whole
 from .desugar import CONTEXT_NAMES, Kernel, PoolSpec, StageSpec, has_draw, substitute, walk_stmts
 
 CONTEXT_BY_NAME = {source: name for name, source in ir.CONTEXT_VARIABLES.items()}
@@ -78,6 +78,12 @@ class Lowering:
         self.held: list[ir.Ref] = []
         #: The pools some hold of the program leases.
         self.leased: list[ir.Ref] = []
+        #: The errors found so far: lowering goes on to the next statement,
+        #: declaration or gauge after one, and raises them all at the end.
+        self.log = ErrorLog([kernel.file])
+        #: The run block's settings as written, by name (horizon, warmup,
+        #: seed, arrivals): the span of each.
+        self.settings: dict[str, Span] = {}
 
     # ----------------------------------------------------------- program
 
@@ -93,30 +99,38 @@ class Lowering:
             base += stage.count
         for block in (kernel.init, kernel.turn, kernel.session):
             for stmt in walk_stmts(block):
+                if isinstance(stmt, (ast.Set, ast.Choose)):
+                    with self.log.recover():
+                        self.check_assignable(stmt)
                 if isinstance(stmt, (ast.Set, ast.Choose)) and stmt.name not in self.attrs:
-                    self.check_attribute_name(stmt.name, stmt.span)
                     self.attrs.append(stmt.name)
+                    with self.log.recover():
+                        self.check_attribute_name(stmt.name, stmt.span)
         for block in (kernel.init, kernel.turn, kernel.session):
             for stmt in walk_stmts(block):
                 if isinstance(stmt, ast.Hold) and stmt.lease is not None:
-                    self.leased.append(self.lower_ref(stmt.lease.pool, "pool"))
-        pools = [member for spec in kernel.pools for member in self.lower_pool(spec)]
-        stages = [member for spec in kernel.stages for member in self.lower_stage(spec)]
-        arrival = self.lower_arrival()
+                    with self.log.recover():
+                        self.leased.append(self.lower_ref(stmt.lease.pool, "pool"))
+        pools = [member for spec in kernel.pools for member in self.recover(self.lower_pool, spec, [])]
+        stages = [member for spec in kernel.stages for member in self.recover(self.lower_stage, spec, [])]
+        arrival = self.recover(self.lower_arrival, None, ir.NoArrival())
         init = self.lower_block(kernel.init)
         turn = self.lower_block(kernel.turn)
         session = self.lower_block(kernel.session)
-        horizon, warmup, seed, arrivals = self.lower_run()
+        horizon, warmup, seed, arrivals = self.recover(self.lower_run, None, (math.inf, 0.0, 1, None))
         hidden = []
         for name, span in kernel.hidden:
             # a built-in is an attribute too (the linker refuses the ones the scheduler sets)
             if name not in self.attrs:
-                raise ProgramError(f"hidden `{name}`: no set or choose makes it a session attribute", span)
+                self.log.add(ProgramError(f"hidden `{name}`: no set or choose makes it a session attribute", span))
+                continue
             hidden.append(self.attrs.index(name))
         gauges = []
         for index, gauge in enumerate(kernel.gauges):
             self.gauge_spans[index] = gauge.span
-            gauges.append(ir.Gauge(gauge.name, self.lower_expr(gauge.expr)))
+            with self.log.recover():
+                gauges.append(ir.Gauge(gauge.name, self.lower_expr(gauge.expr)))
+        self.log.raise_errors()
         share = None
         if kernel.share is not None:
             share = kernel.share[0]
@@ -153,8 +167,39 @@ class Lowering:
             arrival=kernel.arrival.span if kernel.arrival is not None else None,
             run=kernel.run_span,
             share=kernel.share[1] if kernel.share is not None else None,
+            settings=dict(self.settings),
         )
         return program, source_map
+
+    def recover(self, lower, argument, placeholder):
+        """``lower(argument)`` (or ``lower()`` when ``argument`` is None), or
+        ``placeholder`` after recording the error it raised."""
+        try:
+            return lower() if argument is None else lower(argument)
+        except ProgramError as error:
+            self.log.add(error)
+            return placeholder
+
+    def check_assignable(self, stmt: ast.Set | ast.Choose) -> None:
+        """A built-in attribute the semantics sets is read, never assigned
+        (issue 13): serial numbers the session, turn_no its turns, cached
+        and computed are what an admission consumed and a preemption left,
+        and with a trace the trace's columns are its turns' (seed 002 §2,
+        Built-in session attributes). `set serial = 7;` made the session
+        another one for the streams it draws from; `set cached = 99;` a
+        prefix no pool holds."""
+        owners = {"serial": "the session's serial number, given at its arrival",
+                  "turn_no": "the turn number, counted by `turn;`",
+                  "cached": "what the last admission consumed from the prefix cache",
+                  "computed": "the position a preempted hold had computed"}
+        if self.kernel.trace is not None:
+            owners.update({name: "a column of the trace, loaded at every `turn;`"
+                           for name in ("new", "out", "think", "more", "forced")})
+        if stmt.name in owners:
+            word = "set" if isinstance(stmt, ast.Set) else "choose"
+            raise ProgramError(f"`{word} {stmt.name}`: `{stmt.name}` is a built-in attribute the semantics sets "
+                               f"({owners[stmt.name]}); a program reads it and does not assign it: give the value "
+                               "a name of its own", stmt.span)
 
     def check_attribute_name(self, name: str, span: Span) -> None:
         """One name, one meaning: an attribute is not a let, a context variable or inf."""
@@ -321,16 +366,21 @@ class Lowering:
         return ir.NoArrival()
 
     def lower_run(self) -> tuple[float, float, int, int | None]:
+        """The run block's settings. A program may have none (a library; the
+        command line can give them all): without a horizon the IR's is inf,
+        and a command that runs says "no horizon" unless --horizon gives one
+        (semantics/pipeline.py, ``check_run_settings``)."""
         run = self.kernel.run
-        if "horizon" not in run:
-            raise ProgramError("no horizon: write `run { horizon T; }`", self.kernel.run_span, file=self.kernel.file)
-        horizon = evaluate_constant(run["horizon"].values[0], self.lets, "the horizon")
+        self.settings = {name: option.span for name, option in run.items()}
+        horizon = math.inf
+        if "horizon" in run:
+            horizon = evaluate_constant(run["horizon"].values[0], self.lets, "the horizon")
         warmup = 0.0
         if "warmup" in run:
             warmup = evaluate_constant(run["warmup"].values[0], self.lets, "the warmup")
         seed = 1
         if "seed" in run:
-            seed = evaluate_count(run["seed"].values[0], self.lets, "the seed", 0)
+            seed = evaluate_seed(run["seed"].values[0], self.lets)
         arrivals = None
         if "arrivals" in run:
             arrivals = evaluate_count(run["arrivals"].values[0], self.lets, "arrivals", 1)
@@ -349,7 +399,7 @@ class Lowering:
         for stmt in stmts:
             index = len(lowered)
             self.statement_spans[(block_id, index)] = stmt.span
-            lowered.append(self.lower_stmt(stmt))
+            lowered.append(self.recover(self.lower_stmt, stmt, ir.End()))  # the IR is not used after an error
             sides.append(stmt.side)
         self.blocks[block_id] = lowered
         self.sides[block_id] = sides

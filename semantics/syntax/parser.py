@@ -26,14 +26,39 @@ TERMINAL_WORDS = {"NAME": "a name", "NUMBER": "a number", "STRING": 'a string ("
 
 @lru_cache(maxsize=1)
 def build_parser() -> lark.Lark:
-    """The LALR parser of the grammar, built once."""
+    """The LALR parser of the grammar, built once per process; its tables are
+    cached on disk by lark (``get_cache_path``), since computing them takes
+    most of a second and a `check` of a small program should not."""
+    grammar = GRAMMAR_FILE.read_text(encoding="utf-8")
     return lark.Lark(
-        GRAMMAR_FILE.read_text(),
+        grammar,
         parser="lalr",
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=True,
+        cache=get_cache_path(grammar),
     )
+
+
+def get_cache_path(grammar: str) -> str | bool:
+    """Where lark keeps the parser tables of ``grammar``: a file named by the
+    grammar's hash under the user's cache directory ($XDG_CACHE_HOME or
+    ~/.cache, then serq-ref/), so that two checkouts with different grammars
+    never overwrite each other's tables. lark checks the hash of the grammar,
+    its options and its own version inside the file and rebuilds on any
+    mismatch (or an unreadable file); a directory that cannot be created
+    falls back to lark's own place in the temporary directory (True)."""
+    import hashlib
+    import os
+
+    digest = hashlib.sha256(grammar.encode("utf-8")).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.path.join(base, "serq-ref")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return True
+    return os.path.join(directory, f"grammar-{digest}-lark{lark.__version__}.cache")
 
 
 @lru_cache(maxsize=1)
@@ -76,6 +101,12 @@ def parse_text(text: str, file: str) -> ast.Program:
     try:
         tree = build_parser().parse(text)
     except lark.exceptions.UnexpectedToken as error:
+        from .syntax_errors import diagnose
+
+        expected = get_accepted_terminals(error)
+        diagnosis = diagnose(text, file, error, build_parser(), get_terminal_spellings(), expected)
+        if diagnosis is not None:
+            raise diagnosis from None
         token = error.token
         if token.type == "$END":
             found = "the end of the file"
@@ -85,7 +116,7 @@ def parse_text(text: str, file: str) -> ast.Program:
             line, col = token.line, token.column
         width = len(str(token.value)) if token.type != "$END" else 1
         raise ProgramError(
-            f"expected {describe_expected(get_accepted_terminals(error))}, found {found}",
+            f"expected {describe_expected(expected)}, found {found}",
             Span(file, line, col, col + max(width, 1)),
         ) from None
     except lark.exceptions.UnexpectedCharacters as error:
@@ -515,7 +546,7 @@ class BuildAst(Transformer):
         return tuple(c)
 
     def e_num(self, meta, c):
-        return ast.Num(float(str(c[0])), span=self.token_span(c[0]))
+        return ast.Num(float(str(c[0])), span=self.token_span(c[0]), text=str(c[0]))
 
     def e_path(self, meta, c):
         return ast.Name(c[0], span=c[0].span)

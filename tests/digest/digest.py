@@ -141,10 +141,10 @@ def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tup
     """Load and run ``path`` as `serq-ref run` would: (outcome kind, canonical lines)."""
     try:
         overrides = overrides_of(options)
-        loaded = load(path, overrides)
+        loaded = load(path, overrides, "run")
         cap = options.get("horizon_cap")
         if cap is not None and loaded.program.horizon > cap:
-            loaded = load(path, dataclasses.replace(overrides, horizon=float(cap)))
+            loaded = load(path, dataclasses.replace(overrides, horizon=float(cap)), "run")
         lines = [f"horizon_run = {scalar(loaded.program.horizon)}"] if cap is not None else []
         lines += warning_lines(loaded.warnings, directories)
         result = run(loaded.program, base_dir=loaded.base_dir)

@@ -13,13 +13,16 @@ arrival order), so a free server and a waiting job are two comparisons.
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 from typing import NamedTuple
 
 from ..configuration import install_fast_replace, Configuration, build, insert_event, remove_event, replace_at, setter
 from ..machine import Machine
 from ..rules import rule
-from .jobs import at_stage, finish_job
+from . import jobs as stage_jobs
+from .jobs import at_stage, check_room_at_stage, finish_job
 
 KIND = "fifo"
 EVENT = "job"  # the completion event (a, b = stage, job)
@@ -99,6 +102,7 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
     at once when a server is free (stage/fifo-start)."""
     s = stages[0]
     st = c.stages[s]
+    check_room_at_stage(m, c, s, len(st.jobs), owner)
     sessions = at_stage(c, owner, past, s, job_id)
     owner = None if owner is None else owner.serial
     job = build(FifoJob, (job_id, owner, c.time, _NAN, spill, work, None))
@@ -155,7 +159,7 @@ def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     """The kind's part of stage/leave: the job is taken off the line; a
     server it held takes the next waiting job (stage/fifo-start, inside the rule)."""
     st = c.stages[s]
-    k = next(k for k, j in enumerate(st.jobs) if j.job_id == job_id)
+    k = _index(st.jobs, job_id, len(st.jobs))
     job = st.jobs[k]
     events = remove_event(c.events, job.due) if job.due is not None else c.events
     st = st._replace(jobs=st.jobs[:k] + st.jobs[k + 1:], busy=st.busy - 1 if k < st.busy else st.busy)
@@ -163,11 +167,22 @@ def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     return start(m, c, s) if st.busy < m.servers[s] else c  # stage/fifo-start's premise: a server is free
 
 
+_JOB_ID = operator.attrgetter("job_id")
+
+
 def _in_service(jobs: tuple, job_id: int) -> int:
-    """The index of job ``job_id``, in service: among the first ``busy``."""
-    k = 0
-    while jobs[k].job_id != job_id:
-        k += 1
+    """The index of job ``job_id``, in service: among the first ``busy`` (a
+    search among those, not a scan: the first busy jobs are in start order)."""
+    return _index(jobs, job_id, len(jobs))
+
+
+def _index(jobs: tuple, job_id: int, end: int) -> int:
+    """The index of job ``job_id`` in ``jobs[:end]``. The line is in arrival
+    order and a job's id is the sequence number it arrived with, so the ids
+    ascend along it and a binary search finds it (a scan in Python was the
+    quadratic part of a stage with tens of thousands of jobs in service)."""
+    k = bisect.bisect_left(jobs, job_id, 0, end, key=_JOB_ID)
+    assert k < end and jobs[k].job_id == job_id, "no such job at the stage"
     return k
 
 
@@ -182,6 +197,8 @@ def enter_fast(m: Machine, c: Configuration, stages: tuple[int, ...], owner, pas
     s = stages[0]
     st = c.stages[s]
     n = st.busy
+    if len(st.jobs) >= stage_jobs.MAX_JOBS_AT_STAGE:
+        return enter(m, c, stages, owner, past, work, spill, job_id)  # the definition refuses it
     sessions = at_stage(c, owner, past, s, job_id)
     owner = None if owner is None else owner.serial
     if n < m.servers[s] and n == len(st.jobs):

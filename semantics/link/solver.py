@@ -1,0 +1,406 @@
+"""The Z3 side of the verdicts (check 8): expressions as Z3 terms over the
+attribute ranges, and the decision of a property for every, some or no
+admissible value.
+
+Imported only when a question is left that the attribute ranges alone do not
+settle (``verdicts.settle_by_ranges``): z3 takes a tenth of a second to
+import, and most programs' questions are settled without it.
+
+Each query has a deterministic resource limit (``rlimit``) and a time limit;
+an unknown answer is no finding, so a verdict never depends on the machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import z3
+
+from .. import ir
+from .names import name_attribute, show_expr
+from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
+from .ranges import EVERYTHING, Interval
+from .verdicts import ALWAYS, NEVER, SOMETIMES, Verdict
+
+if TYPE_CHECKING:
+    from .verdicts import Question
+
+#: Z3's deterministic work limit per query, and a wall-clock backstop (ms).
+RESOURCE_LIMIT = 2_000_000
+TIME_LIMIT_MS = 2_000
+#: An infinite constant is encoded as a value above every finite one the program writes.
+BEYOND_FINITE = 10**18
+
+
+def make_constant(x: float, context: z3.Context) -> z3.ArithRef:
+    fraction = Fraction(x)
+    return z3.Q(fraction.numerator, fraction.denominator, context)
+
+
+class Encoder:
+    """Z3 terms for expressions over the attribute ranges, with the side
+    constraints the terms need; one encoder, with a Z3 context of its own,
+    per query (Z3's answers depend on what its context saw before, so a
+    shared one would let one query's witness depend on the queries before it)."""
+
+    def __init__(self, program: ir.Program, ranges: tuple[Interval, ...],
+                 columns: dict[int, Interval] | None = None):
+        self.program = program
+        self.ranges = ranges
+        #: the trace's columns as a `turn;` loads them (the file's values), by slot
+        self.columns = columns or {}
+        self.context = z3.Context()
+        self.constraints: list[z3.BoolRef] = []
+        #: the quantities a witness names, in the order the expression reads them
+        self.named: dict[str, z3.ArithRef] = {}
+        self.observables: dict[object, z3.ArithRef] = {}
+        self.count = 0
+        #: the attributes the path to the site defines (``walk``): slot -> term
+        self.state: dict[int, z3.ArithRef] = {}
+        #: which moment an observable or context variable is read at: 0 the site's, then one per
+        #: statement of the path (an observable read earlier is another quantity)
+        self.instant = 0
+        #: the quantities the site's own expression reads (ids): a witness names them
+        self.site_reads: set[int] = set()
+
+    def make_fresh(self, stem: str) -> z3.ArithRef:
+        self.count += 1
+        return z3.Real(f"{stem}!{self.count}", self.context)
+
+    def make_constant(self, x: float) -> z3.ArithRef:
+        return make_constant(x, self.context)
+
+    def bound(self, term: z3.ArithRef, interval: Interval) -> None:
+        if math.isfinite(interval.low):
+            self.constraints.append(term >= self.make_constant(interval.low))
+        if math.isfinite(interval.high):
+            self.constraints.append(term <= self.make_constant(interval.high))
+        if interval.whole:
+            self.constraints.append(z3.IsInt(term))
+
+    def name_quantity(self, key: ir.Expr, shown: str, interval: Interval) -> z3.ArithRef:
+        """The one variable of an attribute, context variable or observable in
+        this query (an observable or context variable: at this instant)."""
+        if not isinstance(key, ir.Attr):
+            key = (self.instant, key)
+            if self.instant:
+                shown = f"{shown} (read earlier)"
+        if key not in self.observables:
+            self.observables[key] = self.make_named(shown, interval)
+        if self.instant == 0:
+            self.site_reads.add(self.observables[key].get_id())
+        return self.observables[key]
+
+    def make_named(self, shown: str, interval: Interval) -> z3.ArithRef:
+        """A new quantity a witness may name (`x`, `x`', … when the path
+        forgot an earlier value of the same attribute)."""
+        while shown in self.named:
+            shown += "'"
+        term = z3.Real(shown, self.context)
+        self.named[shown] = term
+        self.bound(term, interval)
+        return term
+
+    # ---------------------------------------------------------------- the path
+
+    def walk(self, path: Path) -> None:
+        """What the semantics guarantees on the way to the site (paths.py):
+        definitions, guards, `cached` within the hold's reuse."""
+        program = self.program
+        if path.after_init:
+            for stmt in program.blocks[program.init]:
+                self.pass_statement(stmt)
+        for level, (block, index) in enumerate(path.steps):
+            stmts = program.blocks[block]
+            for stmt in stmts[:index]:
+                self.pass_statement(stmt)
+            stmt = stmts[index]
+            if level + 1 < len(path.steps):
+                self.enter(stmt, path.steps[level + 1][0])
+            elif isinstance(stmt, ir.Hold):  # its header is read at every admission, a preempted body's again
+                self.forget(list_assigned(program, stmt.body) | {self.program.slot_computed})
+        self.instant = 0
+
+    def next_instant(self) -> None:
+        self.count += 1
+        self.instant = self.count
+
+    def pass_statement(self, stmt: ir.Stmt) -> None:
+        """A statement the session has passed on the way to the site."""
+        program = self.program
+        self.next_instant()
+        if isinstance(stmt, ir.Set):  # a quantity of its own, named as the attribute, so a witness can say it
+            value = self.encode(stmt.expr)
+            named = self.make_named(f"`{name_attribute(program, stmt.slot)}`", EVERYTHING)
+            self.constraints.append(named == value)
+            self.state[stmt.slot] = named
+        elif isinstance(stmt, ir.Choose):
+            self.forget({stmt.var})
+        elif isinstance(stmt, ir.Turn):
+            self.pass_turn()
+        elif isinstance(stmt, ir.Hold):
+            self.forget(list_assigned(program, stmt.body) | {HOLD})
+        elif isinstance(stmt, ir.Branch):
+            guard = self.encode(stmt.guard)
+            self.forget(list_assigned(program, stmt.then_block) | list_assigned(program, stmt.else_block))
+            then_ends = ends_the_session(program, stmt.then_block)
+            else_ends = ends_the_session(program, stmt.else_block)
+            if then_ends and not else_ends:
+                self.constraints.append(guard == 0)
+            elif else_ends and not then_ends:
+                self.constraints.append(guard == 1)
+        elif isinstance(stmt, (ir.Loop, ir.While)):
+            self.forget(list_assigned(program, stmt.block))
+
+    def pass_turn(self) -> None:
+        """`turn;`: turn_no and the trace's columns change, then the turn block runs."""
+        program = self.program
+        self.forget({program.slot_turn})
+        for slot, interval in self.columns.items():
+            self.state[slot] = self.make_named(f"`{name_attribute(program, slot)}`", interval)
+        if program.trace is not None:
+            self.forget({program.slot_more} | ({program.slot_new, program.slot_out, program.slot_think,
+                                                program.slot_forced} - set(self.columns)))
+        for stmt in program.blocks[program.turn]:
+            self.pass_statement(stmt)
+
+    def enter(self, stmt: ir.Stmt, child: int) -> None:
+        """The site is inside ``stmt``'s block ``child``."""
+        program = self.program
+        self.next_instant()
+        if isinstance(stmt, ir.Branch):
+            guard = self.encode(stmt.guard)
+            self.constraints.append(guard == (1 if child == stmt.then_block else 0))
+        elif isinstance(stmt, (ir.Loop, ir.While)):
+            self.forget(list_assigned(program, stmt.block))
+            if isinstance(stmt, ir.While):
+                self.constraints.append(self.encode(stmt.guard) == 1)
+        elif isinstance(stmt, ir.Hold):
+            self.forget(list_assigned(program, stmt.body) | {program.slot_computed})
+            slot = program.slot_cached
+            if stmt.cache is None:  # a hold without cache consumes nothing (seed 002 §2, Built-in attributes)
+                self.state[slot] = self.make_constant(0)
+                return
+            cached = self.make_named(f"`{name_attribute(program, slot)}`", self.ranges[slot])
+            self.constraints.append(cached >= 0)
+            if stmt.reuse is not None:  # at most reuse units are consumed (pool/consume)
+                reuse = self.encode(stmt.reuse)
+                self.constraints.append(cached <= z3.If(reuse > 0, reuse, self.make_constant(0)))
+            self.state[slot] = cached
+
+    def forget(self, assigned: set[int | str]) -> None:
+        """What the path cannot know any more: each attribute back to its range."""
+        program = self.program
+        slots = {a for a in assigned if isinstance(a, int)}
+        if TURN in assigned:
+            slots |= {program.slot_turn} | list_assigned_slots(program, program.turn)
+            if program.trace is not None:
+                slots |= {program.slot_new, program.slot_out, program.slot_think, program.slot_more,
+                          program.slot_forced}
+        if HOLD in assigned:
+            slots |= {program.slot_cached, program.slot_computed}
+        for slot in sorted(slots):
+            fresh = self.make_named(f"`{name_attribute(program, slot)}`", self.ranges[slot])
+            if TURN in assigned and slot in self.columns:
+                # a trace column is what it was, or what a `turn;` on the way loaded from the file
+                interval = self.columns[slot]
+                old = self.encode(ir.Attr(slot))
+                self.constraints.append(z3.Or(fresh == old, z3.And(fresh >= self.make_constant(interval.low),
+                                                                   fresh <= self.make_constant(interval.high))))
+            self.state[slot] = fresh
+
+    def encode(self, e: ir.Expr) -> z3.ArithRef:
+        if isinstance(e, ir.Num):
+            if math.isinf(e.value):
+                beyond = self.make_fresh("inf")
+                self.constraints.append(beyond > BEYOND_FINITE)
+                return beyond if e.value > 0 else -beyond
+            if math.isnan(e.value):
+                return self.make_fresh("nan")
+            return self.make_constant(e.value)
+        if isinstance(e, ir.Attr):
+            if e.slot in self.state:
+                if self.instant == 0:
+                    self.site_reads.add(self.state[e.slot].get_id())
+                return self.state[e.slot]
+            return self.name_quantity(e, f"`{name_attribute(self.program, e.slot)}`", self.ranges[e.slot])
+        if isinstance(e, ir.Ctx):
+            interval = Interval(0.0, 1.0, True) if e.var == "Decoding" else Interval(0.0, math.inf, False)
+            return self.name_quantity(e, f"`{ir.CONTEXT_VARIABLES[e.var]}`", interval)
+        if isinstance(e, ir.Cost):
+            return self.encode(e.expr)
+        if isinstance(e, ir.Sample):
+            return self.encode_sample(e)
+        if isinstance(e, ir.Call):
+            return self.encode_call(e)
+        if isinstance(e, ir.Unary):
+            a = self.encode(e.operand)
+            return -a if e.op == "Neg" else z3.If(a == 0, self.make_constant(1), self.make_constant(0))
+        if isinstance(e, ir.Binary):
+            return self.encode_binary(e)
+        assert isinstance(e, ir.Cond)
+        return z3.If(self.encode(e.test) != 0, self.encode(e.then), self.encode(e.otherwise))
+
+    def encode_binary(self, e: ir.Binary) -> z3.ArithRef:
+        if e.op == "Pow":
+            return self.make_fresh("pow")
+        a, b = self.encode(e.left), self.encode(e.right)
+        if e.op == "Div":
+            # a float division by 0 is ±inf (or NaN for 0 / 0), as IEEE 754 says (docs/arithmetic.md); Z3's
+            # a / 0 is any value, which gave witnesses no run reaches ("the work can be negative: -1 when
+            # `z` = 0" for 1 / z)
+            beyond = self.make_fresh("inf")
+            self.constraints.append(beyond > BEYOND_FINITE)
+            zero = self.make_constant(0)
+            by_zero = z3.If(a > zero, beyond, z3.If(a < zero, -beyond, self.make_fresh("nan")))
+            return z3.If(b == zero, by_zero, a / b)
+        arithmetic = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b, "Div": lambda: a / b}
+        if e.op in arithmetic:
+            return arithmetic[e.op]()
+        tests = {
+            "Lt": lambda: a < b,
+            "Le": lambda: a <= b,
+            "Gt": lambda: a > b,
+            "Ge": lambda: a >= b,
+            "Eq": lambda: a == b,
+            "Ne": lambda: a != b,
+            "And": lambda: z3.And(a != 0, b != 0),
+            "Or": lambda: z3.Or(a != 0, b != 0),
+        }
+        return z3.If(tests[e.op](), self.make_constant(1), self.make_constant(0))
+
+    def encode_sample(self, e: ir.Sample) -> z3.ArithRef:
+        args = [self.encode(a) for a in e.args]
+        draw = self.make_fresh(ir.DISTRIBUTIONS[e.dist][0])
+        if e.dist == "Det":
+            self.constraints.append(draw == args[0])
+        elif e.dist == "Uniform":
+            self.constraints.append(z3.Or(z3.And(args[0] <= draw, draw <= args[1]), z3.And(args[1] <= draw, draw <= args[0])))
+        elif e.dist == "Bernoulli":
+            self.constraints.append(z3.Or(draw == 0, draw == 1))
+        else:
+            self.constraints.append(draw >= 0)
+        return draw
+
+    def encode_call(self, e: ir.Call) -> z3.ArithRef:
+        args = [self.encode(a.expr) for a in e.args if isinstance(a, ir.ExprArg)]
+        if e.fun == "Min":
+            return z3.If(args[0] <= args[1], args[0], args[1])
+        if e.fun == "Max":
+            return z3.If(args[0] >= args[1], args[0], args[1])
+        if e.fun == "Abs":
+            return z3.If(args[0] >= 0, args[0], -args[0])
+        if e.fun in ("Floor", "Ceil"):
+            self.count += 1
+            whole = z3.ToReal(z3.Int(f"{e.fun.lower()}!{self.count}", self.context))
+            if e.fun == "Floor":
+                self.constraints += [whole <= args[0], args[0] < whole + 1]
+            else:
+                self.constraints += [whole - 1 < args[0], args[0] <= whole]
+            return whole
+        if e.fun == "Sqrt":
+            root = self.make_fresh("sqrt")
+            self.constraints.append(root >= 0)
+            return root
+        if e.fun == "Exp":  # at least 0, not above: a float's exp underflows to 0 below about -745
+            power = self.make_fresh("exp")
+            self.constraints.append(power >= 0)
+            return power
+        if e.fun in ("Ln", "Pow"):
+            return self.make_fresh(e.fun.lower())
+        return self.name_quantity(e, show_expr(self.program, e), self.observable_range(e))
+
+    def observable_range(self, e: ir.Call) -> Interval:
+        if e.fun in ("Used", "Free", "CachedIn"):
+            ref = e.args[0].ref
+            return Interval(0.0, max(p.cap for p in self.program.pools[ref.base : ref.base + ref.count]), False)
+        if e.fun in ("Holders", "Queued", "Queue"):
+            return Interval(0.0, math.inf, True)
+        return Interval(0.0, math.inf, False)
+
+
+# --------------------------------------------------------------------------
+# Deciding a property
+# --------------------------------------------------------------------------
+
+def format_model_value(value: z3.ExprRef) -> str:
+    """A witness as a number the source could write: whole numbers exactly
+    up to 10^15, others (and a model's 300-digit integers) to 12 digits."""
+    if z3.is_algebraic_value(value):
+        value = value.approx(12)
+    if z3.is_int_value(value):
+        return _format_whole(value.as_long())
+    if z3.is_rational_value(value):
+        fraction = value.as_fraction()
+        return _format_whole(fraction.numerator) if fraction.denominator == 1 else f"{float(fraction):.12g}"
+    return str(value)
+
+
+def _format_whole(n: int) -> str:
+    return str(n) if abs(n) < 10**15 else f"{float(n):.12g}"
+
+
+def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
+    """``-1 when `o` = 0, `prompt` = 2``: the site's value and what it read."""
+    value = format_model_value(model.eval(term, model_completion=True))
+    read = list_constants(term) | encoder.site_reads
+    listed = [(name, q) for name, q in encoder.named.items() if q.get_id() in read]
+    # `x`' (an attribute the path forgot, read again) is `x` when the witness names no other `x`
+    stems = [name.rstrip("'") for name, _ in listed]
+    named = [f"{stem if stems.count(stem) == 1 else name} = {format_model_value(model.eval(q, model_completion=True))}"
+             for (name, q), stem in zip(listed, stems)]
+    return value + (f" when {', '.join(named)}" if named else "")
+
+
+def list_constants(term: z3.ExprRef) -> set[int]:
+    """The ids of the uninterpreted constants ``term`` is made of."""
+    found: set[int] = set()
+    seen: set[int] = set()
+    pending = [term]
+    while pending:
+        e = pending.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            found.add(e.get_id())
+        pending.extend(e.children())
+    return found
+
+
+def make_solver(encoder: Encoder) -> z3.Solver:
+    solver = z3.Solver(ctx=encoder.context)
+    solver.set("rlimit", RESOURCE_LIMIT)
+    solver.set("timeout", TIME_LIMIT_MS)
+    solver.add(*encoder.constraints)
+    return solver
+
+
+def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
+    """Does ``bad`` hold for every admissible value, some, or none?"""
+    solver = make_solver(encoder)
+    solver.add(bad)
+    if solver.check() != z3.sat:
+        return Verdict(NEVER, "")
+    model = solver.model()
+    # a witness in whole numbers reads better (`known` = 2, not 1.5), when there is one
+    solver.add(*[z3.IsInt(quantity) for quantity in encoder.named.values()])
+    if solver.check() == z3.sat:
+        model = solver.model()
+    witness = describe_witness(encoder, model, term)
+    solver = make_solver(encoder)
+    solver.add(z3.Not(bad))
+    return Verdict(ALWAYS if solver.check() == z3.unsat else SOMETIMES, witness)
+
+
+def formulate(question: Question, encoder: Encoder, term: z3.ArithRef) -> z3.BoolRef:
+    if question.fault == "index":
+        return z3.Or(term < 0, term > encoder.make_constant(question.limit), z3.Not(z3.IsInt(term)))
+    if question.fault == "guard":
+        return z3.And(term != 0, term != 1)
+    if question.fault == "negative":
+        return term < 0
+    return term > encoder.make_constant(question.limit)
