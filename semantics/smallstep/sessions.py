@@ -310,7 +310,10 @@ def execute_observe_then_end(m, c, s, op, env):
     as one update."""
     if not op.exprs[1] or s.holds or s.leases:  # (running, it has no job, growth or pending hold)
         return execute_observe(m, c, s, op, env)
-    return end_session(m, c, s, samples=_with_sample(m, c, s, op, op.exprs[0](env)))
+    value = op.exprs[0](env)
+    if c.time < m.warmup:
+        return end_session(m, c, s, samples=c.samples)
+    return end_session(m, c, s, samples=_with_sample(m, c, s, op, value))
 
 
 def _with_sample(m, c, s, op, value):
@@ -364,16 +367,17 @@ def execute_run(m, c, s, op, env):
     if targets is None:  # an indexed family member
         targets = tuple(resolve_index(ref, m.compiler.compile_ref_index(ref), env, "stage") for ref in refs)
     work = work_of(env)
-    if not work == work:
-        fail("the run's work is NaN", c, op.at)
-    if work == math.inf:  # the job would hold its stage for ever, and the session never finish
-        fail("the run's work is inf: the job would never finish", c, op.at)
-    if work <= 0:
+    if not 0 < work < math.inf:
+        if not work == work:
+            fail("the run's work is NaN", c, op.at)
+        if work == math.inf:  # the job would hold its stage for ever, and the session never finish
+            fail("the run's work is inf: the job would never finish", c, op.at)
         return complete_at_once(m, c, s, op, env, targets)
     how = None
     if mode != "Plain":
         how = (mode, None if growing is None else resolve_index(growing[0], growing[1], env, "pool"))
-    return stages.enter_stage(m, c, targets, s, work, past=(op.next, env.draws), how=how)
+    # the stage kind's enter rule (stages.enter_stage, called directly: a job's id is the next sequence number)
+    return m.stage_kinds[targets[0]].enter(m, c, targets, s, (op.next, env.draws), work, None, c.sequence, how)
 
 
 @rule("session/run", "a run of zero work (or less) completes at once: the session goes on",

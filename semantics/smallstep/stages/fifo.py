@@ -217,7 +217,7 @@ def complete_fast(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     frees one server, so it starts at most one job)."""
     st = c.stages[s]
     jobs = st.jobs
-    k = _in_service(jobs, job_id)
+    k = 0 if jobs[0].job_id == job_id else _in_service(jobs, job_id)  # the first job, with one server
     job = jobs[k]
     jobs, n, events, seq = jobs[:k] + jobs[k + 1:], st.busy - 1, c.events, c.sequence
     if n < len(jobs):
