@@ -7,6 +7,8 @@ differential tests and the speed benchmark.
 environment (``real/driver.py``, built by ``real/setup-vllm.sh``; nothing in
 the package imports vllm). ``record``: records its answers under ``data/``
 with a manifest. ``campaign_cases``: the seeded random cases of the campaign.
-The scenario tests of serq-ref's own engine against those answers arrive with
-the step engine (docs/design/step-engine.md, §5).
+``scenario``, ``replay``, ``check``: serq-ref's side (lib/vllm.sq's engine on
+the step clock). ``campaign``: both sides on random cases, each divergence
+with its first differing step and a minimal case. ``cli``: ``serq-ref
+oracle`` (docs/oracle.md).
 """

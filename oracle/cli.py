@@ -3,7 +3,14 @@
     serq-ref oracle run SCENARIO.json [--json]
     serq-ref oracle check DIR [DIR ...]
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
-                          [--block-size 16] [--sessions K] [--chunk C]
+                          [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
+    serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
+    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I]
+                            [--recorded FILE] [--vllm-python PY] [--explain-known] [--report FILE]
+
+The commands that run the real vLLM scheduler (replay --real, regenerate,
+campaign without --recorded) need its environment (oracle/real/setup-vllm.sh;
+--vllm-python or $SERQ_VLLM_PYTHON): without it they exit 2 saying so.
 
 semantics/cli.py registers the subcommand (``add_parser``) and runs it
 (``command``). docs/oracle.md says what each prints.
@@ -15,6 +22,7 @@ import argparse
 import json
 import sys
 
+from semantics.errors import UsageError
 
 
 def _number(text: str) -> float:
@@ -58,10 +66,77 @@ def add_parser(commands, parser_class) -> None:
     p.add_argument("--sessions", type=_count, metavar="K", help="replay the trace's first K sessions (default: all)")
     p.add_argument("--chunk", type=_number, default=0.0, metavar="C",
                    help="long_prefill_token_threshold (default 0: none)")
+    p.add_argument("--real", action="store_true",
+                   help="replay with the real vLLM scheduler instead (the same protocol, the same CSV)")
+    _vllm_python(p)
+    g = sub.add_parser("regenerate", help="answer every scenario NAME.json of DIR with the real vLLM scheduler, "
+                                          "write NAME.out.json, and say which differ from the answers there")
+    g.add_argument("dir", metavar="DIR")
+    g.add_argument("--older-rule", action="store_true",
+                   help="serve-by scenarios: a request that preempts itself ends the pass (vLLM before 0.33.0, "
+                        "the rule of ../shared/oracle/serve's answers)")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="D",
+                       help="write NAME.out.json in D (default: DIR, replacing the answers there)")
+    where.add_argument("--no-write", action="store_true", help="write nothing: only compare")
+    _vllm_python(g)
+    k = sub.add_parser("campaign", help="N random cases answered by serq-ref and the real vLLM scheduler (or its "
+                                        "recorded answers): every divergence, its first differing step and a "
+                                        "minimal reproduction")
+    k.add_argument("count", type=_count, metavar="N")
+    k.add_argument("--seed", type=_natural, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
+    k.add_argument("--kind", choices=("scenario", "serve", "replay"), default="scenario",
+                   help="scenarios (default), serve-by scenarios, or multi-turn replays")
+    k.add_argument("--start", type=_natural, default=0, metavar="I", help="the first case's index (default 0)")
+    k.add_argument("--recorded", metavar="FILE",
+                   help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
+                        "running the real scheduler")
+    k.add_argument("--explain-known", action="store_true",
+                   help="also give the documented divergences (D1, D11) a first step and a minimal reproduction")
+    k.add_argument("--max-tries", type=_count, default=1000, metavar="T",
+                   help="cases the shrinking may try per divergence (default 1000)")
+    k.add_argument("--report", metavar="FILE", help="write one JSON line per case (its verdict and what differs)")
+    _vllm_python(k)
+
+
+def _natural(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0: {text}")
+    return value
+
+
+def _vllm_python(parser) -> None:
+    parser.add_argument("--vllm-python", metavar="PY",
+                        help="the vLLM environment's python (default: $SERQ_VLLM_PYTHON, else ../vllm-env/bin/python "
+                             "beside the repository)")
 
 
 def command(args: argparse.Namespace) -> int:
-    return {"run": command_run, "check": command_check, "replay": command_replay}[args.oracle_command](args)
+    from .real import RealVllmMissing
+
+    commands = {"run": command_run, "check": command_check, "replay": command_replay,
+                "regenerate": command_regenerate, "campaign": command_campaign}
+    try:
+        return commands[args.oracle_command](args)
+    except RealVllmMissing as e:
+        raise UsageError(f"{e}\nusage: serq-ref oracle {args.oracle_command} ... --vllm-python PY "
+                         f"(or set $SERQ_VLLM_PYTHON)") from None
+    except UsageError as e:
+        if args.oracle_command in USAGE and "usage:" not in e.message:
+            e.message = f"{e.message}\nusage: {USAGE[args.oracle_command]}"
+        raise
+
+
+#: The usage line of the commands of the real scheduler, after their errors.
+USAGE = {
+    "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
+    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--recorded FILE] "
+                "[--vllm-python PY]",
+}
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -93,6 +168,10 @@ def command_check(args: argparse.Namespace) -> int:
 def command_replay(args: argparse.Namespace) -> int:
     from .replay import COLUMNS, replay
 
+    if args.real:
+        return command_replay_real(args)
+    if args.vllm_python is not None:
+        raise UsageError("--vllm-python goes with --real (serq-ref replays without it)")
     rows = replay(args.trace, args.spacing, args.budget, args.max_seqs, args.blocks, args.block_size, args.sessions,
                   args.chunk)
     out = sys.stdout
@@ -101,3 +180,97 @@ def command_replay(args: argparse.Namespace) -> int:
         out.write(row.csv() + "\n")
     return 0
 
+
+
+def command_replay_real(args: argparse.Namespace) -> int:
+    """The same replay by the real vLLM scheduler (oracle/real/driver.py): the
+    trace's first K sessions, the engine's numbers as whole numbers."""
+    from . import real
+    from .replay import trace_session_numbers
+
+    real.find_python(args.vllm_python)
+    numbers = {}
+    for name in ("spacing", "budget", "max_seqs", "blocks", "block_size", "chunk"):
+        value = getattr(args, name)
+        if not (value >= 0 and value != float("inf")):
+            raise UsageError(f"--{name.replace('_', '-')} {value:g}: a finite number, at least 0")
+        if name != "spacing":
+            if not float(value).is_integer():
+                raise UsageError(f"--{name.replace('_', '-')} {value:g}: the real scheduler takes a whole number")
+            value = int(value)
+        numbers[name] = value
+    try:
+        with open(args.trace, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {args.trace}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read {args.trace}: {e}") from None
+    if args.sessions is not None:
+        kept = set(trace_session_numbers(args.trace)[:args.sessions])
+        lines = text.splitlines()
+        header = lines[0].split(",")
+        column = header.index("session")
+        text = "\n".join([lines[0]] + [line for line in lines[1:]
+                                        if line.strip() and int(float(line.split(",")[column])) in kept]) + "\n"
+    job = real.replay_job(text, spacing=numbers["spacing"], budget=numbers["budget"], max_seqs=numbers["max_seqs"],
+                          blocks=numbers["blocks"], block_size=numbers["block_size"], chunk=numbers["chunk"])
+    (answer,) = real.answer_all([job], args.vllm_python)
+    if "error" in answer:
+        print(f"serq-ref: the real scheduler could not replay it: {answer['error']}", file=sys.stderr)
+        return 1
+    sys.stdout.write(answer["csv"])
+    if answer["status"] != "finished":
+        print(f"serq-ref: the real scheduler's replay ended: {answer['status']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def command_regenerate(args: argparse.Namespace) -> int:
+    """Every scenario of DIR answered by the real scheduler; a line per
+    scenario (equal, differs and how, new), then the counts. Exit 1 when one
+    differs."""
+    import os
+    from pathlib import Path
+
+    from . import real
+
+    real.find_python(args.vllm_python)
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise UsageError(f"no such directory: {args.dir}")
+    if not real.scenario_files(directory):
+        raise UsageError(f"{args.dir} has no scenario NAME.json (a JSON object with requests)")
+    out = None if args.no_write else Path(args.out) if args.out is not None else directory
+    lines: list[str] = []
+
+    def report(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)
+
+    differ = real.regenerate(directory, out, args.vllm_python, args.older_rule, report=report)
+    equal = sum(line.endswith(": equal") or ": equal (" in line for line in lines)
+    new = sum(": new" in line for line in lines)
+    written = "" if out is None else f"; NAME.out.json written in {os.path.normpath(out)}"
+    print(f"{len(lines)} scenarios: {equal} equal, {differ} differ, {new} new{written}")
+    return 1 if differ else 0
+
+
+def command_campaign(args: argparse.Namespace) -> int:
+    """The campaign: a line block per case that does not agree, then the counts.
+    Exit 1 when a case differs for no documented reason."""
+    from . import campaign
+
+    outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
+                                           args.vllm_python, args.explain_known, args.max_tries,
+                                           report=lambda line: print(line, flush=True))
+    if args.report is not None:
+        try:
+            with open(args.report, "w", encoding="utf-8") as f:
+                for outcome in outcomes:
+                    f.write(json.dumps(outcome) + "\n")
+        except OSError as e:
+            raise UsageError(f"cannot write {args.report}: {e.strerror}") from None
+    against = f"the answers recorded in {args.recorded}" if args.recorded else "vLLM 0.33.0's scheduler"
+    print(f"{campaign.summary(args.kind, outcomes, seconds)}, against {against}")
+    return 1 if any(o["verdict"] == campaign.DIFFERS for o in outcomes) else 0

@@ -147,6 +147,60 @@ def answer_all(jobs: Iterable[dict], python: str | os.PathLike | None = None) ->
     return list(iter_answers(jobs, python))
 
 
+class Driver:
+    """One driver process kept open, answering one job at a time: for work
+    whose next job depends on the last answer (shrinking a divergence), where
+    a process per job would pay vLLM's import (10-25 s) each time.
+
+        with Driver(python) as driver:
+            answer = driver.answer(job)
+    """
+
+    def __init__(self, python: str | os.PathLike | None = None) -> None:
+        self.executable = find_python(python)
+        self._process = subprocess.Popen(
+            [str(self.executable), str(DRIVER), "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, bufsize=1, env=_environment(),
+        )
+        self._errors: list[str] = []
+        self._reader = threading.Thread(target=lambda: self._errors.extend(self._process.stderr), daemon=True)
+        self._reader.start()
+
+    def answer(self, job: dict) -> dict:
+        """The driver's answer to ``job`` (with ``error`` if it could not answer it)."""
+        try:
+            self._process.stdin.write(json.dumps(job) + "\n")
+            self._process.stdin.flush()
+            line = self._process.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            self._process.wait()
+            tail = "".join(self._errors[-20:])
+            raise RuntimeError(f"the vLLM driver ({self.executable}) exited with {self._process.returncode}:\n{tail}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            try:
+                self._process.stdin.close()
+            except BrokenPipeError:
+                pass
+            try:
+                self._process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._reader.join(timeout=5)
+
+    def __enter__(self) -> "Driver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def scenario_job(scenario: dict, **extra) -> dict:
     """A scenario (the format of ../shared/oracle/vllm/NAME.json) as a job."""
     return {"kind": "scenario", **scenario, **extra}
@@ -175,11 +229,14 @@ def scenario_files(directory: Path) -> list[Path]:
                   and "requests" in json.loads(p.read_text()))
 
 
-def regenerate(directory: Path, out: Path | None, python=None, older_rule: bool = False) -> int:
+def regenerate(directory: Path, out: Path | None, python=None, older_rule: bool = False,
+               report=print) -> int:
     """Answer every scenario of ``directory`` with the real scheduler. With
-    ``out``, write NAME.out.json there; either way, compare each answer with
-    the NAME.out.json beside the scenario, if there is one, and print
-    equal / differs / new per scenario. Returns the number that differ.
+    ``out``, write NAME.out.json there (``directory`` itself: replacing the
+    answers there); either way, compare each answer with the NAME.out.json
+    that was beside the scenario before, if there was one, and report
+    equal / differs / new per scenario (a line each, to ``report``). Returns
+    the number that differ (or that the driver could not answer).
     ``older_rule``: serve-by scenarios with a self-preempting request ending
     the running loop, as before vLLM 0.33.0 (docs/vllm-0.33.md, D1)."""
     files = scenario_files(directory)
@@ -187,25 +244,43 @@ def regenerate(directory: Path, out: Path | None, python=None, older_rule: bool 
     jobs = [scenario_job(json.loads(p.read_text()), **extra) for p in files]
     differ = 0
     for path, answer in zip(files, iter_answers(jobs, python)):
+        name = path.name[: -len(".json")]
         if "error" in answer:
-            print(f"{path.name}: {answer['error']}")
+            report(f"{name}: the driver could not answer it: {answer['error']}")
             differ += 1
             continue
         fields = recorded_fields(answer)
-        name = path.name[: -len(".json")]
+        recorded = path.with_name(f"{name}.out.json")
+        before = json.loads(recorded.read_text()) if recorded.exists() else None
+        if before is None:
+            verdict = "new"
+        elif before == fields:
+            verdict = "equal"
+        else:
+            verdict = "differs: " + "; ".join(answer_differences(before, fields))
+            differ += 1
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
             (out / f"{name}.out.json").write_text(json.dumps(fields) + "\n")
-        recorded = path.with_name(f"{name}.out.json")
-        if not recorded.exists():
-            verdict = "new"
-        elif json.loads(recorded.read_text()) == fields:
-            verdict = "equal"
-        else:
-            verdict = "differs"
-            differ += 1
-        print(f"{name}: {verdict} ({answer['status']})")
+        status = "" if answer["status"] == "finished" else f" ({answer['status']})"
+        report(f"{name}: {verdict}{status}")
     return differ
+
+
+def answer_differences(before: dict, now: dict) -> list[str]:
+    """What differs between two answers in the NAME.out.json format, a phrase each."""
+    phrases = []
+    ids = sorted(set(before.get("first", {})) | set(before.get("done", {})) | set(now.get("first", {}))
+                 | set(now.get("done", {})), key=lambda x: (len(x), x))
+    for rid in ids:
+        old = (before.get("first", {}).get(rid), before.get("done", {}).get(rid))
+        new = (now.get("first", {}).get(rid), now.get("done", {}).get(rid))
+        if old != new:
+            phrases.append(f"request {rid}: there first {old[0]} done {old[1]}, now first {new[0]} done {new[1]}")
+    for key in ("preemptions", "steps", "config"):
+        if before.get(key) != now.get(key):
+            phrases.append(f"{key}: there {before.get(key)}, now {now.get(key)}")
+    return phrases
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,8 @@ protocol has it), ``spacing`` and ``sessions`` set, its trace pointed at the
 given file. Per (session, turn): sent is the value of the ``sent`` sample;
 first the time of the ``ttft`` sample (the step that sampled the first
 token); done the time of the ``done`` sample; cached the ``cached_tokens``
-sample (the prefix the request consumed at its admission); prompt and out
+sample (the prefix the request consumed at its first admission, lib/vllm.sq's
+``first_cached``: vLLM's ``num_cached_tokens``); prompt and out
 the trace's. A session is the trace's session number (session i of the
 program replays the trace's i-th session, ``ordered``); a turn is numbered
 from 1, as the trace does.

@@ -31,6 +31,22 @@ A job is one of
   columns of cache_trace.out.csv), ``csv`` (the same as text), ``status``,
   ``steps``, ``unfinished``.
 
+Either kind also takes
+- ``step_trace``: true adds ``step_trace`` to the answer, one
+  ``[time, {request id: tokens scheduled}, [preempted ids]]`` per
+  ``schedule()`` call that scheduled a token or preempted (time: the step
+  number of a scenario; the clock before the step of a replay; request ids:
+  a scenario's position, a replay's ``session:turn index``), for finding the
+  first step at which another engine differs (``serq-ref oracle campaign``);
+- ``cache_computed_only`` (default false; an experiment, not vLLM's rule): a
+  preempted request's blocks stay cached only as far as it had computed
+  them. vLLM 0.33.0 caches a request's full blocks when it allocates them
+  for the tokens a pass schedules (vllm/v1/core/kv_cache_manager.py:621-625),
+  and on its priority path a victim that the same pass had already
+  scheduled is withdrawn (vllm/v1/core/sched/scheduler.py:950-956) with
+  those blocks still cached, though their tokens are never computed; serQ
+  caches what the hold computed (docs/divergences.md, D11).
+
 Conventions (the recorded answers' own; oracle/README.md in serq-ref):
 - scenario: request i's prompt token k is (i*7919 + k) % 50000 + 1, so no
   request hits another's prefix; a request with ``arrive: k`` is added after
@@ -436,12 +452,28 @@ class ObservedScheduler(Scheduler):
         self.features = {"preempt_steps": 0, "preemptions": 0, "self_preemptions": 0, "blocked_steps": 0}
         self._allocating = None
         self._in_schedule = False
+        self.cache_computed_only = False
 
     def _preempt_request(self, request, timestamp, drop_stale_output=False):
         self.features["preemptions"] += 1
         if request is self._allocating:
             self.features["self_preemptions"] += 1
+        if self.cache_computed_only:
+            self._uncache_past_computed(request)
         super()._preempt_request(request, timestamp, drop_stale_output)
+
+    def _uncache_past_computed(self, request):
+        """The experiment ``cache_computed_only``: forget the hashes of the
+        victim's blocks past what it has computed (num_computed_tokens is only
+        advanced after the pass, so a victim withdrawn from it counts only
+        the tokens of earlier steps), so that freeing them caches nothing
+        the request did not compute."""
+        manager = self.kv_cache_manager
+        computed_blocks = request.num_computed_tokens // self.block_size
+        for blocks in manager.get_blocks(request.request_id).blocks:
+            for block in blocks[computed_blocks:]:
+                if block.block_hash is not None:
+                    manager.block_pool._maybe_evict_cached_block(block)
 
     def _watch_allocations(self):
         manager = self.kv_cache_manager
@@ -574,6 +606,8 @@ def run_scenario(job) -> dict:
     )
     if serve:
         scheduler.configure(keys, bool(job.get("self_preempt_ends_pass", False)))
+    scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
+    step_trace = [] if job.get("step_trace") else None
     max_steps = int(job.get("max_steps", DEFAULT_SCENARIO_MAX_STEPS))
     pending = sorted(
         ((int(r.get("arrive", 0)), i, r) for i, r in enumerate(job["requests"])),
@@ -601,6 +635,8 @@ def run_scenario(job) -> dict:
         step += 1
         output = scheduler.schedule()
         preemptions += len(output.preempted_req_ids or ())
+        if step_trace is not None:
+            record_step(step_trace, step, output)
         sampled, engine_outputs = fake_model_step(scheduler, output)
         for rid in sampled:
             first.setdefault(rid, step)
@@ -632,7 +668,18 @@ def run_scenario(job) -> dict:
         "features": scheduler.features,
         "unfinished": sorted((str(i) for i in range(len(job["requests"])) if str(i) not in done), key=int),
     }
+    if step_trace is not None:
+        answer["step_trace"] = step_trace
     return answer
+
+
+def record_step(step_trace: list, time_, output) -> None:
+    """One ``schedule()`` call's decisions, if it made any: [time, {id:
+    tokens}, [preempted ids]]."""
+    tokens = {rid: int(n) for rid, n in output.num_scheduled_tokens.items() if n}
+    preempted = sorted(output.preempted_req_ids or ())
+    if tokens or preempted:
+        step_trace.append([time_, dict(sorted(tokens.items())), preempted])
 
 
 # ---------------------------------------------------------------------------
@@ -691,6 +738,8 @@ def run_replay(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", True)),
         max_model_len=int(job.get("max_model_len", DEFAULT_REPLAY_MAX_MODEL_LEN)),
     )
+    scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
+    step_trace = [] if job.get("step_trace") else None
     max_steps = int(job.get("max_steps", DEFAULT_REPLAY_MAX_STEPS))
     order = list(sessions)
     position = {s: index for index, s in enumerate(order)}
@@ -730,6 +779,8 @@ def run_replay(job) -> dict:
             status = f"step limit {max_steps} at clock {clock!r}"
             break
         output = scheduler.schedule()
+        if step_trace is not None:
+            record_step(step_trace, clock, output)
         if output.total_num_scheduled_tokens == 0:
             # Nothing ran: no time passes. Wait for the next send, or stop.
             fake_model_step(scheduler, output)
@@ -789,6 +840,7 @@ def run_replay(job) -> dict:
         "features": scheduler.features,
         "unfinished": unfinished,
         "never_sent": [list(x) for x in not_sent],
+        **({} if step_trace is None else {"step_trace": step_trace}),
     }
 
 
