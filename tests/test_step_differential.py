@@ -30,7 +30,9 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from oracle import differential as diff
+from oracle.peer import run_on_pyserq
 from semantics.pipeline import load
+from semantics.smallstep import driver
 from shared_paths import SHARED
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -124,6 +126,78 @@ def test_the_minimiser_reaches_a_local_minimum_of_a_predicate():
     small = diff.minimise(PREEMPTING, differs)
     assert small == {"budget": 20, "max_seqs": 1, "block_size": 1, "num_blocks": 12, "chunk": 0,
                      "requests": [{"prompt": 10, "out": 1, "arrive": 0}, {"prompt": 10, "out": 1, "arrive": 0}]}
+
+
+# --------------------------------------------------------------------------
+# a reading of the seed the reference does not share (docs/semantics.md,
+# "Against the reference implementation")
+# --------------------------------------------------------------------------
+
+ONE_REQUEST = """
+pool reqs { cap 4; admit via vllm; }
+pool kv { cap 1600; block 16; evict lru; preempt lifo; }
+stage vllm : step { budget 1024; cost COST; memory kv; }
+workload { arrive batch(1); }
+session {
+  hold reqs (1), kv (100) { prefill (100) growing kv; observe first = now; decode (3) growing kv; }
+  observe done = now;
+}
+run { horizon 1000; }
+"""
+
+
+def first_and_done(cost: str) -> tuple[diff.Answer, diff.Answer]:
+    from semantics.compiler import compile_source
+    from semantics.link import link
+
+    program, smap = compile_source(ONE_REQUEST.replace("COST", cost), "<one request>")
+    link(program, smap)
+    here, reference = diff.answer_here(program), diff.answer_on_pyserq(program)
+    return (here.first[0] + here.done[0]), (reference.first[0] + reference.done[0])
+
+
+def test_the_cost_reads_the_residents_before_the_iteration_here_and_after_admission_in_pyserq():
+    """Seed 002 §2: "residents, decoders, kv_decode, kv_prefill (a step
+    stage's budget, chunk and cost: the residents before the iteration)". The
+    iteration that admits the request has no resident before it: its cost
+    `residents + 1` is 1 here, 2 in pyserq (one resident after admission);
+    `kv_prefill / 16 + 1` is 1 here, 8 in pyserq (the 112 units admission
+    allocated). Later iterations agree; so does cost 1, the oracle's."""
+    assert first_and_done("1") == ((1.0, 4.0), (1.0, 4.0))
+    assert first_and_done("residents + 1") == ((1.0, 7.0), (2.0, 8.0))
+    assert first_and_done("kv_prefill / 16 + 1") == ((1.0, 4.0), (8.0, 11.0))
+
+
+#: found by oracle.differential.minimise with the predicate "exercises
+#: withdraw_decode" from a scenario of random.Random(11): the newest request
+#: (1, newest first) decodes, then the older one grows past the pool and
+#: preempts it, so the decode it was given is withdrawn
+WITHDRAWN_DECODE = {"budget": 2, "max_seqs": 2, "block_size": 1, "num_blocks": 97, "chunk": 0, "serve": "-admission",
+                    "requests": [{"prompt": 12, "out": 23, "arrive": 0}, {"prompt": 49, "out": 15, "arrive": 13}]}
+
+
+def test_a_withdrawn_decode_leaves_the_same_computed_position_in_both(monkeypatch, tmp_path):
+    """Design Q3: the seed applies an iteration's tokens when it ends, so a
+    victim whose decode was withdrawn computed nothing in that iteration. The
+    oracle program with `observe comp = computed;` at the top of the hold's
+    body (the position each execution of the hold starts from) gives the same
+    samples in both engines."""
+    import lean_bridge.scenario as scenario_module
+
+    text = scenario_module.PROGRAM.read_text()
+    probe = tmp_path / "vllm_request.sq"
+    probe.write_text(text.replace("prefill (known) growing kv;", "observe comp = computed;\n    prefill (known) growing kv;"))
+    assert probe.read_text() != text
+    assert {"withdraw_decode", "preempted_decode"} <= diff.features(diff.program_of(WITHDRAWN_DECODE), 2)
+    monkeypatch.setattr(scenario_module, "PROGRAM", probe)
+    program = diff.program_of(WITHDRAWN_DECODE)
+
+    here = sorted((time, serial, value) for record in driver.run(program).observes if record.name == "comp"
+                  for time, serial, _, value in record.samples)
+    observed = run_on_pyserq(program).observe("comp")
+    reference = sorted(zip(observed.times, observed.sessions, observed.samples))
+    assert len(here) == 3 and here[-1][2] > 0  # two first executions and the re-execution, which resumes
+    assert here == reference
 
 
 # --------------------------------------------------------------------------
