@@ -25,6 +25,7 @@ oracle.peer, and only when a scenario runs on it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from dataclasses import dataclass
@@ -70,30 +71,57 @@ def by_serial(sessions, times) -> dict[int, tuple[float, ...]]:
 # the space of scenarios
 # --------------------------------------------------------------------------
 
-def build_scenario(integer: Callable[[int, int], int], choice: Callable[[tuple], object]) -> dict:
-    """A scenario of the oracle program's shape, each number chosen by
-    ``integer(lo, hi)`` (inclusive) or ``choice(options)``.
+@dataclass(frozen=True)
+class Space:
+    """Where a scenario's numbers are drawn from."""
 
-    Budgets 16-128; blocks of 4, 8 or 16; one to eight requests, each of
-    1-96 prompt tokens and 1-40 output tokens, arriving at steps 0-24 (half
-    the requests at 0-3, so that they meet); max_seqs 1-8; a chunk cap of 0
-    (none) or 8-64; any serve order; the pool from tight (the largest request
-    alone just fits: prompt + out <= usable blocks x block size) to loose
-    (up to twenty blocks more), which is where preemptions come from."""
-    budget = integer(16, 128)
-    block_size = choice(BLOCK_SIZES)
-    n = integer(1, 8)
+    name: str
+    budgets: tuple[tuple[int, int], ...]  # ranges of budgets, one picked first
+    block_sizes: tuple[int, ...]
+    requests: int  # one to this many
+    prompt: int  # 1 to this many tokens
+    out: int
+    soon: int  # half the requests arrive at 0..soon, the other half at 0..late
+    late: int
+    slack: tuple[int, ...]  # blocks beyond what the largest request alone needs
+    chunks: tuple[tuple[int, int], ...]  # ranges of chunk caps besides 0 (none)
+    max_seqs: int  # 1 to this many
+
+
+#: the issue's space: budgets 16-128; blocks of 4, 8 or 16; one to eight
+#: requests of 1-96 prompt and 1-40 output tokens, arriving at steps 0-24
+#: (half of them at 0-3, so that they meet); max_seqs 1-8; a chunk cap of 0
+#: (none) or 8-64; the pool from tight (the largest request alone just fits:
+#: prompt + out <= usable blocks x block size) to twenty blocks more
+ISSUE = Space("issue", ((16, 128),), (4, 8, 16), 8, 96, 40, 3, 24, (0, 0, 1, 2, 4, 8, 20), ((8, 64),), 8)
+#: a wider one: budgets 1-16 or 16-256 (a budget below a block, below the
+#: chunk), blocks of 1 to 32, chunk caps 1-8 or 8-128, up to ten requests of
+#: up to 200 + 60 tokens arriving up to step 60, max_seqs 1-12
+WIDE = Space("wide", ((1, 16), (16, 256)), (1, 2, 4, 8, 16, 32), 10, 200, 60, 5, 60, (0, 0, 1, 3, 10, 50),
+             ((1, 8), (8, 128)), 12)
+
+
+def build_scenario(integer: Callable[[int, int], int], choice: Callable[[tuple], object], space: Space = ISSUE) -> dict:
+    """A scenario of the oracle program's shape from ``space``, each number
+    chosen by ``integer(lo, hi)`` (inclusive) or ``choice(options)``; any
+    serve order."""
+    def one(options: tuple):
+        return options[0] if len(options) == 1 else choice(options)
+
+    budget = integer(*one(space.budgets))
+    block_size = choice(space.block_sizes)
+    n = integer(1, space.requests)
     requests = []
     for _ in range(n):
-        prompt = integer(1, 96)
-        out = integer(1, 40)
+        prompt = integer(1, space.prompt)
+        out = integer(1, space.out)
         late = integer(0, 1)
-        arrive = integer(0, 24) if late else integer(0, 3)
+        arrive = integer(0, space.late) if late else integer(0, space.soon)
         requests.append({"prompt": prompt, "out": out, "arrive": arrive})
     need = max(-(-(r["prompt"] + r["out"]) // block_size) for r in requests)
-    slack = choice((0, 0, 1, 2, 4, 8, 20))
-    chunk = choice((0, integer(8, 64)))
-    scenario = {"budget": budget, "max_seqs": integer(1, 8), "block_size": block_size,
+    slack = choice(space.slack)
+    chunk = choice((0, integer(*one(space.chunks))))
+    scenario = {"budget": budget, "max_seqs": integer(1, space.max_seqs), "block_size": block_size,
                 "num_blocks": need + slack + 1, "chunk": chunk}
     serve = choice(SERVE_ORDERS)
     if serve is not None:
@@ -102,8 +130,8 @@ def build_scenario(integer: Callable[[int, int], int], choice: Callable[[tuple],
     return scenario
 
 
-def random_scenario(rng: random.Random) -> dict:
-    return build_scenario(rng.randint, lambda options: options[rng.randrange(len(options))])
+def random_scenario(rng: random.Random, space: Space = ISSUE) -> dict:
+    return build_scenario(rng.randint, lambda options: options[rng.randrange(len(options))], space)
 
 
 def fits_alone(scenario: dict) -> bool:
@@ -307,8 +335,9 @@ def minimise(scenario: dict, differs: Callable[[dict], bool] | None = None, budg
 # a campaign
 # --------------------------------------------------------------------------
 
-def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None = None) -> dict:
-    """``count`` scenarios from ``random.Random(seed)``, each run by both
+def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None = None,
+             space: Space = ISSUE) -> dict:
+    """``count`` scenarios of ``space`` from ``random.Random(seed)``, each run by both
     engines; every disagreement minimised; how many scenarios exercised each
     of FEATURES. The result is data with no times or dates, the same for the
     same code, seed and count."""
@@ -317,7 +346,7 @@ def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None 
     exercised = {name: 0 for name in FEATURES}
     disagreements = []
     for k in range(count):
-        scenario = random_scenario(rng)
+        scenario = random_scenario(rng, space)
         requests += len(scenario["requests"])
         program = program_of(scenario)
         outcome = Outcome(scenario, answer_here(program), answer_on_pyserq(program))
@@ -334,6 +363,6 @@ def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None 
                                   "minimal_differences": small_outcome.differences()})
         if progress:
             progress(k + 1, len(disagreements))
-    return {"seed": seed, "scenarios": count, "requests": requests, "agreed": agreed,
+    return {"space": dataclasses.asdict(space), "seed": seed, "scenarios": count, "requests": requests, "agreed": agreed,
             "disagreed": count - agreed, "exercised": exercised,
             "features": FEATURES, "disagreements": disagreements}

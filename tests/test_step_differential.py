@@ -13,9 +13,10 @@ preemptions and the step stage the same iteration count (oracle/differential.py)
   (the largest request alone just fits) to loose, max_seqs 1-8, a chunk cap of
   0 or 8-64, every serve order, one to eight requests with staggered arrivals;
   a few dozen by default, thousands under the campaign marker;
-- the recorded campaign (``-m campaign``): 6,000 scenarios of
-  ``random.Random(SEED)``, written to docs/data/step_differential.json with
-  every disagreement minimised (docs/campaigns.md, "The step engine against
+- the recorded campaigns (``-m campaign``): 6,000 scenarios of that space
+  and 2,000 of a wider one (oracle.differential.ISSUE, WIDE) from seeded
+  ``random.Random``s, written to docs/data/step_differential*.json with every
+  disagreement minimised (docs/campaigns.md, "The step engine against
   pyserq").
 """
 
@@ -36,17 +37,14 @@ from semantics.smallstep import driver
 from shared_paths import SHARED
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-CAMPAIGN_DATA = REPOSITORY / "docs" / "data" / "step_differential.json"
-#: the recorded campaign: its seed and size (docs/campaigns.md)
-CAMPAIGN_SEED, CAMPAIGN_COUNT = 20261201, 6000
 
 RECORDED = [p for group in ("vllm", "serve") for p in sorted((SHARED / "oracle" / group).glob("*.ir.json"))]
 
 
 @st.composite
-def scenarios(draw) -> dict:
+def scenarios(draw, space: diff.Space = diff.ISSUE) -> dict:
     return diff.build_scenario(lambda lo, hi: draw(st.integers(lo, hi)),
-                               lambda options: draw(st.sampled_from(options)))
+                               lambda options: draw(st.sampled_from(options)), space)
 
 
 def assert_agree(scenario: dict) -> diff.Outcome:
@@ -216,6 +214,10 @@ def test_the_random_space_covers_every_serve_order_size_and_a_tight_pool():
     tight = [s for s in drawn if not diff.fits_alone({**s, "num_blocks": s["num_blocks"] - 1})]
     assert len(tight) > 50
     assert min(s["budget"] for s in drawn) == 16 and max(s["budget"] for s in drawn) == 128
+    wide = [diff.random_scenario(rng, diff.WIDE) for _ in range(400)]
+    assert all(diff.fits_alone(s) for s in wide)
+    assert any(s["budget"] < s["block_size"] for s in wide) and any(0 < s["chunk"] < 8 for s in wide)
+    assert max(len(s["requests"]) for s in wide) == 10 and max(s["max_seqs"] for s in wide) == 12
 
 
 def test_a_seeded_handful_agrees_and_preempts():
@@ -240,24 +242,31 @@ def test_serq_ref_and_pyserq_agree_on_drawn_scenarios(scenario: dict):
 
 @pytest.mark.campaign
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
+@given(st.sampled_from([diff.ISSUE, diff.WIDE]).flatmap(scenarios))
 def test_campaign_serq_ref_and_pyserq_agree_on_drawn_scenarios(scenario: dict):
     note(json.dumps(scenario))
     assert_agree(scenario)
 
 
+#: the recorded campaigns: space, seed, size, where the data goes (docs/campaigns.md)
+CAMPAIGNS = {"issue": (diff.ISSUE, 20261201, 6000, REPOSITORY / "docs" / "data" / "step_differential.json"),
+             "wide": (diff.WIDE, 20261202, 2000, REPOSITORY / "docs" / "data" / "step_differential_wide.json")}
+
+
 @pytest.mark.campaign
-def test_campaign_recorded():
-    """The recorded campaign: writes docs/data/step_differential.json (the
-    same bytes for the same code, seed and count) and asserts that every
-    disagreement is one docs/semantics.md explains (none is)."""
-    result = diff.campaign(CAMPAIGN_SEED, CAMPAIGN_COUNT)
+@pytest.mark.parametrize("name", list(CAMPAIGNS))
+def test_campaign_recorded(name: str):
+    """A recorded campaign: writes its data file (the same bytes for the same
+    code, seed and count), asserts that every disagreement is one
+    docs/semantics.md explains (none is) and that every feature was exercised."""
+    space, seed, count, path = CAMPAIGNS[name]
+    result = diff.campaign(seed, count, space=space)
     data = {"what": "serq-ref's step engine against pyserq 0.1.6 on scenarios of examples/oracle/vllm_request.sq "
                     "(tests/test_step_differential.py, oracle/differential.py)",
-            "command": "python -m pytest -m campaign -o timeout=0 tests/test_step_differential.py -k recorded",
+            "command": f"python -m pytest -m campaign -o timeout=0 tests/test_step_differential.py -k 'recorded and {name}'",
             "compared": "per request the first and done observation times, the kv pool's preemptions, "
                         "the step stage's iterations",
             **result}
-    CAMPAIGN_DATA.write_text(json.dumps(data, indent=1) + "\n")
+    path.write_text(json.dumps(data, indent=1) + "\n")
     assert result["disagreed"] == 0, [d["minimal"] for d in result["disagreements"]]
     assert all(n > 0 for n in result["exercised"].values()), result["exercised"]
