@@ -278,6 +278,12 @@ def compare(scenario: dict) -> Outcome:
 # minimising a disagreement
 # --------------------------------------------------------------------------
 
+def _smaller(v: int, floor: int) -> list[int]:
+    """Smaller values to try for ``v``, smallest first: the floor, half,
+    three quarters, one less."""
+    return sorted(x for x in {floor, v // 2, v - v // 4, v - 1} if floor <= x < v)
+
+
 def _candidates(s: dict):
     """Simpler scenarios than ``s``, simplest first (each one change)."""
     reqs = s["requests"]
@@ -288,20 +294,20 @@ def _candidates(s: dict):
         yield {k: v for k, v in s.items() if k != "serve"}
     if s.get("chunk", 0):
         yield {**s, "chunk": 0}
+    need = max(-(-(r["prompt"] + r["out"]) // s["block_size"]) for r in reqs)
+    if s["num_blocks"] > need + 1:  # the tightest pool every request still fits alone
+        yield {**s, "num_blocks": need + 1}
     for key, floor in (("max_seqs", 1), ("budget", 1), ("num_blocks", 2), ("chunk", 1)):
         v = s.get(key, 0)
         if v > floor:
-            for smaller in sorted({floor, v // 2, v - 1} - {v}):
-                if smaller >= floor:
-                    yield {**s, key: smaller}
+            for smaller in _smaller(v, floor):
+                yield {**s, key: smaller}
     if s["block_size"] > 1:
         yield {**s, "block_size": s["block_size"] // 2, "num_blocks": 2 * (s["num_blocks"] - 1) + 1}
     for k, r in enumerate(reqs):
         for key, floor in (("arrive", 0), ("prompt", 1), ("out", 1)):
-            v = r[key]
-            for smaller in sorted({floor, v // 2, v - 1} - {v}):
-                if smaller >= floor:
-                    yield {**s, "requests": reqs[:k] + [{**r, key: smaller}] + reqs[k + 1:]}
+            for smaller in _smaller(r[key], floor):
+                yield {**s, "requests": reqs[:k] + [{**r, key: smaller}] + reqs[k + 1:]}
     # earliest arrival at 0, everything shifted with it
     first = min(r["arrive"] for r in reqs)
     if first > 0:
