@@ -76,6 +76,10 @@ def _outcome(f, env: Env):
         value = f(env)
     except RunError as e:
         return "error", e.message
+    if isinstance(value, float) and math.isnan(value):
+        # A NaN's sign bit is not a value any output shows (every NaN prints as nan, and IEEE 754 leaves
+        # the sign of an operation's NaN unspecified: floor(-nan) may come back +nan), so NaNs compare as one.
+        return "value", "nan", env.draws
     bits = struct.pack("<d", value) if isinstance(value, float) else ("int", value)
     return "value", bits, env.draws
 
