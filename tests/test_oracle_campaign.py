@@ -10,8 +10,8 @@ result recorded in docs/campaigns.md:
     python -m pytest -m campaign -o timeout=0 tests/test_oracle_campaign.py
 
 The tests that drive the real scheduler need its environment
-(oracle/real/setup-vllm.sh) named by SERQ_VLLM_PYTHON, and are skipped, with
-that reason, without it. Every divergence found is documented in
+(oracle/real/setup-vllm.sh) named by SERQ_VLLM_PYTHON, and are deselected,
+said in the run's summary, without it. Every divergence found is documented in
 docs/divergences.md (D1, D11); the cases of each are listed here.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -34,11 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "oracle" / "data" / "campaign"
 STEP_TRACES = Path(__file__).resolve().parent / "data" / "vllm_step_traces.json"
 
-needs_vllm = pytest.mark.skipif(
-    not os.environ.get(real.PYTHON_VARIABLE),
-    reason=f"{real.PYTHON_VARIABLE} is not set: the real vLLM scheduler is an optional extra "
-    "(bash oracle/real/setup-vllm.sh, then export SERQ_VLLM_PYTHON=VENV/bin/python)",
-)
+needs_vllm = pytest.mark.vllm  # deselected without SERQ_VLLM_PYTHON (tests/conftest.py)
 
 #: The recorded serve-by cases (seed 1) that vLLM 0.33.0's priority path
 #: answers differently from the older rule serQ follows (a request that

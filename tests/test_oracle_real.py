@@ -1,7 +1,8 @@
 """The real vLLM 0.33.0 scheduler against the recorded answers.
 
 Needs the vLLM environment (oracle/real/setup-vllm.sh) named by
-SERQ_VLLM_PYTHON; without it every test here is skipped, with that reason.
+SERQ_VLLM_PYTHON; without it every test here is deselected (tests/conftest.py
+says so in the run's summary).
 The quick part (the shared scenarios, the prefix-cache replay and a sample of
 the campaign: one driver process, about 40 s) runs in the default suite when
 the variable is set; re-answering the whole campaign and the full trace sits
@@ -11,7 +12,6 @@ tests/test_oracle_real.py).
 
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,11 +21,7 @@ from shared_paths import SHARED
 
 DATA = Path(__file__).resolve().parent.parent / "oracle" / "data"
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get(real.PYTHON_VARIABLE),
-    reason=f"{real.PYTHON_VARIABLE} is not set: the real vLLM scheduler is an optional extra "
-    "(bash oracle/real/setup-vllm.sh, then export SERQ_VLLM_PYTHON=VENV/bin/python)",
-)
+pytestmark = pytest.mark.vllm  # deselected without SERQ_VLLM_PYTHON (tests/conftest.py)
 
 SCENARIOS = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
