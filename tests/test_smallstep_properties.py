@@ -35,7 +35,11 @@ def pool_programs(draw):
     for k in range(draw(st.integers(1, 2))):
         cap = draw(st.sampled_from([8.0, 16.0, 24.0, 64.0]))
         block = draw(st.sampled_from([None, 4.0, 8.0]))
-        evict = draw(st.sampled_from([None, (ir.Ctx("Size"),), (ir.Unary("Neg", ir.Ctx("Last")), ir.Attr(1))]))
+        evict = draw(st.sampled_from([None, (ir.Ctx("Size"),), (ir.Unary("Neg", ir.Ctx("Last")), ir.Attr(1)),
+                                      # keys NaN for every entry, or for an entry once it has shrunk to 4 units
+                                      # (pools.make_room_by leaves its heap for evict_one's scan)
+                                      (binary("Mul", ir.Ctx("Size"), math.nan),),
+                                      (binary("Div", 0.0, binary("Sub", ir.Ctx("Size"), 4.0)), ir.Ctx("Age"))]))
         queue = draw(st.sampled_from([None, (ir.Attr(1),), (ir.Ctx("Waited"),)]))
         pools.append(b.pool(f"p{k}", cap=cap, block=block, evict=evict, lifo=draw(st.booleans()), queue=queue))
         caps.append(cap)

@@ -16,6 +16,7 @@ taker against measure.take_first_event on reachable configurations).
 | ``sessions.execute_observe_then_end`` | session/observe, then session/end when the session ends right after it holding nothing |
 | ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
 | ``pools.make_room_lru`` | the pool/evict-block and pool/evict-entry rules one room needs, at a pool evicting lru without spill |
+| ``pools.make_room_by`` | the same, at a pool evicting by keys that read only their entry and draw nothing, without spill |
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ STATEMENTS = {ir.Observe: sessions.execute_observe_then_end}
 EVENT_TAKER = measure.make_event_taker
 
 #: the evictions that make room
-MAKE_ROOM = pools.make_room_lru
+MAKE_ROOM = pools.make_room_fast
 
 
 def stage_kinds() -> dict:

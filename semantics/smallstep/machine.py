@@ -107,6 +107,14 @@ class Machine:
         self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
         self._check_flow_capacities()
         self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
+        #: per pool evicting by keys, whether every key reads only its entry (entry_local): then an eviction
+        #: changes no key but the evicted entry's, which lets the fast form (pools.make_room_by) keep them
+        self.evict_local = tuple(p.evict is not None and all(entry_local(k) for k in p.evict) for p in program.pools)
+        #: per pool, a memo of its entries' eviction keys by (release order, units), for keys that read
+        #: nothing but their entry's size and release time (ENTRY_STATIC): an entry's keys then change
+        #: only with its size, at any time (make_room_by); None for other pools
+        self.evict_memo = tuple({} if p.evict is not None and all(entry_local(k, ENTRY_STATIC) for k in p.evict)
+                                else None for p in program.pools)
         #: each gauge's expression, compiled (measure.read_gauges)
         self.gauge_reads = tuple(compile_(g.expr) for g in program.gauges)
         self.queue_keys = tuple(None if p.queue is None else tuple(compile_(k) for k in p.queue) for p in program.pools)
@@ -231,6 +239,39 @@ class Machine:
 
 def session_env(m: Machine, c: Configuration, s: Session, stmt=None) -> Env:
     return Env(c, s.attrs, s.serial, s.stream, s.draws, stmt)
+
+
+#: The context variables an eviction key reads of its entry alone (seed 002 §2: size, age, last, waiting),
+#: and now, which no eviction changes.
+ENTRY_CONTEXT = frozenset({"Size", "Age", "Last", "Queued", "Now"})
+#: Those of them no time or session changes: an entry's size and release time.
+ENTRY_STATIC = frozenset({"Size", "Last"})
+#: The functions of numbers alone (no pool or stage read).
+PURE_FUNCTIONS = frozenset({"Min", "Max", "Abs", "Floor", "Ceil", "Sqrt", "Exp", "Ln", "Pow"})
+
+
+def entry_local(e, context: frozenset = ENTRY_CONTEXT) -> bool:
+    """Whether expression ``e`` reads only numbers, the context variables in
+    ``context`` and (with ENTRY_CONTEXT) attributes, and draws nothing. With
+    ENTRY_CONTEXT its value for an entry does not change while a room is
+    made, but for the entry an eviction shrinks; with ENTRY_STATIC it changes
+    only with the entry's size (an attribute may be set again, now moves)."""
+    if isinstance(e, ir.Num):
+        return True
+    if isinstance(e, ir.Attr):
+        return context is ENTRY_CONTEXT
+    if isinstance(e, ir.Ctx):
+        return e.var in context
+    if isinstance(e, ir.Unary):
+        return entry_local(e.operand, context)
+    if isinstance(e, ir.Binary):
+        return entry_local(e.left, context) and entry_local(e.right, context)
+    if isinstance(e, ir.Cond):
+        return entry_local(e.test, context) and entry_local(e.then, context) and entry_local(e.otherwise, context)
+    if isinstance(e, ir.Call):
+        return e.fun in PURE_FUNCTIONS and all(isinstance(a, ir.ExprArg) and entry_local(a.expr, context)
+                                               for a in e.args)
+    return False  # a draw (Sample), or anything else
 
 
 def with_draws(s: Session, env: Env) -> Session:
