@@ -94,7 +94,7 @@ def add_parser(commands, parser_class) -> None:
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
                         "running the real scheduler")
     k.add_argument("--explain-known", action="store_true",
-                   help="also give the documented divergences (D1, D11) a first step and a minimal reproduction")
+                   help="also give the documented divergences (D11) a first step and a minimal reproduction")
     k.add_argument("--max-tries", type=_count, default=1000, metavar="T",
                    help="cases the shrinking may try per divergence (default 1000)")
     k.add_argument("--report", metavar="FILE", help="write one JSON line per case (its verdict and what differs)")
