@@ -268,6 +268,9 @@ class _Translator:
             raise self.refuse(path + ("serve",), "serve exclusive prefill")
         if step.memory is None:
             raise self.refuse(path + ("memory",), "a step engine without a memory pool")
+        if step.self_preemption != "End":
+            raise self.refuse(path + ("self_preemption",), "`self preemption continue` (vLLM 0.33.0's rule); in the "
+                                                           "fragment a grower that preempts itself ends the pass")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)

@@ -12,13 +12,15 @@ a replay's rows (session, turn, sent, first, done, prompt, cached, out),
 times exactly (vLLM's clock adds as oracle/data/README.md says, and so does
 serq-ref's).
 
+Both sides follow one rule for a request that preempts itself: vLLM 0.33.0's
+(the default: on the priority path the pass goes on past it), or, with
+``older_rule``, the older one (the pass ends: seed 001, 0c87a197; the
+driver's ``self_preempt_ends_pass``, the records' ``answer_older_rule``;
+lib/vllm.sq's ``older_rule = 1``). docs/divergences.md, D1 (fixed).
+
 A case's verdict (``classify``):
 
-- ``agree``: serq-ref's answer is vLLM 0.33.0's;
-- ``D1``: a serve-by case whose answer is the older rule's (a running
-  request that preempts itself ends the pass: seed 001, serQ's rule), not
-  0.33.0's, which goes on past it on the priority path
-  (docs/divergences.md, D1);
+- ``agree``: serq-ref's answer is vLLM's under the rule;
 - ``D11``: serq-ref's answer is vLLM's when a victim withdrawn from the pass
   that had scheduled it keeps cached only the blocks it computed (serQ's
   rule), where vLLM 0.33.0 also keeps the blocks it allocated for tokens it
@@ -53,24 +55,31 @@ DATA = Path(__file__).resolve().parent / "data" / "campaign"
 FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl"}
 FIELDS = ("first", "done", "preemptions", "steps")
 
-AGREE, D1, D11, DIFFERS = "agree", "D1", "D11", "differs"
-VERDICTS = (AGREE, D1, D11, DIFFERS)
+AGREE, D11, DIFFERS = "agree", "D11", "differs"
+VERDICTS = (AGREE, D11, DIFFERS)
 #: What each verdict but agree means, a phrase.
 MEANING = {
-    D1: "agrees with vLLM's older rule, where a request that preempts itself ends the pass (docs/divergences.md, D1)",
     D11: "agrees with vLLM when a victim withdrawn from a pass keeps cached only what it computed "
          "(docs/divergences.md, D11)",
     DIFFERS: "differs from vLLM",
 }
 #: The recorded cases known to diverge for a documented reason that only the
-#: real scheduler can confirm (a switch of the driver): (kind, seed, index) ->
-#: verdict. Found and confirmed by ``serq-ref oracle campaign`` with vLLM
-#: 0.33.0 (docs/divergences.md has each, with its minimal case).
-KNOWN = {("serve", 1, 311): D11}
+#: real scheduler can confirm (a switch of the driver): (kind, seed, index,
+#: rule) -> verdict. Found and confirmed by ``serq-ref oracle campaign`` with
+#: vLLM 0.33.0 (docs/divergences.md has each, with its minimal case).
+KNOWN = {("serve", 1, 311, "0.33.0"): D11, ("serve", 1, 311, "older rule"): D11}
 
 #: The real scheduler's rules a verdict compares with: the job's switches.
+#: "0.33.0" and "older rule" are vLLM's own (``rule_of``); the other two add
+#: D11's experiment.
 RULES = {"0.33.0": {}, "older rule": {"self_preempt_ends_pass": True},
-         "serq rules": {"self_preempt_ends_pass": True, "cache_computed_only": True}}
+         "0.33.0, cache computed only": {"cache_computed_only": True},
+         "older rule, cache computed only": {"self_preempt_ends_pass": True, "cache_computed_only": True}}
+
+
+def rule_of(older_rule: bool) -> str:
+    """The name in RULES of vLLM's rule that serq-ref follows (lib/vllm.sq's ``older_rule``)."""
+    return "older rule" if older_rule else "0.33.0"
 
 
 # ---------------------------------------------------------------------------
@@ -129,8 +138,10 @@ class _TraceFile:
         os.unlink(self.path)
 
 
-def serq_answer(kind: str, case: dict) -> dict:
-    """serq-ref's answer to a case, in the compared fields; ``error`` if it stopped."""
+def serq_answer(kind: str, case: dict, older_rule: bool = False) -> dict:
+    """serq-ref's answer to a case, in the compared fields; ``error`` if it
+    stopped; ``older_rule``: lib/vllm.sq's switch (a replay serves in
+    admission order, where the two rules are one)."""
     from .replay import replay
     from .scenario import run_scenario
 
@@ -140,7 +151,7 @@ def serq_answer(kind: str, case: dict) -> dict:
                 rows = replay(path, case["spacing"], case["budget"], case["max_seqs"], case["blocks"],
                               case.get("block_size", 16), None, case.get("chunk", 0) or 0)
             return {"rows": [list(row) for row in rows]}
-        return run_scenario(_scenario(case))
+        return run_scenario(_scenario(case), older_rule=older_rule)
     except SerqError as e:
         return {"error": e.message}
 
@@ -192,15 +203,15 @@ def same(a: dict | None, b: dict) -> bool:
     return a == b
 
 
-def classify(kind: str, ours: dict, real: Callable[[str], dict | None]) -> str:
-    """The verdict of serq-ref's answer ``ours`` given ``real(rule)``, the
-    real scheduler's answer under a rule of RULES (None when it is not
-    known: a recorded case has no answer under the serq rules)."""
-    if same(real("0.33.0"), ours):
+def classify(kind: str, ours: dict, real: Callable[[str], dict | None], older_rule: bool = False) -> str:
+    """The verdict of serq-ref's answer ``ours`` (under ``older_rule``) given
+    ``real(rule)``, the real scheduler's answer under a rule of RULES (None
+    when it is not known: a recorded case has no answer with the driver's
+    cache_computed_only)."""
+    rule = rule_of(older_rule)
+    if same(real(rule), ours):
         return AGREE
-    if kind == "serve" and same(real("older rule"), ours):
-        return D1
-    if same(real("serq rules"), ours):
+    if same(real(f"{rule}, cache computed only"), ours):
         return D11
     return DIFFERS
 
@@ -209,7 +220,7 @@ def classify(kind: str, ours: dict, real: Callable[[str], dict | None]) -> str:
 # Step traces: the first step at which the two differ
 
 
-def serq_steps(kind: str, case: dict) -> list[list]:
+def serq_steps(kind: str, case: dict, older_rule: bool = False) -> list[list]:
     """serq-ref's decisions per iteration, as the driver's ``step_trace``
     writes vLLM's: [time, {request id: tokens}, [preempted ids]] (time: a
     scenario's step number, a replay's clock at the iteration's start;
@@ -227,7 +238,7 @@ def serq_steps(kind: str, case: dict) -> list[list]:
     else:
         from .scenario import scenario_program
 
-        program = scenario_program(_scenario(case))
+        program = scenario_program(_scenario(case), older_rule=older_rule)
         numbers = None
         records = trace(program)
     turns: dict[int, int] = {}
@@ -504,7 +515,7 @@ class RealScheduler:
         self.driver.close()
 
 
-def verdict_of(kind: str, case: dict, ours: dict, vllm: RealScheduler) -> str:
+def verdict_of(kind: str, case: dict, ours: dict, vllm: RealScheduler, older_rule: bool = False) -> str:
     """A case's verdict, every real answer asked of ``vllm`` as needed."""
     cache: dict[str, dict] = {}
 
@@ -513,18 +524,19 @@ def verdict_of(kind: str, case: dict, ours: dict, vllm: RealScheduler) -> str:
             cache[rule] = vllm.fields(kind, case, rule)
         return cache[rule]
 
-    return classify(kind, ours, real)
+    return classify(kind, ours, real, older_rule)
 
 
-def explain(kind: str, case: dict, verdict: str, vllm: RealScheduler, max_tries: int = 1000) -> dict:
+def explain(kind: str, case: dict, verdict: str, vllm: RealScheduler, max_tries: int = 1000,
+            older_rule: bool = False) -> dict:
     """For a case of ``verdict`` (not agree): the first step at which vLLM
-    (under the rule serq-ref follows: the older one for a serve-by case) and
-    serq-ref differ, and the same for a minimal case of the same verdict."""
-    rule = "older rule" if kind == "serve" and verdict != D1 else "0.33.0"
+    (under the rule serq-ref follows) and serq-ref differ, and the same for a
+    minimal case of the same verdict."""
+    rule = rule_of(older_rule)
 
     def still(candidate):
         try:
-            return verdict_of(kind, candidate, serq_answer(kind, candidate), vllm) == verdict
+            return verdict_of(kind, candidate, serq_answer(kind, candidate, older_rule), vllm, older_rule) == verdict
         except SerqError:
             return False
 
@@ -532,7 +544,7 @@ def explain(kind: str, case: dict, verdict: str, vllm: RealScheduler, max_tries:
                                                                                   scenario_valid)
     small, tries = shrink(case, still, candidates, valid, max_tries)
     out = {"first_step": _first_step(kind, case, rule, vllm), "shrunk": small, "tries": tries}
-    ours = serq_answer(kind, small)
+    ours = serq_answer(kind, small, older_rule)
     out["shrunk_differences"] = differences(kind, vllm.fields(kind, small, rule), ours)
     out["shrunk_first_step"] = _first_step(kind, small, rule, vllm)
     return out
@@ -543,7 +555,7 @@ def _first_step(kind: str, case: dict, rule: str, vllm: RealScheduler) -> str | 
     if "error" in answer:
         return f"vLLM: {answer['error']}"
     try:
-        ours = serq_steps(kind, case)
+        ours = serq_steps(kind, case, rule == rule_of(True))
     except SerqError as e:
         return f"serq-ref stopped: {e.message}"
     return first_step_difference(answer["step_trace"], ours, kind)
@@ -585,10 +597,11 @@ class _Lazy:
 
 
 def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None = None, python=None,
-        explain_known: bool = False, max_tries: int = 1000, report=print) -> list[Outcome]:
+        explain_known: bool = False, max_tries: int = 1000, report=print, older_rule: bool = False) -> list[Outcome]:
     """Draw ``count`` cases of ``kind`` from ``seed`` (indices ``start`` on),
     answer each with serq-ref and with the real scheduler (or the records of
-    ``recorded``), and report each case that does not agree as it is found
+    ``recorded``), both under vLLM 0.33.0's rule or, with ``older_rule``,
+    the older one, and report each case that does not agree as it is found
     (``report``, a line at a time). With the real scheduler, every divergence
     (also a documented one, with ``explain_known``) gets its first differing
     step and a minimal reproduction; against recorded answers that needs the
@@ -616,13 +629,16 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
         vllm = _Lazy(python, True)
         stream = real.iter_answers(_jobs(kind, cases), python)
     outcomes = []
+    rule = rule_of(older_rule)
     try:
         for index, case in zip(range(start, start + count), cases):
             answer = next(stream)
             older = next(stream) if kind == "serve" else None
-            ours = serq_answer(kind, case)
-            theirs = real_fields(kind, answer)
-            known = {"0.33.0": theirs, "older rule": real_fields(kind, older) if older is not None else None}
+            ours = serq_answer(kind, case, older_rule)
+            current = real_fields(kind, answer)
+            # the FCFS path (every kind but serve) has the one rule
+            known = {"0.33.0": current, "older rule": real_fields(kind, older) if older is not None else current}
+            theirs = known[rule]
 
             def lookup(rule, known=known, case=case):
                 if rule not in known:
@@ -633,15 +649,14 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
             if same(theirs, ours):
                 verdict = AGREE
             else:
-                verdict = classify(kind, ours, lookup)
-                if verdict == DIFFERS and not vllm.enabled and (kind, seed, index) in KNOWN:
-                    verdict = KNOWN[(kind, seed, index)]
+                verdict = classify(kind, ours, lookup, older_rule)
+                if verdict == DIFFERS and not vllm.enabled and (kind, seed, index, rule) in KNOWN:
+                    verdict = KNOWN[(kind, seed, index, rule)]
             outcome = Outcome(kind=kind, seed=seed, index=index, verdict=verdict)
             if verdict != AGREE:
-                compared = known["older rule"] if kind == "serve" and verdict != D1 else theirs
-                outcome["differences"] = differences(kind, compared, ours)
+                outcome["differences"] = differences(kind, theirs, ours)
                 if vllm.enabled and (verdict == DIFFERS or explain_known):
-                    outcome.update(explain(kind, case, verdict, vllm.get(), max_tries))
+                    outcome.update(explain(kind, case, verdict, vllm.get(), max_tries, older_rule))
                     outcome["case"] = case
                 report_outcome(outcome, report, explained=vllm.enabled)
             outcomes.append(outcome)
@@ -656,8 +671,7 @@ def report_outcome(outcome: Outcome, report=print, explained: bool = True) -> No
     """The lines of a case that does not agree."""
     verdict = outcome["verdict"]
     name = f"{outcome['kind']} {outcome['seed']}/{outcome['index']}"
-    against = " (against the older rule)" if outcome["kind"] == "serve" and verdict != D1 else ""
-    report(f"{name}: {MEANING[verdict]}{against}")
+    report(f"{name}: {MEANING[verdict]}")
     for line in outcome["differences"]:
         report(f"  {line}")
     if "first_step" in outcome:
@@ -674,8 +688,6 @@ def summary(kind: str, outcomes: list[Outcome], seconds: float) -> str:
     """One line: the counts of each verdict."""
     counts = {v: sum(o["verdict"] == v for o in outcomes) for v in VERDICTS}
     parts = [f"{counts[AGREE]} agree"]
-    if kind == "serve":
-        parts.append(f"{counts[D1]} agree with the older rule only (D1)")
     if counts[D11] or kind == "serve":
         parts.append(f"{counts[D11]} D11")
     parts.append(f"{counts[DIFFERS]} differ")

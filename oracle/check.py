@@ -7,7 +7,9 @@ reference implementation's compiled oracle program) with a recorded answer
 done step, the preemption count and the steps are the recorded ones; each
 difference is a line naming the case, the request (or the figure) and both
 answers. A case serq-ref cannot run (a program error, a run-time error) is a
-failure with its message.
+failure with its message. A scenario is answered under the vLLM rule its
+corpus was recorded on (oracle/scenario.py, ``recorded_vllm``), or the
+older rule with ``older_rule``; an IR file under the rule it has.
 """
 
 from __future__ import annotations
@@ -40,23 +42,23 @@ def _show(value) -> str:
     return "-" if value is None else str(value)
 
 
-def check_case(path: str) -> list[str]:
+def check_case(path: str, older_rule: bool | None = None) -> list[str]:
     """The lines of one case: empty when it passes."""
     label = os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
     recorded = read_json(answer_path(path))
     try:
-        ours = run_ir(path) if path.endswith(".ir.json") else run_scenario(read_json(path), path)
+        ours = run_ir(path) if path.endswith(".ir.json") else run_scenario(read_json(path), path, older_rule)
     except SerqError as e:
         return [f"{label}: serq-ref stopped: {e.message}"]
     return differences(label, recorded, ours)
 
 
-def check_dirs(dirs: list[str]) -> tuple[list[str], int, int]:
+def check_dirs(dirs: list[str], older_rule: bool | None = None) -> tuple[list[str], int, int]:
     """Every case of every directory: (lines, passed, failed)."""
     lines, passed, failed = [], 0, 0
     for directory in dirs:
         for path in cases_in(directory):
-            found = check_case(path)
+            found = check_case(path, older_rule)
             lines += found
             failed += bool(found)
             passed += not found

@@ -1,11 +1,11 @@
 """``serq-ref oracle …``: the vLLM oracle harness on the command line.
 
-    serq-ref oracle run SCENARIO.json [--json]
-    serq-ref oracle check DIR [DIR ...]
+    serq-ref oracle run SCENARIO.json [--json] [--[no-]older-rule]
+    serq-ref oracle check DIR [DIR ...] [--[no-]older-rule]
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
                           [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
     serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
-    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I]
+    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--older-rule]
                             [--recorded FILE] [--vllm-python PY] [--explain-known] [--report FILE]
 
 The commands that run the real vLLM scheduler (replay --real, regenerate,
@@ -53,8 +53,10 @@ def add_parser(commands, parser_class) -> None:
     r = sub.add_parser("run", help="a scenario's answer on serq-ref (the .out.json format)")
     r.add_argument("scenario", metavar="SCENARIO.json")
     r.add_argument("--json", action="store_true", help="the answer as one JSON object (default: a line per request)")
+    _older_rule(r)
     c = sub.add_parser("check", help="every scenario and IR file with a recorded answer, against it")
     c.add_argument("dirs", nargs="+", metavar="DIR")
+    _older_rule(c)
     p = sub.add_parser("replay", help="a trace replayed under the replay protocol: one CSV row per request")
     p.add_argument("trace", metavar="TRACE.csv")
     p.add_argument("--spacing", type=_number, required=True, metavar="S", help="steps between session starts")
@@ -92,10 +94,13 @@ def add_parser(commands, parser_class) -> None:
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
                         "running the real scheduler")
     k.add_argument("--explain-known", action="store_true",
-                   help="also give the documented divergences (D1, D11) a first step and a minimal reproduction")
+                   help="also give the documented divergences (D11) a first step and a minimal reproduction")
     k.add_argument("--max-tries", type=_count, default=1000, metavar="T",
                    help="cases the shrinking may try per divergence (default 1000)")
     k.add_argument("--report", metavar="FILE", help="write one JSON line per case (its verdict and what differs)")
+    k.add_argument("--older-rule", action="store_true",
+                   help="serq-ref with lib/vllm.sq's older_rule = 1 against vLLM's older rule (a request that preempts "
+                        "itself ends the pass; the records' answer_older_rule) instead of 0.33.0's")
     _vllm_python(k)
 
 
@@ -107,6 +112,14 @@ def _natural(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0: {text}")
     return value
+
+
+def _older_rule(parser) -> None:
+    parser.add_argument("--older-rule", action=argparse.BooleanOptionalAction, default=None,
+                        help="lib/vllm.sq with older_rule = 1 (a request that preempts itself ends the pass: vLLM "
+                             "0c87a197) for every scenario; --no-older-rule: vLLM 0.33.0's rule (default: the rule "
+                             "of the vLLM the scenario's corpus was recorded on, as its manifest.json or README.md "
+                             "says; else 0.33.0's)")
 
 
 def _vllm_python(parser) -> None:
@@ -134,7 +147,8 @@ def command(args: argparse.Namespace) -> int:
 #: The usage line of the commands of the real scheduler, after their errors.
 USAGE = {
     "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
-    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--recorded FILE] "
+    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--older-rule] "
+                "[--recorded FILE] "
                 "[--vllm-python PY]",
 }
 
@@ -145,7 +159,7 @@ def command_run(args: argparse.Namespace) -> int:
     if args.scenario.endswith(".ir.json"):
         answer = run_ir(args.scenario)
     else:
-        answer = run_scenario(read_json(args.scenario), args.scenario)
+        answer = run_scenario(read_json(args.scenario), args.scenario, args.older_rule)
     if args.json:
         print(json.dumps(answer))
         return 0
@@ -158,7 +172,7 @@ def command_run(args: argparse.Namespace) -> int:
 def command_check(args: argparse.Namespace) -> int:
     from .check import check_dirs
 
-    lines, passed, failed = check_dirs(args.dirs)
+    lines, passed, failed = check_dirs(args.dirs, args.older_rule)
     for line in lines:
         print(line)
     print(f"{passed} passed, {failed} failed")
@@ -263,7 +277,7 @@ def command_campaign(args: argparse.Namespace) -> int:
 
     outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
                                            args.vllm_python, args.explain_known, args.max_tries,
-                                           report=lambda line: print(line, flush=True))
+                                           report=lambda line: print(line, flush=True), older_rule=args.older_rule)
     if args.report is not None:
         try:
             with open(args.report, "w", encoding="utf-8") as f:
@@ -272,5 +286,6 @@ def command_campaign(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"cannot write {args.report}: {e.strerror}") from None
     against = f"the answers recorded in {args.recorded}" if args.recorded else "vLLM 0.33.0's scheduler"
+    against += " (the older rule)" if args.older_rule else ""
     print(f"{campaign.summary(args.kind, outcomes, seconds)}, against {against}")
     return 1 if any(o["verdict"] == campaign.DIFFERS for o in outcomes) else 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from semantics import codec, ir
+from semantics.errors import ProgramError
 
 #: The IR version pyserq 0.1.6 reads.
 PYSERQ_IR_VERSION = 14
@@ -21,6 +22,10 @@ PYSERQ_IR_VERSION = 14
 
 def encode_for_pyserq(program: ir.Program) -> dict:
     """``program`` as the JSON object pyserq reads (IR version 14)."""
+    for stage in program.stages:  # pyserq has the seed's rule only (docs/architecture.md, self_preemption)
+        if isinstance(stage.kind, ir.Step) and stage.kind.self_preemption != "End":
+            raise ProgramError(f"stage {stage.name} has `self preemption continue`, which pyserq does not have (its "
+                               f"pass ends when a grower preempts itself): this program cannot be run on pyserq")
     encoded = codec.encode_program(program)
     encoded["version"] = PYSERQ_IR_VERSION
     for block in encoded["blocks"]:

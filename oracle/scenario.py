@@ -10,6 +10,12 @@ examples/oracle/vllm_scenario.sq, with the scenario's constants set
 (``serve by (KEY);``), and its requests as explicit sessions (prompt, o =
 out, arrive).
 
+The vLLM rule: lib/vllm.sq follows vLLM 0.33.0; ``older_rule`` sets its
+switch (``older_rule = 1``: a request that preempts itself ends the pass, the
+revision seed 001 cites, docs/divergences.md D1). A scenario read from a file
+takes the rule of the vLLM its corpus was recorded on (``recorded_vllm``):
+../shared/oracle's answers are 0c87a197's, oracle/data's 0.33.0's.
+
 The answer: ``first[id]``, the time of the request's first-token sample
 (the library's ``ttft``); ``done[id]``, of its ``done`` sample; the kv pool's
 ``preemptions``; ``steps``, one more than the last iteration's end (the
@@ -24,6 +30,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from semantics import ir
@@ -51,6 +58,57 @@ def engine_sets(budget: float, max_seqs: float, block_size: float, usable_blocks
     return {"bs": float(block_size), "blocks": float(usable_blocks), "token_budget": float(budget),
             "max_seqs": float(max_seqs), "chunk_cap": float(chunk), "prefix_caching": 1.0 if prefix_caching else 0.0,
             **step_clock_sets()}
+
+
+#: The vLLM revision seed 001 cites, which ../shared/oracle's answers were recorded on (its README: "vLLM
+#: pinned at commit 0c87a197"): lib/vllm.sq's ``older_rule``.
+OLDER_REVISION = "0c87a197"
+#: The first release whose priority path goes on past a request that preempted itself.
+CONTINUE_RELEASE = (0, 33)
+
+
+def recorded_vllm(path: str) -> str | None:
+    """The vLLM version (a release or a commit) whose answers the corpus of
+    the scenario file ``path`` holds, from what the corpus says of itself,
+    looked up in the file's directory, then its parent and grandparent: the
+    nearest ``manifest.json`` with a ``vllm`` field (oracle/data/manifest.json:
+    "0.33.0"), else the commit the nearest README.md says vLLM was "pinned at"
+    (../shared/oracle/README.md: 0c87a197). None when nothing says (a
+    scenario of one's own)."""
+    directory = Path(path).resolve().parent
+    for _ in range(3):
+        manifest = directory / "manifest.json"
+        if manifest.is_file():
+            try:
+                version = json.loads(manifest.read_text(encoding="utf-8")).get("vllm")
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+                version = None
+            if isinstance(version, str):
+                return version
+        readme = directory / "README.md"
+        if readme.is_file():
+            try:
+                found = re.search(r"pinned at commit ([0-9a-f]{7,40})", readme.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError):
+                found = None
+            if found:
+                return found.group(1)
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    return None
+
+
+def older_rule_of(version: str | None) -> bool:
+    """Whether answers recorded on ``version`` follow the older self-preemption
+    rule: a commit (the cited 0c87a197) or a release before 0.33.0; unknown
+    (None): no, lib/vllm.sq's default is 0.33.0's."""
+    if version is None:
+        return False
+    release = re.fullmatch(r"(\d+)\.(\d+)(\.\d+)?", version)
+    if release:
+        return (int(release.group(1)), int(release.group(2))) < CONTINUE_RELEASE
+    return True
 
 
 def check_scenario(data: object, path: str = "<scenario>") -> dict:
@@ -88,10 +146,11 @@ def _natural(value: object, what: str, where: Span) -> None:
         raise ProgramError(f"`{what}` is {json.dumps(value)}, not a whole number", where)
 
 
-def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = False) -> ir.Program:
+def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = False,
+                     older_rule: bool = False) -> ir.Program:
     """The program of a scenario, compiled and linked (without the range
     verdicts, which only warn: tests/test_oracle_harness.py links the
-    recorded scenarios with them)."""
+    recorded scenarios with them); ``older_rule``: lib/vllm.sq's switch."""
     from semantics.compiler import compile_source
     from semantics.link import link
 
@@ -99,6 +158,8 @@ def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     text = SCENARIO_PROGRAM.read_text(encoding="utf-8")
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
                        data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)))
+    if older_rule:
+        sets["older_rule"] = 1.0
     if "serve" in data:
         text = _with_serve(text, data["serve"])
     try:
@@ -145,11 +206,14 @@ def _step(time: float) -> int | float:
     return int(time) if float(time).is_integer() else time
 
 
-def run_scenario(data: dict, path: str = "<scenario>") -> dict:
-    """A scenario's answer on the small-step semantics."""
+def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None = None) -> dict:
+    """A scenario's answer on the small-step semantics; ``older_rule`` None:
+    the rule of the vLLM the file's corpus was recorded on (``recorded_vllm``)."""
     from semantics.smallstep.driver import run
 
-    program = scenario_program(data, path)
+    if older_rule is None:
+        older_rule = older_rule_of(recorded_vllm(path)) if os.path.isfile(path) else False
+    program = scenario_program(data, path, older_rule=older_rule)
     result = run(program)
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "

@@ -191,7 +191,7 @@ def encode_stage(s: ir.Stage) -> Json:
             kind: Json = {"Fifo": servers}
         case ir.Ps(capacity):
             kind = {"Ps": encode_expr(capacity)}
-        case ir.Step(budget, cost, chunk, serve, memory):
+        case ir.Step(budget, cost, chunk, serve, memory, self_preemption):
             kind = {
                 "Step": {
                     "budget": encode_expr(budget),
@@ -201,6 +201,8 @@ def encode_stage(s: ir.Stage) -> Json:
                     "memory": memory,
                 }
             }
+            if self_preemption != "End":  # serq-ref's extension of v13: written only when not the default
+                kind["Step"]["self_preemption"] = self_preemption
         case _:
             raise TypeError(f"not a stage kind: {s.kind!r}")
     out["kind"] = kind
@@ -500,6 +502,13 @@ def decode_pool(v: Json, path: str) -> ir.Pool:
     )
 
 
+def _decode_self_preemption(v: Json, path: str) -> str:
+    if v not in ir.SELF_PREEMPTION:
+        raise IRFormatError(path, f"expected one of {', '.join(map(json.dumps, ir.SELF_PREEMPTION))}, "
+                                  f"found {json.dumps(v)[:80]}")
+    return v
+
+
 def decode_stage(v: Json, path: str) -> ir.Stage:
     o = _obj(v, path, ("name", "kind"), ("index",))
     tag, x = _tag(o["kind"], path + ".kind")
@@ -509,7 +518,7 @@ def decode_stage(v: Json, path: str) -> ir.Stage:
     elif tag == "Ps":
         kind = ir.Ps(decode_expr(x, p))
     elif tag == "Step":
-        s = _obj(x, p, ("budget", "cost", "chunk", "serve", "memory"))
+        s = _obj(x, p, ("budget", "cost", "chunk", "serve", "memory"), ("self_preemption",))
         serve_tag, serve = _tag(s["serve"], p + ".serve")
         if serve_tag == "ExclusivePrefill" and serve is None:
             serve_keys = None
@@ -523,6 +532,7 @@ def decode_stage(v: Json, path: str) -> ir.Stage:
             decode_expr(s["chunk"], p + ".chunk"),
             serve_keys,
             None if s["memory"] is None else decode_int(s["memory"], p + ".memory"),
+            _decode_self_preemption(s.get("self_preemption", "End"), p + ".self_preemption"),
         )
     elif tag == "Delay":
         raise IRFormatError(p, "`Delay` is not a stage kind of IR version 13 (a delay stage is `Ps` of `N`)")

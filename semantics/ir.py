@@ -85,6 +85,11 @@ BINARY_OPS = ("Add", "Sub", "Mul", "Div", "Pow", "Lt", "Le", "Gt", "Ge", "Eq", "
 #: Operators whose value is a test (0 or 1): the statistics note (seed 002, Statistics).
 TEST_OPS = ("Lt", "Le", "Gt", "Ge", "Eq", "Ne", "And", "Or")
 RUN_MODES = ("Plain", "Prefill", "Decode")
+#: What a step stage's pass does after a grower preempted itself (a serq-ref
+#: extension of version 13, ``Step.self_preemption``; docs/architecture.md):
+#: "End" the pass (seed 001/002, vLLM 0c87a197; the default, never written) or
+#: "Continue" with the next resident (vLLM 0.33.0's priority path).
+SELF_PREEMPTION = ("End", "Continue")
 SIDES = ("Workload", "Server")
 
 # --------------------------------------------------------------------------
@@ -357,6 +362,9 @@ class Step:
     chunk: Expr
     serve: tuple[Expr, ...] | None  # keys of serve by; None: exclusive prefill
     memory: int | None  # pool index
+    #: one of SELF_PREEMPTION; a serq-ref extension of version 13, absent from
+    #: the JSON when "End" (so files without it load, and mean the seed's rule)
+    self_preemption: str = "End"
 
 
 StageKind = Union[Fifo, Ps, Step]

@@ -264,7 +264,8 @@ pools = st.builds(
 stage_kinds = st.one_of(
     st.builds(ir.Fifo, indexes),
     st.builds(ir.Ps, expressions),
-    st.builds(ir.Step, expressions, expressions, expressions, st.none() | keys, st.none() | indexes),
+    st.builds(ir.Step, expressions, expressions, expressions, st.none() | keys, st.none() | indexes,
+              st.sampled_from(ir.SELF_PREEMPTION)),
 )
 stages = st.builds(ir.Stage, names, st.none() | indexes, stage_kinds)
 pairs = st.lists(st.tuples(indexes, numbers), max_size=3).map(tuple)
@@ -333,7 +334,7 @@ def test_random_program_encodes_to_valid_json_and_decodes_back_equal(program: ir
 
 #: Fields the encoding may omit (FORMAT.md: `index` of a single pool or stage,
 #: a run's `also`, a session's `turns`, the program's `arrivals`, `share`, `gauges`).
-OPTIONAL_FIELDS = {"index", "also", "turns", "arrivals", "share", "gauges"}
+OPTIONAL_FIELDS = {"index", "also", "turns", "arrivals", "share", "gauges", "self_preemption"}
 
 
 def list_objects(value, path=()) -> list[tuple]:

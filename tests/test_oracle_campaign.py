@@ -12,7 +12,9 @@ result recorded in docs/campaigns.md:
 The tests that drive the real scheduler need its environment
 (oracle/real/setup-vllm.sh) named by SERQ_VLLM_PYTHON, and are deselected,
 said in the run's summary, without it. Every divergence found is documented in
-docs/divergences.md (D1, D11); the cases of each are listed here.
+docs/divergences.md (D11; D1 is fixed: lib/vllm.sq follows vLLM 0.33.0's
+self-preemption rule, the older one with ``older_rule``); the cases of each
+are listed here.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ STEP_TRACES = Path(__file__).resolve().parent / "data" / "vllm_step_traces.json"
 needs_vllm = pytest.mark.vllm  # deselected without SERQ_VLLM_PYTHON (tests/conftest.py)
 
 #: The recorded serve-by cases (seed 1) that vLLM 0.33.0's priority path
-#: answers differently from the older rule serQ follows (a request that
-#: preempts itself ends the pass: docs/divergences.md, D1). serq-ref gives the
-#: older rule's answer on every one of them but 311 (D11).
+#: answers differently from the older rule (a request that preempts itself
+#: ends the pass: docs/divergences.md, D1, fixed). serq-ref gives 0.33.0's
+#: answer on every one of them (lib/vllm.sq's default) and the older rule's
+#: with the library's switch (older_rule = 1); 311 is D11's under both.
 D1_CASES = (25, 26, 81, 85, 197, 205, 243, 252, 282, 380, 411, 421, 448, 553, 643, 654, 684, 685, 749, 769, 778,
             814, 828, 880, 885, 905, 915, 929)
 #: The one recorded case where a victim withdrawn from a pass keeps cached the
@@ -54,7 +57,8 @@ D1_MINIMAL = {"kind": "scenario", "budget": 2, "max_seqs": 2, "block_size": 32, 
               "requests": [{"prompt": 347, "out": 9, "arrive": 0}, {"prompt": 25, "out": 9}]}
 #: vLLM 0.33.0's answers to them (oracle/real/driver.py; test_the_minimal_d1_case
 #: and test_the_minimal_d11_case ask it again when SERQ_VLLM_PYTHON is set), and
-#: the answer under the rule serQ follows (older rule; and cache_computed_only).
+#: D1's under the older rule, D11's with cache_computed_only (serq-ref's, under
+#: either rule).
 MINIMAL_ANSWERS = {
     "D11": ({"first": {"0": 6, "1": 7, "2": 7}, "done": {"0": 6, "1": 7, "2": 7}, "preemptions": 1, "steps": 8},
             {"first": {"0": 6, "1": 7, "2": 8}, "done": {"0": 6, "1": 7, "2": 8}, "preemptions": 1, "steps": 9}),
@@ -79,10 +83,10 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def run_recorded(kind: str, count: int, start: int, tmp_path) -> list[dict]:
+def run_recorded(kind: str, count: int, start: int, tmp_path, older_rule: bool = False) -> list[dict]:
     lines: list[str] = []
     outcomes = campaign.run(kind, count, 1, start, str(DATA / campaign.FILES[kind]), python=no_vllm(tmp_path),
-                            report=lines.append)
+                            report=lines.append, older_rule=older_rule)
     assert len(outcomes) == count
     return outcomes
 
@@ -94,39 +98,48 @@ def run_recorded(kind: str, count: int, start: int, tmp_path) -> list[dict]:
 def test_the_first_recorded_cases_agree_with_vllm(kind, tmp_path):
     outcomes = run_recorded(kind, SAMPLE[kind], 0, tmp_path)
     verdicts = {o["index"]: o["verdict"] for o in outcomes if o["verdict"] != campaign.AGREE}
-    expected = {i: campaign.D1 for i in D1_CASES if i < SAMPLE[kind]} if kind == "serve" else {}
-    assert verdicts == expected
+    assert verdicts == {}
 
 
-@pytest.mark.parametrize("index", D1_CASES + D11_CASES)
-def test_the_serve_cases_of_a_documented_divergence(index, tmp_path):
-    (outcome,) = run_recorded("serve", 1, index, tmp_path)
-    assert outcome["verdict"] == (campaign.D11 if index in D11_CASES else campaign.D1)
-    assert outcome["differences"]  # a documented divergence still differs: else the documentation is stale
+@pytest.mark.parametrize("older_rule", [False, True], ids=["0.33.0", "older rule"])
+def test_the_d1_cases_agree_under_each_rule(older_rule, tmp_path):
+    # docs/divergences.md, D1 (fixed): the cases where vLLM's two rules answer differently agree with
+    # the rule lib/vllm.sq is switched to, and 311 is D11's under either
+    outcomes = [o for index in D1_CASES + D11_CASES for o in run_recorded("serve", 1, index, tmp_path, older_rule)]
+    assert {o["index"]: o["verdict"] for o in outcomes} == {
+        **{i: campaign.AGREE for i in D1_CASES}, **{i: campaign.D11 for i in D11_CASES}}
+    assert all(o["differences"] for o in outcomes if o["verdict"] == campaign.D11)  # else the docs are stale
 
 
-@pytest.mark.parametrize("name", ["D1", "D11"])
-def test_the_minimal_cases_of_docs(name):
-    # docs/divergences.md: serq-ref gives the answer of the rule it follows, not vLLM 0.33.0's
-    case = {"D1": D1_MINIMAL, "D11": D11_MINIMAL}[name]
-    vllm_answer, serq_rule_answer = MINIMAL_ANSWERS[name]
-    ours = campaign.serq_answer("serve", case)
-    assert ours == serq_rule_answer != vllm_answer
-    steps = campaign.serq_steps("serve", case)
-    if name == "D11":  # request 2, withdrawn at step 6, is readmitted with 16 tokens cached (vLLM: 32)
+def test_the_minimal_cases_of_docs():
+    # docs/divergences.md: D1's minimal case is vLLM 0.33.0's answer, or the older rule's with the switch;
+    # D11's is the answer of vLLM with cache_computed_only, not vLLM's own, under either rule
+    vllm_answer, older_answer = MINIMAL_ANSWERS["D1"]
+    assert campaign.serq_answer("serve", D1_MINIMAL) == vllm_answer
+    assert campaign.serq_answer("serve", D1_MINIMAL, older_rule=True) == older_answer
+    # request 1 preempts itself at step 194: 0.33.0 decodes request 0 in that step, the older rule nothing
+    assert [s for s in campaign.serq_steps("serve", D1_MINIMAL) if s[2]] == [[194, {"0": 1}, ["1"]]]
+    assert [s for s in campaign.serq_steps("serve", D1_MINIMAL, older_rule=True) if s[2]] == [[194, {}, ["1"]]]
+    vllm_answer, serq_rule_answer = MINIMAL_ANSWERS["D11"]
+    for older_rule in (False, True):
+        assert campaign.serq_answer("serve", D11_MINIMAL, older_rule) == serq_rule_answer != vllm_answer
+        steps = campaign.serq_steps("serve", D11_MINIMAL, older_rule)
+        # request 2, withdrawn at step 6, is readmitted with 16 tokens cached (vLLM: 32)
         assert steps[-3:] == [[6, {"0": 13, "1": 10}, ["2"]], [7, {"1": 1, "2": 13}, []], [8, {"2": 4}, []]]
-    else:  # request 1 preempts itself at step 194 and the pass ends (vLLM 0.33.0 decodes request 0)
-        assert [s for s in steps if s[2]] == [[194, {}, ["1"]]]
 
 
 def test_d11_differs_from_both_rules_by_one_preemption(tmp_path):
-    # docs/divergences.md, D11: serve 1/311; serq-ref preempts once more, and three requests end a step later
+    # docs/divergences.md, D11: serve 1/311; serq-ref preempts once more; under the older rule three
+    # requests also end a step later
     record = [json.loads(line) for line in (DATA / "serve.jsonl").read_text().splitlines()][311]
-    ours = campaign.serq_answer("serve", record["case"])
     for answer in (record["answer"], record["answer_older_rule"]):
         assert answer["preemptions"] == 7
+    ours = campaign.serq_answer("serve", record["case"])
     assert ours["preemptions"] == 8
-    assert (ours["first"]["1"], ours["done"]["1"]) == (132, 202)
+    assert {k: ours[k] for k in ("first", "done", "steps")} == {k: record["answer"][k] for k in ("first", "done", "steps")}
+    older = campaign.serq_answer("serve", record["case"], older_rule=True)
+    assert older["preemptions"] == 8
+    assert (older["first"]["1"], older["done"]["1"]) == (132, 202)
     assert (record["answer_older_rule"]["first"]["1"], record["answer_older_rule"]["done"]["1"]) == (131, 201)
 
 
@@ -185,7 +198,7 @@ def test_the_first_step_that_differs_is_named():
     # serve 1/311 under the older rule: vLLM's withdrawn victim (request 1)
     # found 64 of its tokens cached at step 66, where serq-ref has 48 (D11)
     case = step_traces()["serve 1/311 (older rule)"]
-    ours = campaign.serq_steps("serve", case["job"])
+    ours = campaign.serq_steps("serve", case["job"], older_rule=True)
     assert campaign.first_step_difference(case["step_trace"], ours, "serve") == \
         "at step 66: vLLM schedules {1: 13, 2: 13}; serq-ref {1: 13, 2: 13, 4: 13}"
     assert ours[:64] == case["step_trace"][:64]
@@ -253,14 +266,14 @@ def test_oracle_help_lists_the_commands(capsys):
 
 def test_campaign_against_the_records(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv(real.PYTHON_VARIABLE, no_vllm(tmp_path))
-    code, out, err = cli(capsys, "oracle", "campaign", "3", "--seed", "1", "--kind", "serve", "--start", "24",
-                         "--recorded", str(DATA / "serve.jsonl"))
-    assert (code, err) == (0, "")
-    lines = out.splitlines()
-    assert lines[0].startswith("serve 1/25: agrees with vLLM's older rule")
-    assert lines[1] == "  request 0: vLLM first 93 done 130, serq-ref first 94 done 131"
-    assert lines[-1].startswith("serve: 3 cases, 1 agree, 2 agree with the older rule only (D1), 0 D11, 0 differ (")
-    assert lines[-1].endswith(f"s), against the answers recorded in {DATA / 'serve.jsonl'}")
+    # 25 and 26 are D1 cases (the two rules of vLLM answer differently): each agrees under its rule
+    for option, against in (((), ""), (("--older-rule",), " (the older rule)")):
+        code, out, err = cli(capsys, "oracle", "campaign", "3", "--seed", "1", "--kind", "serve", "--start", "24",
+                             "--recorded", str(DATA / "serve.jsonl"), *option)
+        assert (code, err) == (0, "")
+        (line,) = out.splitlines()
+        assert line.startswith("serve: 3 cases, 3 agree, 0 D11, 0 differ (")
+        assert line.endswith(f"s), against the answers recorded in {DATA / 'serve.jsonl'}{against}")
 
 
 def test_campaign_report_file(capsys, monkeypatch, tmp_path):
@@ -334,10 +347,15 @@ def test_the_whole_recorded_campaign(kind, tmp_path):
     count = {"scenario": 5000, "serve": 1000, "replay": 1000}[kind]
     outcomes = run_recorded(kind, count, 0, tmp_path)
     verdicts = {o["index"]: o["verdict"] for o in outcomes if o["verdict"] != campaign.AGREE}
-    expected = {}
-    if kind == "serve":
-        expected = {**{i: campaign.D1 for i in D1_CASES}, **{i: campaign.D11 for i in D11_CASES}}
-    assert verdicts == expected
+    assert verdicts == ({i: campaign.D11 for i in D11_CASES} if kind == "serve" else {})
+
+
+@pytest.mark.campaign
+def test_the_whole_recorded_serve_campaign_under_the_older_rule(tmp_path):
+    # lib/vllm.sq's switch (older_rule = 1) against the records' answer_older_rule
+    outcomes = run_recorded("serve", 1000, 0, tmp_path, older_rule=True)
+    verdicts = {o["index"]: o["verdict"] for o in outcomes if o["verdict"] != campaign.AGREE}
+    assert verdicts == {i: campaign.D11 for i in D11_CASES}
 
 
 # --- with the real scheduler -----------------------------------------------------
@@ -362,10 +380,11 @@ def vllm():
 @needs_vllm
 def test_the_minimal_d11_case(vllm):
     answers = {rule: vllm.fields("serve", D11_MINIMAL, rule) for rule in campaign.RULES}
-    steps = vllm.answer("serve", D11_MINIMAL, "older rule", step_trace=True)["step_trace"]
+    steps = vllm.answer("serve", D11_MINIMAL, "0.33.0", step_trace=True)["step_trace"]
     ours = campaign.serq_answer("serve", D11_MINIMAL)
+    assert ours == campaign.serq_answer("serve", D11_MINIMAL, older_rule=True)
     assert answers["0.33.0"] == answers["older rule"] != ours
-    assert answers["serq rules"] == ours
+    assert answers["0.33.0, cache computed only"] == answers["older rule, cache computed only"] == ours
     assert (answers["0.33.0"]["first"]["2"], ours["first"]["2"]) == (7, 8)
     assert campaign.first_step_difference(steps, campaign.serq_steps("serve", D11_MINIMAL), "serve") == \
         "at step 7: vLLM schedules {1: 1, 2: 1}; serq-ref {1: 1, 2: 13}"
@@ -373,12 +392,12 @@ def test_the_minimal_d11_case(vllm):
 
 @needs_vllm
 def test_the_minimal_d1_case(vllm):
-    answers = {rule: vllm.fields("serve", D1_MINIMAL, rule) for rule in ("0.33.0", "older rule")}
-    ours = campaign.serq_answer("serve", D1_MINIMAL)
-    assert answers["older rule"] == ours != answers["0.33.0"]
-    steps = vllm.answer("serve", D1_MINIMAL, "0.33.0", step_trace=True)["step_trace"]
-    assert campaign.first_step_difference(steps, campaign.serq_steps("serve", D1_MINIMAL), "serve") == \
-        "at step 194: vLLM schedules {0: 1}, preempting 1; serq-ref nothing, preempting 1"
+    for rule, older_rule in (("0.33.0", False), ("older rule", True)):
+        answer = vllm.fields("serve", D1_MINIMAL, rule)
+        assert answer == campaign.serq_answer("serve", D1_MINIMAL, older_rule) == MINIMAL_ANSWERS["D1"][older_rule]
+        steps = vllm.answer("serve", D1_MINIMAL, rule, step_trace=True)["step_trace"]
+        assert campaign.first_step_difference(steps, campaign.serq_steps("serve", D1_MINIMAL, older_rule),
+                                              "serve") is None
 
 
 @needs_vllm

@@ -21,7 +21,9 @@ first, alone: the others need every index in range. The checks:
    (``lints``);
 6. verdicts: index, guard, amount and cap properties over the attribute
    ranges, decided with Z3; an error when every admissible value trips it, a
-   warning with a witness when some does (``ranges``, ``verdicts``).
+   warning with a witness when some does (``ranges``, ``verdicts``);
+7. a warning for ``self preemption continue`` where no run can preempt
+   itself (``structure``).
 
 docs/linking.md lists every message.
 """
@@ -38,7 +40,7 @@ from ..sourcemap import SourceMap
 from .caching import check_caching
 from .lints import check_lints
 from .moments import check_moments
-from .structure import check_runs, check_structure
+from .structure import check_runs, check_structure, list_inert_self_preemption
 from .verdicts import check_verdicts
 
 
@@ -71,6 +73,7 @@ def link(program: ir.Program, smap: SourceMap | None = None, verdicts: bool = Tr
         check_moments(program, smap, log)
         check_caching(program, smap, log)
         check_lints(program, smap, log)
-        warnings = check_verdicts(program, smap, log) if verdicts else []
+        warnings = list_inert_self_preemption(program, smap)
+        warnings += check_verdicts(program, smap, log) if verdicts else []
     log.raise_errors()
     return warnings

@@ -11,6 +11,10 @@ meets an IndexError. Then the rules of seed 002 about stages:
 - a run over several stages holds ps stages of constant capacity above 0,
   names each stage array once, and the program declares its share (§3, Stages);
 - ``admit via`` names a step stage, and a step stage's memory is a pool (§3, Pools).
+
+And one warning (``list_inert_self_preemption``): ``self preemption
+continue`` on a step stage where no run can preempt itself (no memory, or a
+memory that does not preempt) changes nothing in any run.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import math
 
 from .. import ir
-from ..errors import ErrorLog
+from ..errors import ErrorLog, Warning_
 from ..sourcemap import SourceMap
 from .constants import evaluate_constant
 from .names import (
@@ -31,6 +35,7 @@ from .names import (
     locate_stage,
     locate_statement,
     make_error,
+    make_warning,
     name_attribute,
     name_stage,
     show_stage_ref,
@@ -302,6 +307,27 @@ def check_stage(program: ir.Program, smap: SourceMap, i: int, stage: ir.Stage) -
         problem = describe_range_problem(program, "p", stage.kind.memory, 1)
         if problem is not None:
             raise make_error(smap, site, f"malformed IR: its memory {problem}")
+
+
+def list_inert_self_preemption(program: ir.Program, smap: SourceMap) -> list[Warning_]:
+    """A warning per step stage with ``self preemption continue`` whose runs
+    cannot preempt themselves, so that the clause is true of no run: a
+    grower is its own victim only on the stage's memory under preempt lifo
+    (seed 002 §3 Pools; step/grow)."""
+    warnings = []
+    for i, stage in enumerate(program.stages):
+        kind = stage.kind
+        if not isinstance(kind, ir.Step) or kind.self_preemption == "End":
+            continue
+        if kind.memory is None:
+            why = "the stage has no memory, so no growth on it preempts"
+        elif program.pools[kind.memory].preempt is None:
+            why = f"its memory `{program.pools[kind.memory].name}` has no `preempt lifo`, so a growth waits instead"
+        else:
+            continue
+        warnings.append(make_warning(smap, locate_stage(program, smap, i),
+                                     f"`self preemption continue` changes nothing: {why} and no run preempts itself"))
+    return warnings
 
 
 def check_gauges(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:

@@ -60,7 +60,7 @@ class StepFacts:
     """A step stage's compiled parts (seed 002 §2: step { budget B; cost C;
     chunk K; serve ...; memory P; })."""
 
-    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served")
+    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -74,6 +74,8 @@ class StepFacts:
         self.memory = kind.memory
         #: the pools whose queues it serves (admit via), in declaration order
         self.served = tuple(p for p, pool in enumerate(m.program.pools) if pool.admit_via == s)
+        #: ``self preemption continue``: a pass goes on after a grower preempted itself (step/grow)
+        self.continues = kind.self_preemption == "Continue"
 
 
 class Machine:

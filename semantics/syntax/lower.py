@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from .. import ir
+from .. import arithmetic, ir
 from ..errors import ErrorLog, ProgramError, Span
 from ..sourcemap import SourceMap
 from . import ast
@@ -333,16 +333,32 @@ class Lowering:
             if "memory" in options:
                 memory = self.family_of(options["memory"].values[0], self.pools, "pool")
                 memory_span = options["memory"].span
+            self_preemption = "End"
+            if "self_preemption" in options:
+                self_preemption = self.lower_self_preemption(spec.name, options["self_preemption"])
             lowered = ir.Step(self.lower_expr(options["budget"].values[0]), self.lower_expr(options["cost"].values[0]),
-                              chunk, serve, None)
+                              chunk, serve, None, self_preemption)
         members = []
         for member in range(spec.count):
             member_kind = lowered
             if memory is not None:
                 pool = self.pair_member(memory, member, spec.count, spec.name, "memory", memory_span)
-                member_kind = ir.Step(lowered.budget, lowered.cost, lowered.chunk, lowered.serve, pool)
+                member_kind = ir.Step(lowered.budget, lowered.cost, lowered.chunk, lowered.serve, pool,
+                                      lowered.self_preemption)
             members.append(ir.Stage(spec.name, member if spec.family else None, member_kind))
         return members
+
+    def lower_self_preemption(self, stage: str, option: ast.Option) -> str:
+        """``self preemption end|continue [when (e)];``: the rule written, or,
+        with a constant condition that is 0, the other one (so a let, and
+        --set, can switch it: examples/lib/vllm.sq's older_rule)."""
+        written, condition = option.values
+        chosen = written
+        if condition is not None:
+            value = evaluate_constant(condition, self.lets, f"stage `{stage}`: the condition of `self preemption`")
+            if not arithmetic.is_true(value):
+                chosen = "end" if written == "continue" else "continue"
+        return "Continue" if chosen == "continue" else "End"
 
     def lower_arrival(self) -> ir.Arrival:
         option = self.kernel.arrival

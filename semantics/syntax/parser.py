@@ -274,6 +274,16 @@ class BuildAst(Transformer):
     def step_memory(self, meta, c):
         return ast.Option("memory", (c[0],), span=self.span(meta))
 
+    def step_self_preemption(self, meta, c):
+        # values: the rule ("end" or "continue"), then the `when` condition or None
+        return ast.Option("self_preemption", (c[0], c[1]), span=self.span(meta))
+
+    def self_end(self, meta, c):
+        return "end"
+
+    def self_continue(self, meta, c):
+        return "continue"
+
     def workload(self, meta, c):
         return ast.Workload(tuple(c), span=self.span(meta))
 

@@ -16,7 +16,8 @@ of forming it is a rule that takes a configuration and returns one:
   is spent"; a growing run whose hold must grow first waits for step/grow;
 - ``step/grow``: "a growing job first grows its hold to the position it will
   reach (block by block, preempting if needed)"; a grower that preempts
-  itself ends the pass;
+  itself ends the pass (under ``self preemption continue``, vLLM 0.33.0's
+  priority path, the pass goes on with the next resident, admitting nothing);
 - ``step/withdraw`` (inside a preemption): a victim already served in the
   iteration gives its tokens back;
 - ``step/admit`` / ``step/admit-stop``: "then the stage admits from the queues
@@ -426,8 +427,8 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration
     return c
 
 
-@rule("step/grow", "a served growing run's hold grows to the position its chunk reaches, block by block, preempting the engine's last-admitted resident while it does not fit; it then gets its chunk (a prefill of serve exclusive prefill: by step/select-prefill), or, when it preempted itself, the pass ends, or, under preempt none, it waits and gets nothing (a prefill of serve exclusive prefill is then not selected: the decodes stay)",
-      "002 §3 Stages: a growing job first grows its hold to the position it will reach (block by block, preempting if needed); Pools: The grower itself can be the victim")
+@rule("step/grow", "a served growing run's hold grows to the position its chunk reaches, block by block, preempting the engine's last-admitted resident while it does not fit; it then gets its chunk (a prefill of serve exclusive prefill: by step/select-prefill), or, when it preempted itself, gets nothing and the pass ends (under self preemption continue: the pass goes on with the next resident; either way it admits nothing), or, under preempt none, it waits and gets nothing (a prefill of serve exclusive prefill is then not selected: the decodes stay)",
+      "002 §3 Stages: a growing job first grows its hold to the position it will reach (block by block, preempting if needed); Pools: The grower itself can be the victim; 001: if new_blocks is None: break (vLLM 0.33.0's priority path: continue)")
 def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
     from ..pools import GREW, PREEMPTED, grow  # a growth is the pool's rule (the semantics' own recursion)
 
@@ -441,6 +442,8 @@ def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
         pass  # the chunk has its room; step/select-prefill gives it
     elif outcome == GREW:
         it = it._replace(pending=None, assigned=it.assigned + (a,), left=it.left - a.tokens)
+    elif outcome == PREEMPTED and m.steps[s].continues:  # self preemption continue: the next resident is served
+        it = it._replace(pending=None, preempted=True)
     elif outcome == PREEMPTED:  # "if new_blocks is None: break": this pass schedules nothing further
         it = it._replace(pending=None, open=False, preempted=True)
     else:  # it waits to grow (preempt none): no tokens (nor, under serve exclusive prefill, a selection)
