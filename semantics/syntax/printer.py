@@ -293,6 +293,19 @@ def end_of(node: Tree | Token) -> Position:
     return (node.meta.end_line, node.meta.end_column)
 
 
+def tokens_of(tree: Tree) -> list[Token]:
+    """Every token of the tree (without recursion: a program may nest deeply)."""
+    tokens: list[Token] = []
+    todo: list[object] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Tree):
+            todo.extend(node.children)
+        elif isinstance(node, Token):
+            tokens.append(node)
+    return tokens
+
+
 class Layout:
     """The output: segments in source order, with the comments between and
     inside them placed by position."""
@@ -303,7 +316,7 @@ class Layout:
         self.next_comment = 0
         # where each token and comment ends, in source order: a blank line before something is a gap
         # of two or more lines after the element before it
-        elements = [(start_of(t), t.end_line) for t in tree.scan_values(lambda v: isinstance(v, Token))]
+        elements = [(start_of(t), t.end_line) for t in tokens_of(tree)]
         elements += [(start_of(c), c.end_line) for c in self.comments]
         elements.sort()
         self.previous_end: dict[Position, int] = {}
@@ -411,16 +424,20 @@ class Layout:
 def align_comments(lines: list[OutLine]) -> None:
     """Trailing comments of consecutive lines start in one column: COMMENT_GAP
     after the longest code of the run. A run ends at a line without a
-    trailing comment, a blank line, or a change of indentation."""
+    trailing comment, a blank line, or a change of indentation; a line that
+    opens or closes a block is in none (its comment is COMMENT_GAP after it)."""
+    def aligned(line: OutLine) -> bool:
+        return line.comment is not None and bool(line.code) and not line.code.endswith("{") \
+            and not line.code.startswith("}")
+
     k = 0
     while k < len(lines):
-        if lines[k].comment is None or not lines[k].code:
-            lines[k].pad = 0
+        if not aligned(lines[k]):
+            lines[k].pad = COMMENT_GAP
             k += 1
             continue
         j = k + 1
-        while (j < len(lines) and lines[j].comment is not None and lines[j].code and not lines[j].blank_before
-               and lines[j].level == lines[k].level):
+        while j < len(lines) and aligned(lines[j]) and not lines[j].blank_before and lines[j].level == lines[k].level:
             j += 1
         width = max(len(line.code) for line in lines[k:j]) + COMMENT_GAP
         for line in lines[k:j]:
@@ -518,8 +535,10 @@ class Printer:
 
     def options_block(self, node: Tree, head: object, options: list[Tree], one_line: bool = False) -> None:
         """``head { option; ... }``: one option a line, or, where ``one_line``
-        allows, all on one line when they fit and no comment is inside."""
-        if one_line and not self.out.has_comment(start_of(node), end_of(node)):
+        allows, all on one line when they fit and no comment is inside the
+        braces (one in the head goes before the line, as in any segment)."""
+        lbrace, rbrace = braces_of(node)
+        if one_line and not self.out.has_comment(start_of(lbrace), end_of(rbrace)):
             inside = [self.option_doc(o) for o in options]
             doc = [head, " { ", join(inside, [" "]), " }"] if inside else [head, " {}"]
             flat = render(doc, len(INDENT) * self.out.level)
