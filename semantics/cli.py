@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(a run's trace can be millions of lines; a note says when it stopped there)")
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
                    help="print only the rules applied at time T or later (the run itself starts at 0). Default: 0")
-    p = commands.add_parser("fmt", help="print a .sq program in the canonical layout, comments kept (docs/syntax.md)")
+    p = commands.add_parser("fmt", help="print a .sq program in the canonical layout, comments kept "
+                                        "(docs/syntax.md)")
     p.add_argument("files", metavar="FILE", nargs="+",
                    help="a .sq program (it must parse; it need not compile: a library formats too); - reads one "
                         "from standard input. Several FILEs with --check or --in-place")

@@ -235,10 +235,6 @@ def listing(items: list[object]) -> object:
     return Group(Align(join(items, [",", LINE])))
 
 
-def parenthesised(items: list[object]) -> list[object]:
-    return ["(", listing(items), ")"]
-
-
 # --------------------------------------------------------------------------
 # Numbers
 # --------------------------------------------------------------------------
