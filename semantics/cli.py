@@ -140,6 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "(a run's trace can be millions of lines; a note says when it stopped there)")
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
                    help="print only the rules applied at time T or later (the run itself starts at 0). Default: 0")
+    p = commands.add_parser("fmt", help="print a .sq program in the canonical layout, comments kept "
+                                        "(docs/syntax.md)")
+    p.add_argument("files", metavar="FILE", nargs="+",
+                   help="a .sq program (it must parse; it need not compile: a library formats too); - reads one "
+                        "from standard input. Several FILEs with --check or --in-place")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing: name each FILE not in the canonical layout (`would reformat FILE`) and "
+                           "exit 1 if there is one. Default: print the canonical text")
+    mode.add_argument("-i", "--in-place", action="store_true",
+                      help="rewrite each FILE not in the canonical layout (`reformatted FILE` on standard error). "
+                           "Default: print the canonical text")
     lean_cli.add_parser(commands)
     oracle_cli.add_parser(commands, _Parser)
     return parser
@@ -228,6 +240,50 @@ def command_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_fmt(args: argparse.Namespace) -> int:
+    """``serq-ref fmt``: the canonical layout (semantics/syntax/printer.py). Every FILE is read first (a
+    missing one is a usage error before anything is written); a FILE that does not parse gets `check`'s
+    error and the others are still done; exit 1 if one did not parse or, with --check, is not canonical."""
+    from .pipeline import STDIN, read_stdin, read_text
+    from .syntax.printer import format_text
+
+    if len(args.files) > 1 and not (args.check or args.in_place):
+        raise UsageError("fmt prints one FILE; give --check or --in-place for several\n"
+                         "usage: serq-ref fmt [--check | -i] FILE...")
+    if args.in_place and "-" in args.files:
+        raise UsageError("--in-place rewrites files, and standard input (-) is none\n"
+                         "usage: serq-ref fmt [--check | -i] FILE...")
+    if args.files.count("-") > 1:
+        raise UsageError("standard input (-) can be read once")
+    for path in args.files:
+        if path != "-" and not path.endswith(".sq"):
+            raise UsageError(f"{path}: expected a .sq program (or - for standard input); fmt prints the text syntax")
+    texts = [(STDIN, read_stdin()) if path == "-" else (path, read_text(path)) for path in args.files]
+    status = EXIT_OK
+    for path, text in texts:
+        try:
+            canonical = format_text(text, path)
+        except SerqError as e:
+            print(render(e, text if e.span is not None and e.span.file == path else None), file=sys.stderr)
+            status = EXIT_PROGRAM
+            continue
+        if args.check:
+            if canonical != text:
+                print(f"would reformat {path}")
+                status = EXIT_PROGRAM
+        elif args.in_place:
+            if canonical != text:
+                try:
+                    with open(path, "w", encoding="utf-8", newline="") as f:
+                        f.write(canonical)
+                except OSError as e:
+                    raise UsageError(f"cannot write {path}: {e.strerror}") from None
+                print(f"reformatted {path}", file=sys.stderr)
+        else:
+            sys.stdout.write(canonical)
+    return status
+
+
 def _with_statement_span(loaded: Loaded, action):
     """Run ``action``; a RunError gets its statement's source span."""
     try:
@@ -245,7 +301,7 @@ def _with_statement_span(loaded: Loaded, action):
 
 
 COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace,
-            "lean": lean_cli.command, "oracle": oracle_cli.command}
+            "fmt": command_fmt, "lean": lean_cli.command, "oracle": oracle_cli.command}
 
 
 def _source_of(path: str | None) -> str | None:
