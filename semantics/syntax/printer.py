@@ -664,6 +664,10 @@ class Printer:
             return ["admit via ", self.path(subtrees(t)[0]), ";"]
         if kind == "step_memory":
             return ["memory ", self.path(subtrees(t)[0]), ";"]
+        if kind == "step_self_preemption":
+            rule, *condition = subtrees(t)
+            return ["self preemption ", "continue" if rule.data == "self_continue" else "end",
+                    [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
         if kind == "opt_spill":
             tier, link, amount, guard = subtrees(t)
             return ["spill ", self.path(tier), " via ", self.path(link), " (", self.expr(amount), ") when (",
