@@ -47,9 +47,29 @@ def validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(load_schema())
 
 
+@functools.cache
+def case_validator(rule: str | None) -> jsonschema.Draft202012Validator:
+    """jsonschema's validator of one case of the schema: a rule's record (None: the header)."""
+    schema = load_schema()
+    name = "header" if rule is None else "rule." + rule.replace("/", ".")
+    return jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{name}"})
+
+
 def errors(line: Any) -> list[str]:
-    """What jsonschema finds wrong with one line of a trace (the header or a record); [] if nothing."""
-    return [f"{e.json_path}: {e.message}" for e in validator().iter_errors(line)]
+    """What jsonschema finds wrong with one line of a trace (the header or a record); [] if nothing. A
+    record of a known rule is validated by its rule's case, which names the field at fault; any other
+    line by the whole schema."""
+    rule = line.get("rule") if isinstance(line, dict) else None
+    known = isinstance(line, dict) and (rule is None or rule in _rules())
+    found = [f"{e.json_path}: {e.message}" for e in (case_validator(rule) if known else validator()).iter_errors(line)]
+    if known and not found and list(validator().iter_errors(line)):  # the case and the whole schema disagree
+        found = [f"{e.json_path}: {e.message}" for e in validator().iter_errors(line)]
+    return found
+
+
+@functools.cache
+def _rules() -> frozenset:
+    return frozenset(case["if"]["properties"]["rule"]["const"] for case in load_schema()["anyOf"][1]["allOf"])
 
 
 # -- the compiled checker --------------------------------------------------------------------

@@ -217,7 +217,8 @@ class Tracer:
     def _specs(self) -> dict:
         """Per rule, its fields with their conversions (None: the value is kept as it is)."""
         keep = (NAME, STAGE_OR_FLOW, BOOL, MODE, OUTCOME, QUEUE_ORDER, EVICT_ORDER, SERVE_ORDER, VICTIM_BY)
-        return {rule: tuple((name, None if kind in keep else self.convert[kind]) for name, kind in spec)
+        return {rule: tuple((name, None if kind in keep or name == "write" else self.convert[kind])  # write: named here
+                            for name, kind in spec)
                 for rule, spec in FIELDS.items()}
 
     def record(self, rule: str, time: float, fields: dict) -> dict:
@@ -270,7 +271,7 @@ class Tracer:
 
 # -- the schema ----------------------------------------------------------------------------------
 
-_JOB_PATTERN = r"^([0-9]+/[1-9][0-9]*|.+/spill/[1-9][0-9]*)$"
+_JOB_PATTERN = r"^([0-9]+/[1-9][0-9]*|[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?/spill/[1-9][0-9]*)$"
 
 
 def _fragment(kind: str) -> dict:
