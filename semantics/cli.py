@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print only the rules applied at time T or later (the run itself starts at 0). Default: 0")
     p.add_argument("--coverage", action="store_true",
                    help="instead of the records, print how often each rule of the semantics applied in the run "
-                        "(within --steps and --from) and which never did (docs/step-trace.md, Coverage)")
+                        "(within --steps and --from) and which never did (docs/step-trace.md, Coverage). Default: off, "
+                        "the records are printed")
     lean_cli.add_parser(commands)
     oracle_cli.add_parser(commands, _Parser)
     return parser

@@ -106,3 +106,12 @@ def pytest_sessionfinish(session, exitstatus):
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = 1
+
+
+def summary_markdown(data: dict) -> str:
+    """docs/semantics.md's table of the suite's rule coverage, made from a report (``report()``'s shape)."""
+    lines = ["| rule | applied | tests | first test |", "|---|---:|---:|---|"]
+    for name, row in data["rules"].items():
+        first = f"`{row['first_test']}`" if row["first_test"] else "none"
+        lines.append(f"| `{name}` | {row['applied']:,} | {row['tests']:,} | {first} |")
+    return "\n".join(lines) + "\n"
