@@ -339,3 +339,13 @@ def test_a_preemption_records_its_candidates_victim_last():
     for program in oracle_programs():
         memory += [r for r in _records(program) if r["rule"] == "pool/preempt"]
     assert memory and all(r["by"] == "memory" and r["candidates"][-1] == r["session"] for r in memory)
+
+
+def test_the_library_offers_the_header_apart_and_with_the_records():
+    """driver.trace yields records only (its readers are not broken); tracefile.lines is what the CLI prints."""
+    from semantics.tracefile import header, lines
+
+    program = _program("growth")
+    both = list(lines(program, steps=5))
+    assert both[0] == header(program) and both[1:] == _records(program, steps=5)
+    assert "rule" not in both[0] and all("rule" in r for r in both[1:])

@@ -167,15 +167,6 @@ def _plain(value):
     return value
 
 
-def describe_rule(rule: str, time: float, fields: dict) -> dict:
-    """A record with the values made strict JSON, its job ids left as the rule gave them (no renaming):
-    what a caller that applies one rule by hand sees."""
-    record = {"rule": rule, "time": _plain(time)}
-    for key, value in fields.items():
-        record[key] = _plain(value)
-    return record
-
-
 class Tracer:
     """Turns the rules' reports into records (one Tracer per run): the
     fields in ``FIELDS`` order with their one type, jobs by their names.
