@@ -52,6 +52,8 @@ def _count(text: str) -> int:
 
 #: How many rules `serq-ref trace` prints without --steps.
 DEFAULT_TRACE_STEPS = 10_000
+#: --steps not given (its default depends on --coverage)
+_UNSET = object()
 
 
 def _steps(text: str) -> int | None:
@@ -135,11 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", action="store_true",
                    help="list every rule of the semantics (its name, meaning and the seed sentence it implements) "
                         "instead of a trace; takes no FILE")
-    p.add_argument("--steps", type=_steps, default=DEFAULT_TRACE_STEPS, metavar="N",
+    p.add_argument("--steps", type=_steps, default=_UNSET, metavar="N",
                    help=f"print at most N rules, or every one with `--steps all`. Default: {DEFAULT_TRACE_STEPS:,} "
-                        "(a run's trace can be millions of lines; a note says when it stopped there)")
+                        "(a run's trace can be millions of lines; a note says when it stopped there); with "
+                        "--coverage: all")
     p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
                    help="print only the rules applied at time T or later (the run itself starts at 0). Default: 0")
+    p.add_argument("--coverage", action="store_true",
+                   help="instead of the records, print how often each rule of the semantics applied in the run "
+                        "(within --steps and --from) and which never did (docs/step-trace.md, Coverage). Default: off, "
+                        "the records are printed")
     p = commands.add_parser("fmt", help="print a .sq program in the canonical layout, comments kept "
                                         "(docs/syntax.md)")
     p.add_argument("files", metavar="FILE", nargs="+",
@@ -214,6 +221,7 @@ def command_run(args: argparse.Namespace) -> int:
 
 def command_trace(args: argparse.Namespace) -> int:
     from .smallstep.driver import all_rules, trace
+    from .tracefile import header
 
     if args.rules:
         for rule in all_rules():
@@ -223,19 +231,32 @@ def command_trace(args: argparse.Namespace) -> int:
         raise UsageError("trace needs a FILE (or --rules)\nusage: serq-ref trace FILE [options] | serq-ref trace --rules")
     loaded = load(args.file, _overrides(args), "trace")
     _print_warnings(loaded)
+    steps = args.steps if args.steps is not _UNSET else (None if args.coverage else DEFAULT_TRACE_STEPS)
+    records = lambda: trace(loaded.program, base_dir=loaded.base_dir, steps=steps, from_time=args.from_time)
+    if args.coverage:
+        counts = {rule.name: 0 for rule in all_rules()}
+
+        def count() -> None:
+            for step in records():
+                counts[step["rule"]] += 1
+
+        _with_statement_span(loaded, count)
+        sys.stdout.write(format_coverage(counts))
+        return EXIT_OK
     printed = 0
 
     def emit() -> None:
         nonlocal printed
-        for step in trace(loaded.program, base_dir=loaded.base_dir, steps=args.steps, from_time=args.from_time):
+        sys.stdout.write(json.dumps(header(loaded.program, from_time=args.from_time), separators=(",", ":")) + "\n")
+        for step in records():
             sys.stdout.write(json.dumps(step, separators=(",", ":")) + "\n")
             printed += 1
 
     _with_statement_span(loaded, emit)
-    if args.steps is not None and printed == args.steps:
+    if steps is not None and printed == steps:
         sys.stdout.flush()
-        print(f"serq-ref: the trace stopped after {printed:,} rules (--steps {args.steps}"
-              f"{', the default' if args.steps == DEFAULT_TRACE_STEPS else ''}); `--steps all` prints every one",
+        print(f"serq-ref: the trace stopped after {printed:,} rules (--steps {steps}"
+              f"{', the default' if args.steps is _UNSET else ''}); `--steps all` prints every one",
               file=sys.stderr)
     return EXIT_OK
 
@@ -282,6 +303,18 @@ def command_fmt(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(canonical)
     return status
+
+
+def format_coverage(counts: dict[str, int]) -> str:
+    """`serq-ref trace --coverage`: every rule with how often it applied (by family, then name), then the
+    rules that never did."""
+    never = [name for name, n in counts.items() if n == 0]
+    width = max(len(f"{n:,}") for n in counts.values())
+    lines = [f"{n:>{width},}  {name}" for name, n in counts.items()]
+    applied = len(counts) - len(never)
+    lines.append(f"{applied} of {len(counts)} rules applied, {sum(counts.values()):,} times in all")
+    lines.append(f"never applied ({len(never)}): {', '.join(never)}" if never else "never applied: none")
+    return "\n".join(lines) + "\n"
 
 
 def _with_statement_span(loaded: Loaded, action):

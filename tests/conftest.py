@@ -14,7 +14,6 @@ replay.
 
 import os
 
-import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -41,3 +40,8 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"{len(_without_vllm)} tests that drive the real vLLM scheduler were deselected: {VLLM_VARIABLE} is not "
             "set (an optional extra: bash oracle/real/setup-vllm.sh, then export SERQ_VLLM_PYTHON=VENV/bin/python)")
+
+
+# the step trace's contract over the suite: every record checked against the trace schema, every rule
+# counted, the rule coverage written at the end (tests/trace_contract.py)
+from trace_contract import pytest_runtest_logfinish, pytest_runtest_logstart, pytest_sessionfinish  # noqa: E402,F401

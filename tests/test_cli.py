@@ -184,8 +184,9 @@ def test_trace_is_one_json_object_per_line_with_a_rule_name(capsys):
     code, out, err = run_cli(capsys, "trace", LEASE, "--steps", "12")
     assert code == 0, err
     lines = out.splitlines()
-    assert len(lines) == 12
-    steps = [json.loads(line) for line in lines]
+    assert len(lines) == 1 + 12  # the header, then the rules (docs/step-trace.md)
+    head, *steps = [json.loads(line) for line in lines]
+    assert head["format"] == "serq-ref/step-trace" and head["seed"] == 1
     assert all(list(s)[:2] == ["rule", "time"] for s in steps)
     assert steps[0]["rule"] == "workload/arrive"
     assert any(s["rule"] == "pool/admit" for s in steps)
@@ -194,7 +195,9 @@ def test_trace_is_one_json_object_per_line_with_a_rule_name(capsys):
 def test_trace_from_skips_earlier_rules(capsys):
     code, out, err = run_cli(capsys, "trace", LEASE, "--from", "3")
     assert code == 0, err
-    times = [json.loads(line)["time"] for line in out.splitlines()]
+    head, *records = [json.loads(line) for line in out.splitlines()]
+    assert head["from"] == 3.0
+    times = [r["time"] for r in records]
     assert times and min(times) >= 3
 
 

@@ -67,7 +67,7 @@ def test_no_horizon_is_said_only_by_a_command_that_runs_and_only_without_one(cap
     code, out, err = run_cli(capsys, "run", path, "--horizon", "100")
     assert code == 0 and out.startswith("run: horizon 100 end 100"), err
     code, out, _ = run_cli(capsys, "trace", path, "--horizon", "5", "--steps", "3")
-    assert code == 0 and len(out.splitlines()) == 3
+    assert code == 0 and len(out.splitlines()) == 1 + 3  # the header, then the rules
 
 
 def test_the_command_line_supplies_or_overrides_every_run_setting(capsys, tmp_path):
@@ -424,7 +424,7 @@ def test_trace_without_steps_stops_at_a_default_and_says_so(capsys, tmp_path):
 
     path = write(tmp_path, SMALL + "run { horizon 1e9; }\n")
     code, out, err = run_cli(capsys, "trace", path)
-    assert code == 0 and len(out.splitlines()) == DEFAULT_TRACE_STEPS
+    assert code == 0 and len(out.splitlines()) == 1 + DEFAULT_TRACE_STEPS  # the header, then the rules
     assert err == (f"serq-ref: the trace stopped after {DEFAULT_TRACE_STEPS:,} rules (--steps {DEFAULT_TRACE_STEPS}, "
                    "the default); `--steps all` prints every one\n")
     code, out, err = run_cli(capsys, "trace", path, "--horizon", "20", "--steps", "all")

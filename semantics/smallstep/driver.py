@@ -33,7 +33,7 @@ from .pools import expire_lease, make_room
 from .rules import REGISTRY
 from .sessions import compile_ops
 from .settle import settle
-from .steptrace import describe_rule
+from .steptrace import Tracer
 from .workload import arrival_event, load_trace, start_workload
 
 #: How many events pass between two calls of the progress callback.
@@ -156,12 +156,16 @@ def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> R
 def trace(program: ir.Program, *, base_dir: str | None = None, steps: int | None = None,
           from_time: float = 0.0) -> Iterator[dict]:
     """One dict per applied rule (docs/step-trace.md); ``steps`` bounds how
-    many are yielded, counting only rules at time >= ``from_time``."""
+    many are yielded, counting only rules at time >= ``from_time``. The
+    trace's header line is semantics.tracefile.header's (it names the
+    program by its IR's digest, which the core does not compute)."""
     buffer: list[dict] = []
+    tracer = Tracer()  # sees every rule, from the run's start: jobs are named by their ordinals in the whole run
 
     def observe(rule: str, c: Configuration, fields: dict) -> None:
+        record = tracer.record(rule, c.time, fields)
         if c.time >= from_time:
-            buffer.append(describe_rule(rule, c.time, fields))
+            buffer.append(record)
 
     m = build_machine(program, observer=observe, trace_sessions=load_trace(program, base_dir))
     yielded = 0

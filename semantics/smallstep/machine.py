@@ -87,6 +87,9 @@ class Machine:
         ``observer``: the step trace's, or None."""
         self.program = program
         self.observer = observer
+        #: with an observer only: what decided the choices the rules just made (the keys of a queue's head, an
+        #: evicted entry, a served resident, a preemption victim), for their step-trace records; never read by a rule
+        self.choices: dict = {}
         self.trace_sessions = trace_sessions
         self.seed = program.seed
         self.warmup = program.warmup

@@ -133,7 +133,11 @@ def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] 
     queue = c.pools[p].queue
     keys = m.queue_keys[p]
     if keys is None or queue[0].preempted:
+        if m.observer:  # the order it came first in, and the hold that would come next
+            m.choices[("queue", p)] = (queue[0].serial, "head" if queue[0].preempted else "join", (),
+                                       (queue[1].serial, ()) if len(queue) > 1 else None)
         return queue[0]
+    ranked = [] if m.observer else None  # with an observer: every hold's key, for the record (runner_up)
     best, best_key = None, None
     sessions, now = c.sessions, c.time
     env = Env(c)  # one environment, set to each waiting session in turn (a queue can be thousands long)
@@ -144,9 +148,25 @@ def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] 
         env.waited = now - s.pending.joined
         key = [k(env) for k in keys]
         key.append(w.join)
+        if ranked is not None:
+            ranked.append((key, w.serial))
         if best is None or key < best_key:
             best, best_key = w, key
+    if ranked is not None:
+        runner = runner_up(ranked, best.serial)
+        m.choices[("queue", p)] = (best.serial, "keys", tuple(best_key[:-1]),
+                                   None if runner is None else (runner[1], tuple(runner[0][:-1])))
     return best
+
+
+def runner_up(ranked: list, chosen) -> tuple | None:
+    """For the step trace: of ``ranked`` ((key, who) pairs in the order a choice read them), the least but
+    ``chosen``'s, the first found with the rules' own comparison (a strict ``<``); None if there is no other."""
+    second = None
+    for item in ranked:
+        if item[1] != chosen and (second is None or item[0] < second[0]):
+            second = item
+    return second
 
 
 class Admission(NamedTuple):
@@ -248,8 +268,12 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
                    admission=admission)
     c = make_ready(m, c, s)
     if m.observer:
-        m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": [a.units for a in s.holds[-1].allocations],
-                                   "cached": cached, "waited": c.time - pending.joined})
+        allocations = s.holds[-1].allocations
+        _, order, key, runner_up = m.choices.pop(("queue", p))
+        m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": allocations[0].units,
+                                   "allocations": [(m.pool_name(a.pool), a.units) for a in allocations],
+                                   "cached": cached, "waited": c.time - pending.joined,
+                                   "order": order, "key": key, "runner_up": runner_up})
     return c
 
 
@@ -467,17 +491,29 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
     draws = c.workload.machine_draws
     if keys is None:
         k = 0
+        if m.observer:  # lru: the key is the release time (then the release order, which is the entries' order)
+            entries = pool.entries
+            m.choices[("evict", q)] = ("lru", (entries[0].released,), None if len(entries) < 2 else
+                                       (entries[1].source, entries[1].released, (entries[1].released,)))
     else:
         best = None
+        ranked = [] if m.observer else None  # with an observer: every entry's key, for the record (runner_up)
         env = Env(c, None, -1, m.stream_machine, draws)  # set to each entry in turn
         for i, entry in enumerate(pool.entries):
             _entry_env(m, c, entry, entry.units, env)
             env.draws = draws
             key = tuple(f(env) for f in keys) + (entry.order,)
             draws = env.draws
+            if ranked is not None:
+                ranked.append((key, i))
             if best is None or key < best[0]:
                 best = (key, i)
         k = best[1]
+        if ranked is not None:
+            runner = runner_up(ranked, k)
+            other = None if runner is None else pool.entries[runner[1]]
+            m.choices[("evict", q)] = ("keys", best[0][:-1], None if runner is None else
+                                       (other.source, other.released, runner[0][:-1]))
     if draws != c.workload.machine_draws:  # the keys may draw, on the machine's stream
         c = c._replace(workload=c.workload._replace(machine_draws=draws))
     entry = pool.entries[k]
@@ -514,8 +550,10 @@ def _evicted(m: Machine, c: Configuration, q: int, entry: CacheEntry, removed: f
     if is_warm(m, c):
         c = count_pool(c, q, evicted_entries=0 if rest else 1, evicted_units=removed)
     if m.observer:
+        order, key, runner_up = m.choices.pop(("evict", q))
         m.notify(rule_name, c, {"pool": m.pool_name(q), "source": entry.source, "dead": entry.owner is None,
-                                "units": removed, "left": rest})
+                                "units": removed, "left": rest, "released": entry.released, "order": order,
+                                "key": key, "runner_up": runner_up})
     if m.spill[q] is not None:
         c = spill(m, c, q, entry, removed)
     return c
@@ -773,6 +811,8 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
         victim = choose_victim(m, c, p) if m.lifo[p] else None
         if victim is None:
             return grow_wait(m, c, serial, p, amount, need), WAITS
+        if m.observer:
+            m.choices[("victim", p)] = (serial,) + explain_victim(m, c, p)
         c = preempt(m, c, victim, p)
         if victim == serial:
             return c, PREEMPTED
@@ -801,6 +841,23 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
         if not holding.leased:
             return holding.serial
     return None
+
+
+def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int, ...]]:
+    """For the step trace (only with an observer): how choose_victim chose
+    and among whom, oldest admission first, so that the victim is the last:
+    ("memory", the engines' residents holding ``p`` by their sessions'
+    latest admission) or ("holders", the pool's holders in a scope in the
+    order they were admitted)."""
+    engines = m.engines_of_memory[p]
+    if engines:
+        residents = {}
+        for holding in c.pools[p].holders:
+            s = c.sessions[holding.serial]
+            if not holding.leased and s.job is not None and s.job[0] in engines:
+                residents[s.serial] = s.admission
+        return "memory", tuple(sorted(residents, key=residents.get))
+    return "holders", tuple(h.serial for h in c.pools[p].holders if not h.leased)
 
 
 def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
@@ -891,7 +948,9 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     # the parent frame already points past the hold statement, as when it was first executed
     c = count_pool(c, p, preemptions=1)
     if m.observer:
-        m.notify("pool/preempt", c, {"session": victim, "pool": m.pool_name(p), "computed": computed})
+        grower, by, candidates = m.choices.pop(("victim", p))
+        m.notify("pool/preempt", c, {"session": victim, "pool": m.pool_name(p), "computed": computed,
+                                     "grower": grower, "by": by, "candidates": candidates})
     return enter_hold(m, c, victim, target.stmt, preempted=True)
 
 

@@ -426,15 +426,21 @@ def execute_choose(m, c, s, op, env) -> Session:
     keys = op.exprs
     attrs = list(s.attrs)
     best = None
+    seen = [] if m.observer else None  # every candidate's keys, for the record
     for j in range(stmt.count):
         attrs[stmt.var] = float(j)
         env.attrs = tuple(attrs)
         key = tuple(k(env) for k in keys) + (j,)
+        if seen is not None:
+            seen.append(key[:-1])
         if best is None or key < best:
             best = key
     attrs[stmt.var] = float(best[-1]) if best is not None else 0.0
     s = s._replace(pc=op.next, attrs=tuple(attrs), draws=env.draws)
-    return _note_local(m, c, s, "session/choose", attribute=m.program.attrs[stmt.var], index=attrs[stmt.var])
+    if seen is None:
+        return s
+    return _note_local(m, c, s, "session/choose", attribute=m.program.attrs[stmt.var], index=int(attrs[stmt.var]),
+                       keys=seen)
 
 
 def execute_end(m, c, s, op, env):

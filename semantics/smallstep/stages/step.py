@@ -369,10 +369,19 @@ def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
     if not unserved:
         return None
     if st.iteration.tentative:  # serve exclusive prefill (no keys): "A resident prefill takes precedence."
-        return next((r for r in unserved if r.mode == PREFILL), unserved[0])
+        chosen = next((r for r in unserved if r.mode == PREFILL), unserved[0])
+        if m.observer:
+            rest = [r for r in unserved if r is not chosen]
+            runner = next((r for r in rest if r.mode == PREFILL), rest[0] if rest else None)
+            m.choices[("serve", s)] = ("prefill-first", (), None if runner is None else (runner.owner, runner.job_id, ()))
+        return chosen
     keys = m.steps[s].keys
     if not keys:
+        if m.observer:
+            m.choices[("serve", s)] = ("admission", (), (unserved[1].owner, unserved[1].job_id, ())
+                                       if len(unserved) > 1 else None)
         return unserved[0]  # the residents are kept in admission order
+    ranked = [] if m.observer else None  # with an observer: every resident's key, for the record (runner_up)
     env = _stage_env(c, st.iteration.context)
     best, best_key = None, None
     for r in unserved:
@@ -382,8 +391,17 @@ def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
         env.admission = float(session.admission)
         env.remaining = r.remaining
         key = [k(env) for k in keys] + [session.admission, r.job_id]
+        if ranked is not None:
+            ranked.append((key, r))
         if best is None or key < best_key:
             best, best_key = r, key
+    if ranked is not None:
+        from ..pools import runner_up  # the rules' comparison of keys (the semantics' own recursion)
+
+        n = len(keys)
+        runner = runner_up(ranked, best)
+        m.choices[("serve", s)] = ("keys", tuple(best_key[:n]), None if runner is None else
+                                   (runner[1].owner, runner[1].job_id, tuple(runner[0][:n])))
     return best
 
 
@@ -421,9 +439,11 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration
         it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens)
     c = _with_iteration(c, s, it)
     if m.observer:
+        order, key, runner_up = m.choices.pop(("serve", s))
         m.notify("step/schedule", c, {"stage": m.stage_name(s), "job": r.job_id, "session": r.owner,
                                       "mode": r.mode.lower(), "tokens": 0.0 if waits else tokens,
-                                      "grow": max(0.0, need), "left": it.left})
+                                      "grow": max(0.0, need), "left": it.left, "order": order, "key": key,
+                                      "runner_up": runner_up})
     return c
 
 
