@@ -255,19 +255,73 @@ def test_the_shape_of_an_answer():
 # --- the campaign corpus (pytest -m campaign) ------------------------------------------
 
 
+def adapter_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pyserq_adapter", ADAPTER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CAMPAIGN_FILES = ("scenarios.jsonl", "serve.jsonl")
+
+
 @pytest.mark.campaign
-def test_the_pyserq_adapter_on_the_campaign_corpus(capsys):
-    """Every scenario and serve-by scenario of the campaign corpus (6 000)
-    through the adapter: the cases that fail are the recorded ones
-    (docs/campaigns.md, "The conformance corpus and pyserq")."""
+def test_the_pyserq_adapter_on_the_whole_campaign_corpus():
+    """The 6 000 campaign cases answered by the adapter's own function in
+    process (the command, less a Python start per case) and judged by
+    `oracle check`'s rules: the cases that fail, and those that pass as the
+    older rule, are the recorded ones (docs/campaigns.md, "The conformance
+    corpus and pyserq")."""
+    from oracle.check import judge, jsonl_cases
+
     recorded = json.loads(CAMPAIGN_RESULT.read_text())
-    code, out, err = cli(capsys, "oracle", "check", str(DATA / "campaign" / "scenarios.jsonl"),
-                         str(DATA / "campaign" / "serve.jsonl"), "--engine", PYSERQ, "--jobs", "2")
-    assert err == ""
-    lines = out.splitlines()
-    failed = sorted({line.split(":", 1)[0] for line in lines[:-2] if "passed as the documented variant" not in line})
-    variants = sorted(line.split(":", 1)[0] for line in lines if "passed as the documented variant" in line)
+    adapter = adapter_module()
+    failed, variants, passed = [], [], 0
+    for name in CAMPAIGN_FILES:
+        for case in jsonl_cases(str(DATA / "campaign" / name)):
+            outcome = judge(case, adapter.answer(case.scenario), None, "engine")
+            passed += outcome.passed
+            if not outcome.passed:
+                failed.append(outcome.label)
+            elif outcome.variant == "older-rule":
+                variants.append(outcome.label)
     assert failed == recorded["failed"]
     assert variants == recorded["passed_as_older_rule"]
-    assert lines[-1] == f"{recorded['passed']} passed, {len(recorded['failed'])} failed"
-    assert code == (1 if recorded["failed"] else 0)
+    assert passed == recorded["passed"] == 6000 - len(failed)
+
+
+@pytest.mark.campaign
+def test_the_pyserq_adapter_through_oracle_check_on_the_campaign_sample(tmp_path, capsys):
+    """`oracle check --engine` with the adapter as a command on every tenth
+    case of the campaign corpus and on every case recorded as failing or as
+    passing by the older rule: the same verdicts."""
+    recorded = json.loads(CAMPAIGN_RESULT.read_text())
+    marked = set(recorded["failed"]) | set(recorded["passed_as_older_rule"])
+    sample = tmp_path / "campaign"
+    sample.mkdir()
+    for name in CAMPAIGN_FILES:
+        with (DATA / "campaign" / name).open() as f, (sample / name).open("w") as out:
+            for line in f:
+                index = json.loads(line)["index"]
+                if index % 10 == 0 or f"campaign/{name}#{index}" in marked:
+                    out.write(line)
+    code, out, err = cli(capsys, "oracle", "check", *(str(sample / name) for name in CAMPAIGN_FILES),
+                         "--engine", PYSERQ, "--jobs", "2")
+    assert err == ""
+    lines = out.splitlines()
+    in_sample = {f"campaign/{name}#{json.loads(line)['index']}" for name in CAMPAIGN_FILES
+                 for line in (sample / name).read_text().splitlines()}
+    failed = sorted({line.split(":", 1)[0] for line in lines[:-2] if "passed as the documented variant" not in line},
+                    key=_label_key)
+    variants = [line.split(":", 1)[0] for line in lines if "passed as the documented variant" in line]
+    assert failed == [label for label in recorded["failed"] if label in in_sample]
+    assert variants == [label for label in recorded["passed_as_older_rule"] if label in in_sample]
+    assert lines[-1] == f"{len(in_sample) - len(failed)} passed, {len(failed)} failed"
+    assert code == 1
+
+
+def _label_key(label: str) -> tuple:
+    name, index = label.split("#")
+    return (CAMPAIGN_FILES.index(name.split("/")[1]), int(index))
