@@ -1,7 +1,7 @@
 """``serq-ref oracle …``: the vLLM oracle harness on the command line.
 
     serq-ref oracle run SCENARIO.json [--json]
-    serq-ref oracle run SCENARIO.json --log FILE
+    serq-ref oracle run SCENARIO.json [--log FILE] [--real [--vllm-python PY]]
     serq-ref oracle check PATH [PATH ...] [--engine COMMAND [--jobs N] [--timeout S]]
     serq-ref oracle diverge A.log B.log
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
@@ -57,6 +57,9 @@ def add_parser(commands, parser_class) -> None:
     r.add_argument("--json", action="store_true", help="the answer as one JSON object (default: a line per request)")
     r.add_argument("--log", metavar="FILE",
                    help="also write the per-step schedule log (docs/conformance.md) to FILE ('-': standard output)")
+    r.add_argument("--real", action="store_true",
+                   help="the real vLLM scheduler's answer (and, with --log, its log) instead of serq-ref's")
+    _vllm_python(r)
     c = sub.add_parser("check", help="every scenario (and IR file) of each directory or campaign file with a "
                                      "recorded answer, against serq-ref's answer or an engine's")
     c.add_argument("dirs", nargs="+", metavar="PATH",
@@ -157,7 +160,22 @@ USAGE = {
 def command_run(args: argparse.Namespace) -> int:
     from .scenario import read_json, run_scenario, run_ir
 
-    if args.log is not None:
+    if args.vllm_python is not None and not args.real:
+        raise UsageError("--vllm-python goes with --real (serq-ref runs the scenario without it)")
+    if args.real:
+        from . import real
+        from .schedule_log import vllm_log, write_log
+
+        real.find_python(args.vllm_python)
+        if args.scenario.endswith(".ir.json"):
+            raise UsageError("--real takes a scenario NAME.json (the real scheduler does not run IR)")
+        answer, log = vllm_log(read_json(args.scenario), args.scenario, args.vllm_python)
+        answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps")}
+        if args.log is not None:
+            write_log(log, args.log)
+            if args.log == "-":
+                return 0
+    elif args.log is not None:
         if args.scenario.endswith(".ir.json"):
             raise UsageError("--log takes a scenario NAME.json (the schedule log is the scenario program's)")
         from .schedule_log import serq_log, write_log

@@ -17,7 +17,11 @@ the engine scheduled them, with the tokens and (optionally) ``prefill`` or
 ``decode``; ``admitted`` the requests moved from waiting to running at this
 step, ``preempted`` the victims in the order they were chosen, ``finished``
 the requests whose last token this step sampled. A step with none of these
-may be left out; a step left out is an empty one. ``rules`` is optional
+may be left out; a step left out is an empty one. An engine that records
+only some of the four says which in the header (``"fields": ["scheduled",
+"preempted"]``), and one whose lists are not in decision order says which
+(``"unordered": ["preempted"]``): diverge compares what both record, in
+order only where both keep it. ``rules`` is optional
 (serq-ref writes it): per request, the named rules of the semantics applied
 to it in that step, in order, each once.
 
@@ -189,6 +193,10 @@ def read_log(path: str) -> dict:
             if record.get("version") != VERSION:
                 raise ProgramError(f"schedule log version {json.dumps(record.get('version'))}: this serq-ref reads "
                                    f"version {VERSION}", where)
+            for key in ("fields", "unordered"):
+                value = record.get(key, list(COMPARED) if key == "fields" else [])
+                if not isinstance(value, list) or any(v not in COMPARED for v in value):
+                    raise ProgramError(f"`{key}` is a list of some of {', '.join(COMPARED)}", where)
             header = record
             continue
         step = _check_step(record, where)
@@ -242,29 +250,31 @@ def _empty_step(number: int) -> dict:
     return {"step": number, "scheduled": [], "admitted": [], "preempted": [], "finished": [], "rules": {}}
 
 
-def step_differences(a: dict, b: dict) -> list[tuple[str, str | None]]:
+def step_differences(a: dict, b: dict, fields=COMPARED, ordered=("preempted",)) -> list[tuple[str, str | None]]:
     """What differs between two engines' records of one step: (what, the
     request it concerns or None). ``scheduled`` compares each request's
     tokens, and its mode where both give one (not the order); ``admitted``
     and ``finished`` as sets; ``preempted`` in order (the victims' order is
     a decision)."""
     out: list[tuple[str, str | None]] = []
-    sa = {e["request"]: e for e in a["scheduled"]}
-    sb = {e["request"]: e for e in b["scheduled"]}
+    sa = {e["request"]: e for e in a["scheduled"]} if "scheduled" in fields else {}
+    sb = {e["request"]: e for e in b["scheduled"]} if "scheduled" in fields else {}
     for request in sorted(set(sa) | set(sb), key=_request_key):
         ea, eb = sa.get(request), sb.get(request)
         if ea is None or eb is None or ea["tokens"] != eb["tokens"]:
             out.append((f"request {request}: scheduled {_tokens(ea)} against {_tokens(eb)}", request))
         elif "mode" in ea and "mode" in eb and ea["mode"] != eb["mode"]:
             out.append((f"request {request}: {ea['mode']} against {eb['mode']}", request))
-    for key in ("admitted", "finished"):
+    for key in [k for k in ("admitted", "finished", "preempted") if k in fields]:
+        if key == "preempted" and key in ordered:
+            continue
         only_a = sorted(set(a[key]) - set(b[key]), key=_request_key)
         only_b = sorted(set(b[key]) - set(a[key]), key=_request_key)
         for request in only_a:
             out.append((f"request {request}: {key} in A only", request))
         for request in only_b:
             out.append((f"request {request}: {key} in B only", request))
-    if a["preempted"] != b["preempted"]:
+    if "preempted" in fields and "preempted" in ordered and a["preempted"] != b["preempted"]:
         concerned = sorted(set(a["preempted"]) ^ set(b["preempted"]), key=_request_key) \
             or sorted(set(a["preempted"]), key=_request_key)
         out.append((f"preempted {_ids(a['preempted'])} against {_ids(b['preempted'])}", None))
@@ -300,10 +310,22 @@ def show_step(step: dict) -> str:
     return "; ".join(parts)
 
 
+def compared(a: dict, b: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The fields both logs record, and those of them both keep in decision order."""
+    def listed(log: dict, key: str, default) -> list[str]:
+        return log["header"].get(key, default)
+
+    fields = tuple(f for f in COMPARED if f in listed(a, "fields", COMPARED) and f in listed(b, "fields", COMPARED))
+    ordered = tuple(f for f in ("preempted",) if f not in listed(a, "unordered", []) + listed(b, "unordered", []))
+    return fields, ordered
+
+
 def first_difference(a: dict, b: dict) -> int | None:
     """The first step number at which the logs differ, or None."""
+    fields, ordered = compared(a, b)
     for number in sorted(set(a["steps"]) | set(b["steps"])):
-        if step_differences(a["steps"].get(number, _empty_step(number)), b["steps"].get(number, _empty_step(number))):
+        if step_differences(a["steps"].get(number, _empty_step(number)), b["steps"].get(number, _empty_step(number)),
+                            fields, ordered):
             return number
     return None
 
@@ -317,7 +339,7 @@ def diverge(a: dict, b: dict) -> tuple[list[str], bool]:
         return [f"no difference: the two logs agree at every step ({steps} steps with something done)"], False
     sa = a["steps"].get(number, _empty_step(number))
     sb = b["steps"].get(number, _empty_step(number))
-    found = step_differences(sa, sb)
+    found = step_differences(sa, sb, *compared(a, b))
     lines = [f"first difference at step {number}"]
     lines += [f"  {what}" for what, _ in found if what]
     lines.append(f"  {names[0]}: {show_step(sa)}")
@@ -325,6 +347,11 @@ def diverge(a: dict, b: dict) -> tuple[list[str], bool]:
     concerned = []
     for _, request in found:
         if request is not None and request not in concerned:
+            concerned.append(request)
+    # a victim decides what the step does after it (a request that preempts
+    # itself ends the pass): its rules are shown too
+    for request in sa["preempted"] + sb["preempted"]:
+        if request not in concerned:
             concerned.append(request)
     for side, step in (("A", sa), ("B", sb)):
         if not step["rules"]:
@@ -334,3 +361,31 @@ def diverge(a: dict, b: dict) -> tuple[list[str], bool]:
             rules = step["rules"].get(request)
             lines.append(f"    request {request}: " + (", ".join(rules) if rules else "no rule applied to it"))
     return lines, True
+
+
+# --------------------------------------------------------------------------
+# the real vLLM scheduler's log
+# --------------------------------------------------------------------------
+
+def vllm_log(data: dict, path: str = "<scenario>", python=None) -> tuple[dict, list[dict]]:
+    """A scenario's answer and schedule log on the real vLLM 0.33.0 scheduler
+    (oracle/real/driver.py, its ``step_trace``): per ``schedule()`` call the
+    tokens of each request and the preempted ids, which the driver sorts;
+    it says nothing of admissions and finishes."""
+    from . import real
+    from .scenario import check_scenario
+
+    check_scenario(data, path)
+    job = real.scenario_job({k: v for k, v in data.items() if k != "kind"}, step_trace=True)
+    (answer,) = real.answer_all([job], python)
+    if "error" in answer:
+        raise ProgramError(f"the real scheduler could not run it: {answer['error']}", Span(path, 1, 1))
+    header = {"format": FORMAT, "version": VERSION, "engine": f"vLLM {real.VLLM_VERSION} (oracle/real/driver.py)",
+              "scenario": path.replace("\\", "/").rsplit("/", 1)[-1], "fields": ["scheduled", "preempted"],
+              "unordered": ["preempted"]}
+    steps = []
+    for time_, tokens, preempted in answer["step_trace"]:
+        steps.append({"step": _whole(time_),
+                      "scheduled": [{"request": str(r), "tokens": int(n)} for r, n in tokens.items()],
+                      "preempted": [str(r) for r in preempted]})
+    return real.recorded_fields(answer), [header] + steps

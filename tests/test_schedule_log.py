@@ -6,10 +6,12 @@ which two differ, with serq-ref's named rules there."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from oracle import real
 from oracle.campaign import serq_steps
 from oracle.scenario import run_scenario
 from oracle.schedule_log import read_log, serq_log
@@ -186,3 +188,52 @@ def test_diverge_usage(tmp_path, capsys):
     assert code == 2 and "no such file" in err
     code, _, err = cli(capsys, "oracle", "run", str(SCENARIOS / "vllm" / "alone.json"), "--log")
     assert code == 2
+
+
+# --- the real vLLM scheduler's log ---------------------------------------------------
+
+#: `serq-ref oracle run oracle/data/shared/serve/newest_first_preempt.json --real --log FILE`
+#: (vLLM 0.33.0 through oracle/real/driver.py): its schedule log, kept so the
+#: default suite can diverge against it without vLLM
+VLLM_LOG = ROOT / "tests" / "data" / "schedule_logs" / "newest_first_preempt.vllm-0.33.0.log"
+
+
+def test_diverge_finds_d1_against_the_real_scheduler(tmp_path, capsys):
+    # docs/vllm-0.33.md, D1: at step 10 the newest request preempts itself;
+    # serQ (seed 001) ends the pass there, 0.33.0's priority path goes on
+    # and decodes request 2 in the same step
+    ours = log_of(tmp_path, scenario("serve", "newest_first_preempt"), "newest_first_preempt", capsys)
+    code, out, _ = cli(capsys, "oracle", "diverge", str(VLLM_LOG), str(ours))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[:2] == ["first difference at step 10", "  request 2: scheduled 1 against nothing"]
+    assert lines[2].endswith("newest_first_preempt.vllm-0.33.0.log): scheduled 2: 1; preempted [0]")
+    assert lines[3].endswith("newest_first_preempt.log): scheduled nothing; preempted [0]")
+    assert lines[4:] == ["  the rules of B at step 10:",
+                         "    request 2: no rule applied to it",
+                         "    request 0: step/schedule, pool/release, pool/preempt, session/hold-enter, step/grow"]
+
+
+def test_a_log_compares_only_the_fields_both_record(tmp_path, capsys):
+    # the driver's log records scheduled and preempted only (its header says
+    # so): up to step 9 it and serq-ref's agree, admissions and finishes aside
+    vllm = [json.loads(line) for line in VLLM_LOG.read_text().splitlines()]
+    assert vllm[0]["fields"] == ["scheduled", "preempted"] and vllm[0]["unordered"] == ["preempted"]
+    _, ours = serq_log(scenario("serve", "newest_first_preempt"))
+    assert any(s["admitted"] or s["finished"] for s in ours[1:] if s["step"] < 10)
+    a = write(tmp_path / "vllm.log", [r for r in vllm if r.get("step", 0) < 10])
+    b = write(tmp_path / "serq.log", [r for r in ours if r.get("step", 0) < 10])
+    code, out, _ = cli(capsys, "oracle", "diverge", str(a), str(b))
+    assert (code, out.split(":")[0]) == (0, "no difference")
+
+
+@pytest.mark.skipif(not os.environ.get(real.PYTHON_VARIABLE),
+                    reason=f"{real.PYTHON_VARIABLE} is not set: the real vLLM scheduler is an optional extra "
+                    "(bash oracle/real/setup-vllm.sh, then export SERQ_VLLM_PYTHON=VENV/bin/python)")
+def test_the_real_scheduler_writes_the_kept_log(tmp_path, capsys):
+    out = tmp_path / "vllm.log"
+    code, printed, err = cli(capsys, "oracle", "run", str(SCENARIOS / "serve" / "newest_first_preempt.json"),
+                             "--real", "--log", str(out))
+    assert (code, err) == (0, "")
+    assert out.read_text() == VLLM_LOG.read_text()
+    assert printed.splitlines()[-1] == "preemptions 2 steps 49"
