@@ -300,7 +300,13 @@ def check(paths: list[str], command: str | None = None, jobs: int = 1, timeout: 
           report=None) -> list[Outcome]:
     """Every case of every path answered by serq-ref (``command`` None) or by
     ``command``; ``report(outcome)`` is called for each, in the cases' order."""
-    cases = [case for path in paths for case in cases_of(path, command is not None)]
+    cases = []
+    for path in paths:
+        found = cases_of(path, command is not None)
+        if not found:
+            raise UsageError(f"{path} has no case: no scenario NAME.json with its answer NAME.out.json beside it"
+                             if os.path.isdir(path) else f"{path} has no case")
+        cases += found
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="serq-ref-check-") as workdir:
         if command is None:

@@ -325,3 +325,10 @@ def test_the_pyserq_adapter_through_oracle_check_on_the_campaign_sample(tmp_path
 def _label_key(label: str) -> tuple:
     name, index = label.split("#")
     return (CAMPAIGN_FILES.index(name.split("/")[1]), int(index))
+
+
+def test_a_path_without_cases_is_bad_usage(tmp_path, capsys):
+    (tmp_path / "alone.json").write_text((DATA / "shared" / "vllm" / "alone.json").read_text())
+    code, out, err = cli(capsys, "oracle", "check", str(tmp_path), "--engine", PYSERQ)
+    assert (code, out) == (2, "")
+    assert "has no case: no scenario NAME.json with its answer NAME.out.json beside it" in err
