@@ -332,10 +332,3 @@ def variant_line(outcome: Outcome) -> str:
     return (f"{outcome.label}: passed as the documented variant `{outcome.variant}` "
             f"(its recorded answer), not as the recorded answer")
 
-
-def check_dirs(dirs: list[str]) -> tuple[list[str], int, int]:
-    """serq-ref on every case of every directory: (lines, passed, failed)."""
-    outcomes = check(dirs)
-    lines = [line for o in outcomes for line in (o.lines or ([variant_line(o)] if o.variant else []))]
-    passed = sum(o.passed for o in outcomes)
-    return lines, passed, len(outcomes) - passed

@@ -203,8 +203,8 @@ def command_check(args: argparse.Namespace) -> int:
 
     if args.engine is None and (args.jobs != 1 or args.timeout != 60.0):
         raise UsageError("--jobs and --timeout go with --engine (serq-ref answers in process)")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout {args.timeout:g}: a number of seconds above 0")
+    if not 0 < args.timeout < float("inf"):
+        raise UsageError(f"--timeout {args.timeout:g}: a finite number of seconds above 0")
 
     def report(outcome) -> None:
         for line in outcome.lines:
