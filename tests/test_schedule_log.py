@@ -158,7 +158,8 @@ def test_diverge_compares_modes_only_where_both_give_them_and_victims_in_order(t
     a = [header, {"step": 3, "scheduled": [{"request": "0", "tokens": 1, "mode": "decode"}],
                   "preempted": ["2", "1"]}]
     b = [header, {"step": 3, "scheduled": [{"request": "0", "tokens": 1}], "preempted": ["1", "2"]}]
-    code, out, _ = cli(capsys, "oracle", "diverge", str(write(tmp_path / "a.log", a)), str(write(tmp_path / "b.log", b)))
+    a_log, b_log = write(tmp_path / "a.log", a), write(tmp_path / "b.log", b)
+    code, out, _ = cli(capsys, "oracle", "diverge", str(a_log), str(b_log))
     assert code == 1
     assert out.splitlines()[:2] == ["first difference at step 3", "  preempted [2, 1] against [1, 2]"]
 
@@ -166,7 +167,8 @@ def test_diverge_compares_modes_only_where_both_give_them_and_victims_in_order(t
 @pytest.mark.parametrize("text, message", [
     ("", "1:1: error: an empty file: a log starts with its header line"),
     ('{"step": 1}\n', "1:1: error: the first line is the header"),
-    ('{"format": "serq-schedule-log", "version": 2}\n', "1:1: error: schedule log version 2: this serq-ref reads version 1"),
+    ('{"format": "serq-schedule-log", "version": 2}\n',
+     "1:1: error: schedule log version 2: this serq-ref reads version 1"),
     ('{"format": "serq-schedule-log", "version": 1}\n{"step": 0}\n', "2:1: error: `step` is 0: a whole number from 1"),
     ('{"format": "serq-schedule-log", "version": 1}\n{"step": 2}\n{"step": 2}\n', "3:1: error: step 2 after step 2"),
     ('{"format": "serq-schedule-log", "version": 1}\n{"step": 1, "scheduled": [{"request": 0, "tokens": 1, '
