@@ -1,7 +1,9 @@
 """``serq-ref oracle …``: the vLLM oracle harness on the command line.
 
     serq-ref oracle run SCENARIO.json [--json] [--[no-]older-rule]
-    serq-ref oracle check DIR [DIR ...] [--[no-]older-rule]
+    serq-ref oracle run SCENARIO.json [--log FILE] [--real [--vllm-python PY]]
+    serq-ref oracle check PATH [PATH ...] [--engine COMMAND [--jobs N] [--timeout S]] [--[no-]older-rule]
+    serq-ref oracle diverge A.log B.log
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
                           [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
     serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
@@ -53,10 +55,26 @@ def add_parser(commands, parser_class) -> None:
     r = sub.add_parser("run", help="a scenario's answer on serq-ref (the .out.json format)")
     r.add_argument("scenario", metavar="SCENARIO.json")
     r.add_argument("--json", action="store_true", help="the answer as one JSON object (default: a line per request)")
+    r.add_argument("--log", metavar="FILE",
+                   help="also write the per-step schedule log (docs/conformance.md) to FILE ('-': standard output)")
+    r.add_argument("--real", action="store_true",
+                   help="the real vLLM scheduler's answer (and, with --log, its log) instead of serq-ref's")
+    _vllm_python(r)
     _older_rule(r)
-    c = sub.add_parser("check", help="every scenario and IR file with a recorded answer, against it")
-    c.add_argument("dirs", nargs="+", metavar="DIR")
+    c = sub.add_parser("check", help="every scenario (and IR file) of each directory or campaign file with a "
+                                     "recorded answer, against serq-ref's answer or an engine's")
+    c.add_argument("dirs", nargs="+", metavar="PATH",
+                   help="a directory of NAME.json + NAME.out.json, or a campaign file (oracle/data/campaign/*.jsonl)")
+    c.add_argument("--engine", metavar="COMMAND",
+                   help="run COMMAND SCENARIO.json once per scenario; it prints its answer in the .out.json shape "
+                        "(docs/conformance.md)")
+    c.add_argument("--jobs", type=_count, default=1, metavar="N", help="run the engine on N scenarios at once")
+    c.add_argument("--timeout", type=_number, default=60.0, metavar="S",
+                   help="seconds the engine may take on one scenario (default 60)")
     _older_rule(c)
+    d = sub.add_parser("diverge", help="the first step at which two schedule logs differ, what each did there, "
+                                       "and the named rules of serq-ref's side")
+    d.add_argument("logs", nargs=2, metavar="LOG")
     p = sub.add_parser("replay", help="a trace replayed under the replay protocol: one CSV row per request")
     p.add_argument("trace", metavar="TRACE.csv")
     p.add_argument("--spacing", type=_number, required=True, metavar="S", help="steps between session starts")
@@ -131,7 +149,7 @@ def _vllm_python(parser) -> None:
 def command(args: argparse.Namespace) -> int:
     from .real import RealVllmMissing
 
-    commands = {"run": command_run, "check": command_check, "replay": command_replay,
+    commands = {"run": command_run, "check": command_check, "diverge": command_diverge, "replay": command_replay,
                 "regenerate": command_regenerate, "campaign": command_campaign}
     try:
         return commands[args.oracle_command](args)
@@ -156,7 +174,32 @@ USAGE = {
 def command_run(args: argparse.Namespace) -> int:
     from .scenario import read_json, run_scenario, run_ir
 
-    if args.scenario.endswith(".ir.json"):
+    if args.vllm_python is not None and not args.real:
+        raise UsageError("--vllm-python goes with --real (serq-ref runs the scenario without it)")
+    if args.real:
+        from . import real
+        from .schedule_log import vllm_log, write_log
+
+        real.find_python(args.vllm_python)
+        if args.scenario.endswith(".ir.json"):
+            raise UsageError("--real takes a scenario NAME.json (the real scheduler does not run IR)")
+        answer, log = vllm_log(read_json(args.scenario), args.scenario, args.vllm_python, bool(args.older_rule))
+        answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps")}
+        if args.log is not None:
+            write_log(log, args.log)
+            if args.log == "-":
+                return 0
+    elif args.log is not None:
+        if args.scenario.endswith(".ir.json"):
+            raise UsageError("--log takes a scenario NAME.json (the schedule log is the scenario program's)")
+        from .schedule_log import serq_log, write_log
+
+        data = read_json(args.scenario)
+        answer, log = serq_log(data, args.scenario, args.older_rule)
+        write_log(log, args.log)
+        if args.log == "-":
+            return 0
+    elif args.scenario.endswith(".ir.json"):
         answer = run_ir(args.scenario)
     else:
         answer = run_scenario(read_json(args.scenario), args.scenario, args.older_rule)
@@ -170,13 +213,40 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_check(args: argparse.Namespace) -> int:
-    from .check import check_dirs
+    from .check import check, variant_line
 
-    lines, passed, failed = check_dirs(args.dirs, args.older_rule)
+    if args.engine is None and (args.jobs != 1 or args.timeout != 60.0):
+        raise UsageError("--jobs and --timeout go with --engine (serq-ref answers in process)")
+    if not 0 < args.timeout < float("inf"):
+        raise UsageError(f"--timeout {args.timeout:g}: a finite number of seconds above 0")
+
+    def report(outcome) -> None:
+        for line in outcome.lines:
+            print(line, flush=True)
+        if outcome.variant is not None:
+            print(variant_line(outcome), flush=True)
+
+    outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule)
+    passed = sum(o.passed for o in outcomes)
+    variants: dict[str, int] = {}
+    for o in outcomes:
+        if o.variant is not None:
+            variants[o.variant] = variants.get(o.variant, 0) + 1
+    if variants:
+        print(f"{sum(variants.values())} of the passes by a documented variant: "
+              + ", ".join(f"{name} {n}" for name, n in sorted(variants.items())))
+    print(f"{passed} passed, {len(outcomes) - passed} failed")
+    return 0 if passed == len(outcomes) else 1
+
+
+def command_diverge(args: argparse.Namespace) -> int:
+    from .schedule_log import diverge, read_log
+
+    a, b = (read_log(path) for path in args.logs)
+    lines, differ = diverge(a, b)
     for line in lines:
         print(line)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return 1 if differ else 0
 
 
 def command_replay(args: argparse.Namespace) -> int:

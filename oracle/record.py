@@ -110,6 +110,7 @@ def record_shared(python=None) -> None:
         outs.append(DATA / "shared" / "serve" / f"{name}.out.json")
         jobs.append(real.scenario_job(scenario, self_preempt_ends_pass=True))
         outs.append(DATA / "shared" / "serve" / f"{name}.older-rule.out.json")
+    copy_scenarios(manifest, command)
     jobs.append(real.replay_job((SHARED / "oracle" / "prefix_cache" / "cache_trace.csv").read_text(), **CACHE_TRACE))
     outs.append(DATA / "shared" / "prefix_cache" / "cache_trace.out.csv")
     for job, out, answer in zip(jobs, outs, real.iter_answers(jobs, python)):
@@ -123,6 +124,18 @@ def record_shared(python=None) -> None:
         register(manifest, out, command, **({"note": note} if note else {}))
         print(f"{out.relative_to(DATA)}: {answer.get('status')}")
     save_manifest(manifest)
+
+
+def copy_scenarios(manifest: dict, command: str) -> None:
+    """The recorded scenarios themselves, byte for byte, beside their answers:
+    the conformance corpus (docs/conformance.md) holds each case's engine
+    configuration with its answer."""
+    for group, names in (("vllm", SCENARIO_NAMES), ("serve", SERVE_NAMES)):
+        for name in names:
+            out = DATA / "shared" / group / f"{name}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes((SHARED / "oracle" / group / f"{name}.json").read_bytes())
+            register(manifest, out, command, note=f"the scenario, copied from ../shared/oracle/{group}/{name}.json")
 
 
 # ---------------------------------------------------------------------------

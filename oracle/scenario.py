@@ -206,14 +206,20 @@ def _step(time: float) -> int | float:
     return int(time) if float(time).is_integer() else time
 
 
+def older_rule_for(path: str, older_rule: bool | None = None) -> bool:
+    """Whether the scenario file ``path`` runs under the older rule: ``older_rule`` when given, else the
+    rule of the vLLM its corpus was recorded on (``recorded_vllm``); 0.33.0's for what is no file."""
+    if older_rule is None:
+        return older_rule_of(recorded_vllm(path)) if os.path.isfile(path) else False
+    return older_rule
+
+
 def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None = None) -> dict:
     """A scenario's answer on the small-step semantics; ``older_rule`` None:
     the rule of the vLLM the file's corpus was recorded on (``recorded_vllm``)."""
     from semantics.smallstep.driver import run
 
-    if older_rule is None:
-        older_rule = older_rule_of(recorded_vllm(path)) if os.path.isfile(path) else False
-    program = scenario_program(data, path, older_rule=older_rule)
+    program = scenario_program(data, path, older_rule=older_rule_for(path, older_rule))
     result = run(program)
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
