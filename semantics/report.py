@@ -224,6 +224,11 @@ def format_pool_table(pools: Sequence[PoolRecord]) -> list[str]:
     header += ["evict(n)", "evict(u)", "preempt", "spill", "rej", "stuck"]
     lines = format_table(header, rows)
     lines += [line for pool in pools for line in pool.explanations]
+    lines += [f"note: pool {format_label(pool.name, pool.index)}: {pool.stuck - pool.stuck_unfinished} of its "
+              f"{pool.stuck} stuck session(s) got past their position and ended, {pool.stuck_unfinished} had not "
+              "ended when the run did (stuck counts, as seed 002 §3 defines it, every session preempted again "
+              "without passing its previous position)"
+              for pool in pools if pool.stuck > pool.stuck_unfinished]
     lines += [f"note: pool {format_label(pool.name, pool.index)}'s wait is nan: its {pool.admissions} admission(s) "
               "were of holds that waited in another pool's queue (a hold on several pools waits in its first "
               "pool's, seed 002 §3 Ties)"
@@ -358,6 +363,7 @@ def convert_pool(pool: PoolRecord) -> dict:
         "spills": pool.spills,
         "rejected": pool.rejected,
         "stuck": pool.stuck,
+        "stuck_unfinished": pool.stuck_unfinished,
     }
 
 

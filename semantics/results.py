@@ -78,6 +78,8 @@ class PoolRecord:
     #: lines explaining stuck or rejected sessions, e.g.
     #: "session 3 rejected: reserve 200 above cap 160"
     explanations: tuple[str, ...] = ()
+    #: of the stuck sessions, those that had not ended when the run did (the livelocks; the others got past)
+    stuck_unfinished: int = 0
 
 
 @dataclass(frozen=True)

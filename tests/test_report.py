@@ -139,7 +139,7 @@ def test_without_step_stages_there_is_no_step_table():
 def test_pool_explanations_follow_the_pool_table():
     """seed 002, Statistics: the report "names the livelock"."""
     first = ("session 3 rejected: reserve 200 above cap 160", "session 5 stuck")
-    stuck = PoolRecord("kv", 0, 10.0, 0.0, 1.0, 1.0, math.nan, 0, 0, 0.0, 4, 0, 1, 1, first)
+    stuck = PoolRecord("kv", 0, 10.0, 0.0, 1.0, 1.0, math.nan, 0, 0, 0.0, 4, 0, 1, 1, first, stuck_unfinished=1)
     second = ("session 9 rejected: reserve 300 above cap 160",)
     other = PoolRecord("kv", 1, 10.0, 0.0, 1.0, 1.0, 0.5, 1, 0, 0.0, 0, 0, 0, 0, second)
     lines = format_text(build_report(make_result(pools=(stuck, other)))).rstrip("\n").split("\n")
@@ -177,6 +177,7 @@ def test_json_fields_in_order():
     assert list(data["pools"][0]) == [
         "name", "index", "mean_used", "mean_cached", "mean_queue", "mean_holders", "mean_wait",
         "admissions", "evicted_entries", "evicted_units", "preemptions", "spills", "rejected", "stuck",
+        "stuck_unfinished",
     ]  # fmt: skip
 
 

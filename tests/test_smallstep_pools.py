@@ -179,7 +179,36 @@ def test_self_preemption_is_counted_stuck():
     result = run(b.build(horizon=10.5))
     assert result.pools[0].preemptions == 10
     assert result.pools[0].stuck == 1
+    assert result.pools[0].stuck_unfinished == 1  # it never gets past: the livelock the count is for
     assert result.pools[0].explanations and "stuck" in result.pools[0].explanations[0]
+
+
+STUCK_THEN_PAST = """pool p { cap 10; preempt lifo; }
+stage d : delay;
+workload { arrive batch(2); }
+session {
+  run d (serial);
+  hold p (4) { run d (1); grow p (serial == 0 ? 2 : 4); run d (serial == 0 ? 5 : 1); }
+  observe done = now;
+}
+run { horizon 100; }
+"""
+
+
+def test_a_stuck_session_that_gets_past_is_told_apart():
+    # 002 §3 Statistics counts every session "preempted a second time without having advanced past the
+    # position of their previous preemption"; the report says how many of them had not ended when the run
+    # did (issue 13: "a run where every session finished reported stuck 85")
+    from semantics.compiler import compile_source
+    from semantics.report import build_report, format_text
+
+    result = run(compile_source(STUCK_THEN_PAST, "<stuck>")[0])
+    pool = result.pools[0]
+    assert pool.stuck >= 1 and pool.stuck_unfinished == 0
+    assert [serial for serial, _ in samples(result, "done")] == [0, 1]  # both ended
+    text = format_text(build_report(result))
+    assert f"note: pool p: {pool.stuck} of its {pool.stuck} stuck session(s) got past their position and ended, 0 had " \
+           "not ended when the run did" in text
 
 
 def test_preempted_hold_finds_computed_set():

@@ -101,7 +101,7 @@ class Session(NamedTuple):
     growth: tuple[int, float] | None  # (pool, units asked) while waiting to grow
     admission: int  # sequence number of its latest admission (-1: none yet)
     preempted_at: tuple[tuple[int, float], ...]  # per pool: position at its last preemption
-    stuck: bool
+    stuck: int  # the pool it was counted stuck in (seed 002 §3 Statistics; pools.preempt), -1: none
     stream: int  # the key of the session's stream (rng.member_stream of its serial)
     draws: int  # position of the session's stream
     script: int  # explicit session index or trace session index, -1 for none

@@ -153,6 +153,10 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
             throughput=ss.completed / span if span > 0 else math.nan,
             mean_wait=_mean(ss.wait_sum, ss.completed), mean_service=_mean(ss.service_sum, ss.completed), **extra))
     pools = []
+    unfinished = [0] * len(program.pools)  # per pool, its stuck sessions still live at the end
+    for s in c.sessions.values():
+        if s.stuck >= 0:
+            unfinished[s.stuck] += 1
     for p, (pool, ps) in enumerate(zip(program.pools, stats.pools)):
         used, cached, queue, holders = areas[4 * p:4 * p + 4]
         pools.append(PoolRecord(
@@ -160,7 +164,8 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
             mean_queue=average(queue), mean_holders=average(holders),
             mean_wait=_mean(ps.wait_sum, ps.wait_count), admissions=ps.admissions,
             evicted_entries=ps.evicted_entries, evicted_units=ps.evicted_units, preemptions=ps.preemptions,
-            spills=ps.spills, rejected=ps.rejected, stuck=ps.stuck, explanations=ps.explanations))
+            spills=ps.spills, rejected=ps.rejected, stuck=ps.stuck, stuck_unfinished=unfinished[p],
+            explanations=ps.explanations))
     return RunResult(horizon=program.horizon, end=end, warmup=program.warmup, seed=program.seed,
                      events=c.taken, arrivals=c.workload.next_serial, ended=stats.ended, turns=stats.turns,
                      mean_live=average(areas[-1]), observes=observes, gauges=gauges, stages=tuple(stages),

@@ -922,8 +922,8 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     h, k = innermost_hold(s, p)
     computed = s.holds[h].allocations[k].position
     previous = dict(s.preempted_at).get(p)
-    if previous is not None and computed <= previous + EPSILON and not s.stuck:
-        s = s._replace(stuck=True)
+    if previous is not None and computed <= previous + EPSILON and s.stuck < 0:
+        s = s._replace(stuck=p)
         c = count_pool(c, p, stuck=1)
         c = explain_pool(c, p, f"session {victim} stuck: preempted again at position {computed:g} "
                                f"without passing {previous:g}")

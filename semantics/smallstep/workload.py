@@ -182,7 +182,7 @@ def arrive(m: Machine, c: Configuration, explicit: int = -1, arrival=None, event
             attrs[slot] = value
         attrs = tuple(attrs)
     s = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
-                        False, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1)))
+                        -1, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1)))
     if arrival is None:
         w = _set_next_serial(w, serial + 1)
     else:
