@@ -271,9 +271,12 @@ def differences(here: Figures, there: Figures) -> list[str]:
     for name in here.observations:
         a, b = here.observations[name], there.observations.get(name, {})
         for serial in sorted(set(a) | set(b)):
-            if a.get(serial, ()) != b.get(serial, ()):
-                lines.append(f"observe {name}, session {serial}: serq-ref {_samples(a.get(serial, ()))}; "
-                             f"pyserq {_samples(b.get(serial, ()))}")
+            mine, theirs = a.get(serial, ()), b.get(serial, ())
+            if mine != theirs:
+                k = next((k for k, (x, y) in enumerate(zip(mine, theirs)) if x != y), min(len(mine), len(theirs)))
+                where = f"sample {k + 1} of {len(mine)} here, {len(theirs)} there"
+                lines.append(f"observe {name}, session {serial}, {where}: serq-ref {_samples(mine[k:k + 1])}; "
+                             f"pyserq {_samples(theirs[k:k + 1])}")
     for field in RUN_FIELDS:
         if not _same(field, here.run[field], there.run[field]):
             lines.append(f"run {field}: serq-ref {_show(here.run[field])}, pyserq {_show(there.run[field])}")

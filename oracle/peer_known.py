@@ -54,6 +54,14 @@ def _zero_residents(e):
     return e
 
 
+def _no_spill(program: ir.Program) -> ir.Program:
+    """Every spill's predicate false: nothing spills (the spill, and the use
+    of its link stage, stay: pyserq refuses a stage that nothing runs)."""
+    pools = tuple(dataclasses.replace(p, spill=dataclasses.replace(p.spill, when=ir.Num(0.0)))
+                  if p.spill is not None else p for p in program.pools)
+    return dataclasses.replace(program, pools=pools)
+
+
 def _steps(program: ir.Program):
     return [s for s in program.stages if isinstance(s.kind, ir.Step)]
 
@@ -72,7 +80,7 @@ def _admission_serve(program: ir.Program) -> ir.Program:
 
 KNOWN: tuple[Known, ...] = (
     Known("P1", "spill timing: pyserq caches a spilled piece in the tier at eviction, serq-ref when its write completes",
-          lambda p: any(pool.spill is not None for pool in p.pools), lambda p: _pools(p, spill=None)),
+          lambda p: any(pool.spill is not None for pool in p.pools), lambda p: _no_spill(p)),
     Known("P2", "a step cost reads the residents: serq-ref before the iteration (seed 002 §2), pyserq after its "
                 "admissions",
           lambda p: any(_reads_residents(s.kind.cost) for s in _steps(p)), _replace_costs),
