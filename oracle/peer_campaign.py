@@ -71,7 +71,7 @@ def run_program(program: ir.Program, attribute: bool = True) -> Outcome:
         return Outcome("agree", ())
     known = None
     if attribute:
-        found = peer_known.attribute(program, lambda p: run_program(p, attribute=False).status == "agree")
+        found = peer_known.attribute(program, lambda p: run_program(p, attribute=False).status == "agree", lines)
         known = found.id if found else None
     return Outcome("differ", lines, known)
 
@@ -141,7 +141,8 @@ def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None 
             progress(k + 1, len(disagreements))
     titles = {known.id: known.title for known in peer_known.KNOWN}
     for key, c in classes.items():
-        c["title"] = titles.get(key, key)
+        parts = key.split("+")
+        c["title"] = "; ".join(titles[p] for p in parts) if all(p in titles for p in parts) else key
     return {"seed": seed, "programs": count, "outcomes": dict(sorted(statuses.items())),
             "features": dict(sorted(features.items())), "classes": dict(sorted(classes.items())),
             "minimise_budget": minimise_budget, "disagreements": disagreements}

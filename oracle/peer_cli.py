@@ -102,20 +102,20 @@ def _one(args) -> int:
     for line in lines:
         print(f"  {line}")
     if not drawn:
-        known = _attribute(loaded.program, loaded.base_dir)
+        known = _attribute(loaded.program, loaded.base_dir, tuple(lines))
         if known is not None:
             print(f"known divergence {known.id}: {known.title} (docs/divergences.md; without that feature the "
                   "engines agree)")
     return 1
 
 
-def _attribute(program, base_dir: str):
+def _attribute(program, base_dir: str, lines: tuple[str, ...]):
     from oracle import peer, peer_known
 
     def agree(candidate) -> bool:
         return not peer.differences(peer.figures_here(candidate, base_dir), peer.figures_on_pyserq(candidate, base_dir))
 
-    return peer_known.attribute(program, agree)
+    return peer_known.attribute(program, agree, lines)
 
 
 def _summary(figures) -> str:
@@ -161,7 +161,7 @@ def check_one(path: str) -> tuple[str, str]:
     lines = peer.differences(here, there)
     if not lines:
         return "passed", _summary(here)
-    known = _attribute(loaded.program, loaded.base_dir)
+    known = _attribute(loaded.program, loaded.base_dir, tuple(lines))
     if known is not None:
         return "known", f"{known.id} ({known.title}); first: {lines[0]}"
     return "FAILED", f"{lines[0]}" + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")

@@ -22,10 +22,15 @@ from semantics.errors import SerqError
 
 @dataclass(frozen=True)
 class Known:
+    """A known divergence: ``has`` the feature; ``neutralise`` takes it out.
+    A divergence of one figure's definition has ``figures`` instead: it is
+    attributed when every differing figure is one ``figures`` accepts."""
+
     id: str
     title: str
     has: Callable[[ir.Program], bool]
-    neutralise: Callable[[ir.Program], ir.Program]
+    neutralise: Callable[[ir.Program], ir.Program] | None = None
+    figures: Callable[[ir.Program, str], bool] | None = None
 
 
 def _pools(program: ir.Program, **changes) -> ir.Program:
@@ -62,6 +67,91 @@ def _no_spill(program: ir.Program) -> ir.Program:
     return dataclasses.replace(program, pools=pools)
 
 
+def _has_lease(program: ir.Program) -> bool:
+    return any(isinstance(s, ir.Hold) and s.lease is not None for block in program.blocks for s in block)
+
+
+def _no_lease(program: ir.Program) -> ir.Program:
+    blocks = tuple(tuple(dataclasses.replace(s, lease=None) if isinstance(s, ir.Hold) and s.lease is not None else s
+                         for s in block) for block in program.blocks)
+    return dataclasses.replace(program, blocks=blocks)
+
+
+#: the least work a run is given when zero-work runs are taken out: a binary
+#: fraction, so that times stay exact sums
+EPSILON = 2.0 ** -10
+
+
+def _some_work(e):
+    return ir.Call("Max", (ir.ExprArg(e), ir.ExprArg(ir.Num(EPSILON))))
+
+
+def _no_zero_work(program: ir.Program) -> ir.Program:
+    """Every run on a fifo, ps or delay stage takes at least EPSILON."""
+    step = {k for k, s in enumerate(program.stages) if isinstance(s.kind, ir.Step)}
+
+    def fix(s):
+        if not isinstance(s, ir.Run) or s.stage.base in step:
+            return s
+        work = s.work
+        work = ir.Cost(work.target, _some_work(work.expr)) if isinstance(work, ir.Cost) else _some_work(work)
+        return dataclasses.replace(s, work=work)
+
+    return dataclasses.replace(program, blocks=tuple(tuple(fix(s) for s in block) for block in program.blocks))
+
+
+def _delay_stage(program: ir.Program) -> int | None:
+    """A delay stage of the program (``Ps(Ctx N)``, a family of one), if any."""
+    for k, s in enumerate(program.stages):
+        if isinstance(s.kind, ir.Ps) and s.kind.capacity == ir.Ctx("N") and s.index is None:
+            return k
+    return None
+
+
+def _pause_after_holds(program: ir.Program) -> ir.Program:
+    """After every hold, a run of EPSILON on a delay stage: a session whose
+    hold ends goes on only after the instant of its release."""
+    k = _delay_stage(program)
+    pause = ir.Run(ir.Ref(k, 1, None), "Plain", ir.Cost(ir.CostTarget("Stage", k, 1), ir.Num(EPSILON)), None)
+    blocks, sides = [], []
+    for block, side in zip(program.blocks, program.sides):
+        new_block, new_side = [], []
+        for statement, where in zip(block, side):
+            new_block.append(statement)
+            new_side.append(where)
+            if isinstance(statement, ir.Hold):
+                new_block.append(pause)
+                new_side.append(where)
+        blocks.append(tuple(new_block))
+        sides.append(tuple(new_side))
+    return dataclasses.replace(program, blocks=tuple(blocks), sides=tuple(sides))
+
+
+def _has_hold_and_delay(program: ir.Program) -> bool:
+    return _delay_stage(program) is not None and any(isinstance(s, ir.Hold) for b in program.blocks for s in b)
+
+
+def _has_ps(program: ir.Program) -> bool:
+    return any(isinstance(s.kind, ir.Ps) and s.kind.capacity != ir.Ctx("N") for s in program.stages)
+
+
+def _ps_as_delay(program: ir.Program) -> ir.Program:
+    """Every ps stage a delay (each job its own completion event)."""
+    stages = tuple(dataclasses.replace(s, kind=ir.Ps(ir.Ctx("N"))) if isinstance(s.kind, ir.Ps) else s
+                   for s in program.stages)
+    return dataclasses.replace(program, stages=stages)
+
+
+def _has_plain_run(program: ir.Program) -> bool:
+    step = {k for k, s in enumerate(program.stages) if isinstance(s.kind, ir.Step)}
+    return any(isinstance(s, ir.Run) and s.stage.base not in step for block in program.blocks for s in block)
+
+
+def _is_step_utilisation(program: ir.Program, line: str) -> bool:
+    names = {s.name if s.index is None else f"{s.name}[{s.index}]" for s in _steps(program)}
+    return any(line.startswith(f"stage {n} utilization:") for n in names)
+
+
 def _steps(program: ir.Program):
     return [s for s in program.stages if isinstance(s.kind, ir.Step)]
 
@@ -79,28 +169,72 @@ def _admission_serve(program: ir.Program) -> ir.Program:
 
 
 KNOWN: tuple[Known, ...] = (
+    Known("P9", "a step stage's utilisation: serq-ref the time an iteration is in flight, pyserq the time it "
+                "has a resident (one waiting to grow included)",
+          lambda p: bool(_steps(p)), figures=_is_step_utilisation),
     Known("P1", "spill timing: pyserq caches a spilled piece in the tier at eviction, serq-ref when its write completes",
           lambda p: any(pool.spill is not None for pool in p.pools), lambda p: _no_spill(p)),
     Known("P2", "a step cost reads the residents: serq-ref before the iteration (seed 002 §2), pyserq after its "
                 "admissions",
           lambda p: any(_reads_residents(s.kind.cost) for s in _steps(p)), _replace_costs),
+    Known("P7", "holders: serq-ref counts a session's allocations in a pool (a lease and a hold are two), pyserq "
+                "the sessions holding one", _has_lease, _no_lease),
     Known("P3", "queue by: the order of a pool's queue after a release (settle order, seed 002 §3)",
           lambda p: any(pool.queue is not None for pool in p.pools), lambda p: _pools(p, queue=None)),
     Known("P4", "preempt lifo with several preemptions",
           lambda p: any(pool.preempt is not None for pool in p.pools), lambda p: _pools(p, preempt=None)),
     Known("P5", "serve exclusive prefill: a resident prefill waiting to grow under preempt none",
           lambda p: any(s.kind.serve is None for s in _steps(p)), _admission_serve),
+    Known("P6", "settle order: when a hold ends, serq-ref runs the releasing session on first (seed 002 §3), "
+                "pyserq admits the holds waiting for the pool first",
+          _has_hold_and_delay, _pause_after_holds),
+    Known("P10", "jobs of a ps stage that finish at one instant: serq-ref completes them before a step stage "
+                 "starts an iteration at that instant (seed 002 §3: no other event pending), pyserq one by one, "
+                 "the next after the iteration started",
+          _has_ps, _ps_as_delay),
+    Known("P8", "a run of zero work: serq-ref completes it at once, within the session's turn; pyserq by an "
+                "event at the same instant, after the sessions already ready",
+          _has_plain_run, _no_zero_work),
 )
 
 
-def attribute(program: ir.Program, agree: Callable[[ir.Program], bool]) -> Known | None:
-    """The first known divergence whose feature ``program`` has and whose
-    neutralised program ``agree`` holds for; None when none does."""
-    for known in KNOWN:
-        if known.has(program):
-            try:
-                if agree(known.neutralise(program)):
-                    return known
-            except (SerqError, ValueError):  # the neutralised program fails in an engine: no attribution
-                continue
-    return None
+def _neutralised(program: ir.Program, knowns) -> ir.Program:
+    for known in knowns:
+        program = known.neutralise(program)
+    return program
+
+
+def _agrees(program: ir.Program, knowns, agree: Callable[[ir.Program], bool]) -> bool:
+    try:
+        return agree(_neutralised(program, knowns))
+    except (SerqError, ValueError):  # the neutralised program fails in an engine: no attribution
+        return False
+
+
+def attribute(program: ir.Program, agree: Callable[[ir.Program], bool],
+              differences: tuple[str, ...] = ()) -> Known | None:
+    """The known divergence a disagreement of ``program`` is attributed to:
+    the first whose feature the program has and that either accepts every
+    one of ``differences`` or whose neutralised program ``agree`` holds for;
+    failing one, the smallest combination found (every present feature taken
+    out, then each put back that is not needed), as a Known named by its
+    members' ids joined by ``+``; None when even all of them together leave
+    a difference."""
+    present = [known for known in KNOWN if known.has(program)]
+    for known in present:
+        if known.figures is not None:
+            if differences and all(known.figures(program, line) for line in differences):
+                return known
+        elif _agrees(program, (known,), agree):
+            return known
+    together = [known for known in present if known.neutralise is not None]
+    if len(together) < 2 or not _agrees(program, together, agree):
+        return None
+    for known in list(together):
+        rest = [k for k in together if k is not known]
+        if len(rest) >= 1 and _agrees(program, rest, agree):
+            together = rest
+    if len(together) == 1:
+        return together[0]
+    return Known("+".join(k.id for k in together), "; ".join(k.title for k in together), lambda p: True,
+                 lambda p: _neutralised(p, together))

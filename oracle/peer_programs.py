@@ -287,6 +287,7 @@ def _render_statement(s, lines: list, pad: str) -> None:
     elif kind == "turns":
         lines.append(f"{pad}loop {{")
         lines.append(f"{pad}  turn;")
+        lines.append(f"{pad}  run d (1);  // every pass lets time pass (pyserq refuses a loop that may not)")
         _render_block(s[1], lines, pad + "  ")
         lines.append(f"{pad}  observe turn_end = now;")
         lines.append(f"{pad}  branch (more == 0) {{ end; }}")
@@ -309,14 +310,21 @@ def _render_statement(s, lines: list, pad: str) -> None:
 def build(program: dict) -> ir.Program:
     """The program's IR: its text compiled, its arrival the explicit
     sessions (attributes a, b, arrive; turns as explicit turns)."""
+    return build_text(render(program), program["sessions"])
+
+
+def build_text(text: str, sessions: list[dict]) -> ir.Program:
+    """``text`` (``render``'s) compiled, with ``sessions`` as its explicit
+    sessions: each one's ``a``, ``b``, ``arrive``, and its ``turns`` (the
+    value of ``a`` at each turn) when it has them."""
     import dataclasses
 
     from semantics.compiler import compile_source
 
-    compiled, _ = compile_source(render(program), "<peer campaign>")
+    compiled, _ = compile_source(text, "<peer campaign>")
     slots = {name: k for k, name in enumerate(compiled.attrs)}
     specs = []
-    for s in program["sessions"]:
+    for s in sessions:
         attrs = tuple((slots[name], float(s[name])) for name in ("a", "b", "arrive"))
         turns = None
         if "turns" in s:
