@@ -134,8 +134,10 @@ STAGE_FIELDS = ("mean_number", "utilization", "completed", "throughput", "mean_w
 #: tokens: serq-ref counts them, pyserq reports the fraction of the measured
 #: time such iterations were in flight (``prefill_only``, ``decode_only``,
 #: ``mixed``) and the time-average decodes in flight (``mean_decodes``), which
-#: are count x c / span when every iteration lasts c. With a cost that varies
-#: serq-ref's report has no durations by kind, and they are not compared.
+#: are count x c / span when every iteration lasts c and lies within the
+#: measured interval (iterations x c = the time in flight). With a cost that
+#: varies, or an iteration cut by the horizon or the warm-up, serq-ref's
+#: report has no durations by kind, and they are not compared.
 #: Not compared: the inter-token latency (the two define a gap differently;
 #: docs/peer.md).
 STEP_FIELDS = ("iterations", "prefill_only", "decode_only", "mixed", "decodes")
@@ -199,7 +201,10 @@ def figures_here(program: ir.Program, base_dir: str | None = None) -> Figures:
         if s.kind == "step":
             figures["iterations"] = s.iterations
             cost = _constant_cost(program, s.name, s.index)
-            if cost is not None:
+            # count x c is the time only when every iteration lies in [warmup, end]: one cut by the
+            # horizon (or the warm-up) counts whole here and in part in pyserq's time fractions
+            whole = cost is not None and _same("utilization", s.iterations * cost, s.utilization * span)
+            if whole:
                 def rate(n: float) -> float:
                     return n * cost / span if span > 0 else math.nan
                 figures.update(prefill_only=rate(s.prefill_only), decode_only=rate(s.decode_only),

@@ -71,7 +71,13 @@ def run_program(program: ir.Program, attribute: bool = True) -> Outcome:
         return Outcome("agree", ())
     known = None
     if attribute:
-        found = peer_known.attribute(program, lambda p: run_program(p, attribute=False).status == "agree", lines)
+        def differ(p: ir.Program) -> tuple[str, ...]:
+            outcome = run_program(p, attribute=False)
+            if outcome.status.startswith("error"):
+                raise ValueError(outcome.detail[0])
+            return outcome.detail
+
+        found = peer_known.attribute(program, differ, lines)
         known = found.id if found else None
     return Outcome("differ", lines, known)
 

@@ -112,10 +112,11 @@ def _one(args) -> int:
 def _attribute(program, base_dir: str, lines: tuple[str, ...]):
     from oracle import peer, peer_known
 
-    def agree(candidate) -> bool:
-        return not peer.differences(peer.figures_here(candidate, base_dir), peer.figures_on_pyserq(candidate, base_dir))
+    def differ(candidate) -> tuple[str, ...]:
+        return tuple(peer.differences(peer.figures_here(candidate, base_dir),
+                                      peer.figures_on_pyserq(candidate, base_dir)))
 
-    return peer_known.attribute(program, agree, lines)
+    return peer_known.attribute(program, differ, lines)
 
 
 def _summary(figures) -> str:

@@ -109,8 +109,9 @@ def _delay_stage(program: ir.Program) -> int | None:
 
 
 def _pause_after_holds(program: ir.Program) -> ir.Program:
-    """After every hold, a run of EPSILON on a delay stage: a session whose
-    hold ends goes on only after the instant of its release."""
+    """After every hold and every release, a run of EPSILON on a delay
+    stage: a session that gives units back goes on only after the instant
+    it gave them."""
     k = _delay_stage(program)
     pause = ir.Run(ir.Ref(k, 1, None), "Plain", ir.Cost(ir.CostTarget("Stage", k, 1), ir.Num(EPSILON)), None)
     blocks, sides = [], []
@@ -119,7 +120,7 @@ def _pause_after_holds(program: ir.Program) -> ir.Program:
         for statement, where in zip(block, side):
             new_block.append(statement)
             new_side.append(where)
-            if isinstance(statement, ir.Hold):
+            if isinstance(statement, (ir.Hold, ir.Release)):
                 new_block.append(pause)
                 new_side.append(where)
         blocks.append(tuple(new_block))
@@ -185,8 +186,8 @@ KNOWN: tuple[Known, ...] = (
           lambda p: any(pool.preempt is not None for pool in p.pools), lambda p: _pools(p, preempt=None)),
     Known("P5", "serve exclusive prefill: a resident prefill waiting to grow under preempt none",
           lambda p: any(s.kind.serve is None for s in _steps(p)), _admission_serve),
-    Known("P6", "settle order: when a hold ends, serq-ref runs the releasing session on first (seed 002 §3), "
-                "pyserq admits the holds waiting for the pool first",
+    Known("P6", "settle order: when a hold ends (or a lease is released), serq-ref runs the releasing session on "
+                "first (seed 002 §3), pyserq admits the holds waiting for the pool first",
           _has_hold_and_delay, _pause_after_holds),
     Known("P10", "jobs of a ps stage that finish at one instant: serq-ref completes them before a step stage "
                  "starts an iteration at that instant (seed 002 §3: no other event pending), pyserq one by one, "
@@ -198,43 +199,55 @@ KNOWN: tuple[Known, ...] = (
 )
 
 
+def by_id(known_id: str) -> Known:
+    return next(known for known in KNOWN if known.id == known_id)
+
+
 def _neutralised(program: ir.Program, knowns) -> ir.Program:
     for known in knowns:
         program = known.neutralise(program)
     return program
 
 
-def _agrees(program: ir.Program, knowns, agree: Callable[[ir.Program], bool]) -> bool:
+def _explained(program: ir.Program, knowns, figured, differ: Callable[[ir.Program], tuple[str, ...]]) -> bool:
+    """With ``knowns`` taken out, ``program`` runs alike, or differs only in
+    figures one of ``figured`` (the figure-defined divergences) accepts."""
     try:
-        return agree(_neutralised(program, knowns))
+        lines = differ(_neutralised(program, knowns))
     except (SerqError, ValueError):  # the neutralised program fails in an engine: no attribution
         return False
+    return all(any(known.figures(program, line) for known in figured) for line in lines)
 
 
-def attribute(program: ir.Program, agree: Callable[[ir.Program], bool],
+def attribute(program: ir.Program, differ: Callable[[ir.Program], tuple[str, ...]],
               differences: tuple[str, ...] = ()) -> Known | None:
-    """The known divergence a disagreement of ``program`` is attributed to:
-    the first whose feature the program has and that either accepts every
-    one of ``differences`` or whose neutralised program ``agree`` holds for;
-    failing one, the smallest combination found (every present feature taken
-    out, then each put back that is not needed), as a Known named by its
-    members' ids joined by ``+``; None when even all of them together leave
-    a difference."""
+    """The known divergence a disagreement of ``program`` is attributed to
+    (``differ`` runs a program on both engines and gives its difference
+    lines; ``differences`` are ``program``'s own): the first whose feature
+    the program has and that either accepts every one of ``differences`` or
+    whose neutralised program runs alike; failing one, the smallest
+    combination found (every present feature taken out, the figure-defined
+    ones accepting what is left, then each put back that is not needed),
+    as a Known named by its members' ids joined by ``+``; None when even all
+    of them together leave a difference."""
     present = [known for known in KNOWN if known.has(program)]
+    figured = [known for known in present if known.figures is not None]
     for known in present:
         if known.figures is not None:
             if differences and all(known.figures(program, line) for line in differences):
                 return known
-        elif _agrees(program, (known,), agree):
+        elif _explained(program, (known,), (), differ):
             return known
     together = [known for known in present if known.neutralise is not None]
-    if len(together) < 2 or not _agrees(program, together, agree):
+    if not together or not _explained(program, together, figured, differ):
         return None
     for known in list(together):
         rest = [k for k in together if k is not known]
-        if len(rest) >= 1 and _agrees(program, rest, agree):
+        if rest and _explained(program, rest, figured, differ):
             together = rest
-    if len(together) == 1:
-        return together[0]
-    return Known("+".join(k.id for k in together), "; ".join(k.title for k in together), lambda p: True,
+    used = [k for k in figured if not _explained(program, together, [f for f in figured if f is not k], differ)]
+    members = together + used
+    if len(members) == 1:
+        return members[0]
+    return Known("+".join(k.id for k in members), "; ".join(k.title for k in members), lambda p: True,
                  lambda p: _neutralised(p, together))

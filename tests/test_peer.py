@@ -156,12 +156,16 @@ def test_nothing_under_semantics_imports_pyserq():
 def test_a_known_divergence_is_attributed_only_when_taking_its_feature_out_makes_them_agree():
     spill = (ROOT / "examples" / "pools" / "spill.sq").read_text(encoding="utf-8")
     program = compiled(spill)
-    assert peer_known.KNOWN[0].has(program)
-    agree = peer_known.KNOWN[0].neutralise(program)
+    spill_timing = peer_known.by_id("P1")
+    assert spill_timing.has(program)
+    agree = spill_timing.neutralise(program)
     assert all(p.spill is None or p.spill.when == ir.Num(0.0) for p in agree.pools)
     assert peer.compare(agree).agree
-    # a program that differs where no known feature is: not attributed
-    assert peer_known.attribute(compiled(QUEUE), lambda p: True) is None
+    # a program with none of the features: nothing to attribute to, whatever the engines say
+    plain = compiled(REQUEST.format(reqs=1, kv=20, stages="", budget=1, cost=1, n=1, before="", units=3, out=2,
+                                    horizon=60))
+    assert peer_known.attribute(plain, lambda p: ()) is None
+    assert peer_known.attribute(compiled(QUEUE), lambda p: ()).id == "P6"  # it has holds and a delay stage
 
 
 # --------------------------------------------------------------------------
@@ -198,3 +202,66 @@ def test_the_campaign_ran_at_least_a_thousand_programs_with_step_stages():
     assert data["features"]["step stage"]["programs"] >= 200
     assert render(program_at(1, 0)) == render(program_at(1, 0))  # the same program for the same seed
     assert build(program_at(1, 0)).arrival.__class__ is ir.Sessions
+
+
+# --------------------------------------------------------------------------
+# the minimal programs of docs/divergences.md, "serq-ref against pyserq"
+# --------------------------------------------------------------------------
+
+REQUEST = """pool reqs {{ cap {reqs}; admit via eng; }}
+pool kv {{ cap {kv}; block 1; }}
+{stages}
+stage eng : step {{ budget {budget}; cost {cost}; memory kv; }}
+workload {{ arrive batch({n}); init {{ set a = 0; }} }}
+session {{
+  {before}
+  hold reqs (1), kv ({units}) {{
+    run eng prefill ({units}) growing kv;
+    observe first = now;
+    run eng decode ({out}) growing kv;
+  }}
+}}
+run {{ horizon {horizon}; }}
+"""
+
+MINIMAL = {
+    "P2": (REQUEST.format(reqs=1, kv=20, stages="", budget=1, cost="residents + 1", n=1, before="", units=3, out=2,
+                          horizon=60), None,
+           "observe first, session 0, sample 1 of 1 here, 1 there: serq-ref turn 0 at 5.0 = 5.0; pyserq turn 0 at 6.0"),
+    "P7": ("pool p0 { cap 2; }\nstage d : delay;\nworkload { arrive batch(1); }\nsession {\n"
+           "  hold p0 (1) { } lease p0 (2);\n  observe h = holders(p0);\n"
+           "  hold p0 (1) { observe h2 = holders(p0); run d (1); }\n  run d (5);\n}\nrun { horizon 10; }\n", None,
+           "observe h2, session 0, sample 1 of 1 here, 1 there: serq-ref turn 0 at 0.0 = 2.0; pyserq turn 0 at 0.0 = 1.0"),
+    "P8": ("stage s0 : fifo(1);\nworkload { arrive batch(2); init { set a = 0; } }\n"
+           "session {\n  run s0 (a);\n  run s0 (1);\n}\nrun { horizon 60; }\n", [0, 1],
+           "run mean_live: serq-ref 0.06666666666666667, pyserq 0.08333333333333333"),
+    "P9": (REQUEST.format(reqs=1, kv=8, stages="", budget=1, cost=1, n=1, before="", units=6, out=3, horizon=200),
+           None, "stage eng utilization: serq-ref 0.04, pyserq 1.0"),
+    "P10": (REQUEST.format(reqs=2, kv=12, stages="stage s0 : ps(2);", budget=2, cost=1, n=2, before="run s0 (2);",
+                           units="a + 1", out=1, horizon=60), [0, 0],
+            "observe first, session 1, sample 1 of 1 here, 1 there: serq-ref turn 0 at 3.0 = 3.0; pyserq turn 0 at 4.0"),
+}
+
+
+@pytest.mark.parametrize("known", sorted(MINIMAL))
+def test_each_minimal_divergence_differs_as_written_and_is_attributed_to_its_entry(known):
+    text, values, first = MINIMAL[known]
+    program = compiled(text)
+    if values is not None:
+        slot = program.attrs.index("a")
+        program = dataclasses.replace(program, arrival=ir.Sessions(
+            tuple(ir.SessionSpec(((slot, float(v)),), None) for v in values)))
+    outcome = run_program(program)
+    assert outcome.status == "differ" and outcome.detail[0].startswith(first), outcome
+    assert outcome.key == known, outcome
+
+
+@pytest.mark.campaign
+def test_the_recorded_campaign_is_reproduced():
+    """The whole recorded campaign run again (about 15 minutes): the same
+    programs, outcomes, classes and minimal programs (`serq-ref peer campaign
+    1000 --seed 1 --report docs/data/peer_campaign.json` writes it)."""
+    from oracle.peer_campaign import campaign
+
+    data = recorded()
+    assert campaign(data["seed"], data["programs"], minimise_budget=data["minimise_budget"]) == data
