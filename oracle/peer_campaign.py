@@ -22,6 +22,7 @@ data with no times or dates: the same for the same code, seed and count.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -119,6 +120,7 @@ def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None 
     exercised and, per class of disagreement, how many and the smallest
     minimal program."""
     statuses: dict[str, int] = {}
+    both_errors: dict[str, int] = {}
     features: dict[str, dict[str, int]] = {}
     classes: dict[str, dict] = {}
     disagreements = []
@@ -126,6 +128,9 @@ def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None 
         program = program_at(seed, k)
         outcome = outcome_of(program)
         statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
+        if outcome.status == "error both":  # what stopped both: the messages, numbers masked
+            said = " | ".join(re.sub(r"[0-9]+(\.[0-9]+)?", "N", line) for line in outcome.detail)
+            both_errors[said] = both_errors.get(said, 0) + 1
         disagree = outcome.status in ("differ", "error here", "error there")
         for name in peer_programs.features(program):
             counts = features.setdefault(name, {"programs": 0, "disagreed": 0})
@@ -150,5 +155,6 @@ def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None 
         parts = key.split("+")
         c["title"] = "; ".join(titles[p] for p in parts) if all(p in titles for p in parts) else key
     return {"seed": seed, "programs": count, "outcomes": dict(sorted(statuses.items())),
+            "both_stopped": dict(sorted(both_errors.items())),
             "features": dict(sorted(features.items())), "classes": dict(sorted(classes.items())),
             "minimise_budget": minimise_budget, "disagreements": disagreements}

@@ -347,9 +347,9 @@ def features(program: dict) -> list[str]:
         if p.get("preempt") == "lifo":
             found.add("preempt lifo")
     for s in program["stages"]:
-        if s["name"] == "s0":
+        if s["name"] == "s0" and "'s0'" in repr(program["body"]):
             found.add(f"stage {s['kind']}")
-    if program.get("step"):
+    if program.get("step") and "'request'" in repr(program["body"]):  # a step stage no request runs is not written
         step = program["step"]
         found.add("step stage")
         found.add(f"step serve {step['serve'] or 'admission'}")

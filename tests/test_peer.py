@@ -176,7 +176,7 @@ def recorded() -> dict:
     return json.loads(DATA.read_text(encoding="utf-8"))
 
 
-SLICE = 40
+SLICE = 25
 
 
 def test_the_first_programs_of_the_campaign_end_as_recorded():
