@@ -24,10 +24,6 @@ import sys
 
 from semantics.errors import SerqError, UsageError
 
-#: peer's own verbs: a FILE of that name is given as ./check
-VERBS = ("check", "campaign")
-
-
 def _count(text: str) -> int:
     try:
         value = int(text)
