@@ -265,3 +265,11 @@ def test_the_recorded_campaign_is_reproduced():
 
     data = recorded()
     assert campaign(data["seed"], data["programs"], minimise_budget=data["minimise_budget"]) == data
+
+
+def test_a_program_with_self_preemption_continue_is_compared_under_the_older_rule_or_refused(capsys):
+    verdict, what = check_one(str(ROOT / "examples" / "oracle" / "vllm_scenario.sq"))
+    assert verdict == "passed" and what.startswith("with --set older_rule=1")
+    assert main(["peer", "examples/oracle/vllm_scenario.sq"]) == 2
+    assert "self preemption continue" in capsys.readouterr().err
+    assert main(["peer", "examples/oracle/vllm_scenario.sq", "--set", "older_rule=1"]) == 0
