@@ -161,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "Default: print the canonical text")
     lean_cli.add_parser(commands)
     oracle_cli.add_parser(commands, _Parser)
+    from oracle import peer_cli  # serq-ref peer: the reference implementation, imported when a program runs on it
+    peer_cli.add_parser(commands, _Parser, program_arguments, COMMANDS)
     return parser
 
 
