@@ -43,7 +43,7 @@ import sys
 sys.path.insert(0, {root!r})
 from oracle.peer import run_on_pyserq
 from oracle.replay import replay_program
-program, _ = replay_program({trace!r}, {spacing}, 512, 64, 8010)
+program, _ = replay_program({trace!r}, {spacing}, 512, 64, 8010, older_rule=True)  # pyserq's only rule; FCFS: the same
 report = run_on_pyserq(program)
 assert len(report.observe("ttft").times) == 3321
 """

@@ -67,16 +67,6 @@ def _no_spill(program: ir.Program) -> ir.Program:
     return dataclasses.replace(program, pools=pools)
 
 
-def _has_lease(program: ir.Program) -> bool:
-    return any(isinstance(s, ir.Hold) and s.lease is not None for block in program.blocks for s in block)
-
-
-def _no_lease(program: ir.Program) -> ir.Program:
-    blocks = tuple(tuple(dataclasses.replace(s, lease=None) if isinstance(s, ir.Hold) and s.lease is not None else s
-                         for s in block) for block in program.blocks)
-    return dataclasses.replace(program, blocks=blocks)
-
-
 #: the least work a run is given when zero-work runs are taken out: a binary
 #: fraction, so that times stay exact sums
 EPSILON = 2.0 ** -10
@@ -178,8 +168,6 @@ KNOWN: tuple[Known, ...] = (
     Known("P2", "a step cost reads the residents: serq-ref before the iteration (seed 002 §2), pyserq after its "
                 "admissions",
           lambda p: any(_reads_residents(s.kind.cost) for s in _steps(p)), _replace_costs),
-    Known("P7", "holders: serq-ref counts a session's allocations in a pool (a lease and a hold are two), pyserq "
-                "the sessions holding one", _has_lease, _no_lease),
     Known("P3", "queue by: the order of a pool's queue after a release (settle order, seed 002 §3)",
           lambda p: any(pool.queue is not None for pool in p.pools), lambda p: _pools(p, queue=None)),
     Known("P4", "preempt lifo with several preemptions",

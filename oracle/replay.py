@@ -48,8 +48,9 @@ class Row(NamedTuple):
 
 
 def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float,
-                   block_size: float = 16, sessions: int | None = None, chunk: float = 0):
-    """The replay program of ``trace`` (a CSV path) and its trace's sessions."""
+                   block_size: float = 16, sessions: int | None = None, chunk: float = 0, older_rule: bool = False):
+    """The replay program of ``trace`` (a CSV path) and its trace's sessions; ``older_rule``: lib/vllm.sq's
+    older self-preemption rule (docs/divergences.md, D1), which under its FCFS order answers the same."""
     from semantics.compiler import compile_file
     from semantics.link import link
     from semantics.smallstep.workload import read_trace
@@ -66,7 +67,7 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
         if not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} {value:g}: a finite number, at least 0")
     sets = {**engine_sets(budget, max_seqs, block_size, blocks, chunk, prefix_caching=True),
-            "spacing": float(spacing), "sessions": float(count)}
+            "spacing": float(spacing), "sessions": float(count), **({"older_rule": 1.0} if older_rule else {})}
     program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
     link(program, smap, verdicts=False)  # range warnings only: the replay program is linked with them in the tests
     return dataclasses.replace(program, trace=str(Path(trace).resolve())), trace_sessions

@@ -228,10 +228,6 @@ MINIMAL = {
     "P2": (REQUEST.format(reqs=1, kv=20, stages="", budget=1, cost="residents + 1", n=1, before="", units=3, out=2,
                           horizon=60), None,
            "observe first, session 0, sample 1 of 1 here, 1 there: serq-ref turn 0 at 5.0 = 5.0; pyserq turn 0 at 6.0"),
-    "P7": ("pool p0 { cap 2; }\nstage d : delay;\nworkload { arrive batch(1); }\nsession {\n"
-           "  hold p0 (1) { } lease p0 (2);\n  observe h = holders(p0);\n"
-           "  hold p0 (1) { observe h2 = holders(p0); run d (1); }\n  run d (5);\n}\nrun { horizon 10; }\n", None,
-           "observe h2, session 0, sample 1 of 1 here, 1 there: serq-ref turn 0 at 0.0 = 2.0; pyserq turn 0 at 0.0 = 1.0"),
     "P8": ("stage s0 : fifo(1);\nworkload { arrive batch(2); init { set a = 0; } }\n"
            "session {\n  run s0 (a);\n  run s0 (1);\n}\nrun { horizon 60; }\n", [0, 1],
            "run mean_live: serq-ref 0.06666666666666667, pyserq 0.08333333333333333"),
@@ -241,6 +237,22 @@ MINIMAL = {
                            units="a + 1", out=1, horizon=60), [0, 0],
             "observe first, session 1, sample 1 of 1 here, 1 there: serq-ref turn 0 at 3.0 = 3.0; pyserq turn 0 at 4.0"),
 }
+
+
+#: P7's program (docs/divergences.md): serq-ref counted a session's lease and hold in one pool as two holders;
+#: fixed (holders(p) counts sessions), the two engines now agree on it
+HOLDERS = ("pool p0 { cap 2; }\nstage d : delay;\nworkload { arrive batch(1); }\nsession {\n"
+           "  hold p0 (1) { } lease p0 (2);\n  observe h = holders(p0);\n"
+           "  hold p0 (1) { observe h2 = holders(p0); run d (1); }\n  run d (5);\n}\nrun { horizon 10; }\n")
+
+
+def test_p7_holders_counts_sessions_and_agrees():
+    program = compiled(HOLDERS)
+    outcome = run_program(program)
+    assert outcome.status == "agree", outcome
+    from semantics.smallstep.driver import run
+    result = run(program)
+    assert [value for *_, value in next(o for o in result.observes if o.name == "h2").samples] == [1.0]
 
 
 @pytest.mark.parametrize("known", sorted(MINIMAL))

@@ -18,7 +18,7 @@ from .. import ir
 from ..results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord
 from .configuration import Configuration, Statistics, iterate_cons, replace_at, setter
 from .machine import Machine
-from .observables import levels
+from .observables import holding_sessions, levels
 from .rules import rule
 from .values import Env
 
@@ -79,7 +79,7 @@ def make_event_taker(m: Machine):
         for p in range(len(m.program.pools)):
             lines.append(f"        p{p} = pools[{p}]")
             terms += [f"areas[{k}] + p{p}.allocated * dt", f"areas[{k + 1}] + p{p}.cached * dt",
-                      f"areas[{k + 2}] + len(p{p}.queue) * dt", f"areas[{k + 3}] + len(p{p}.holders) * dt"]
+                      f"areas[{k + 2}] + len(p{p}.queue) * dt", f"areas[{k + 3}] + holding_sessions(p{p}) * dt"]
             k += 4
         for s, kind in enumerate(m.stage_kinds):
             lines.append(f"        s{s} = stages[{s}]")
@@ -90,7 +90,8 @@ def make_event_taker(m: Machine):
         lines.append("        areas = (" + ", ".join(terms) + ",)")
     changed = {"time": "t", "events": "events[1:]", "taken": "taken + 1"}
     lines.append(f"    return new(Configuration, ({', '.join(changed.get(f, f) for f in fields)},))")
-    namespace: dict = {"m": m, "levels": levels, "new": tuple.__new__, "Configuration": Configuration}
+    namespace: dict = {"m": m, "levels": levels, "holding_sessions": holding_sessions, "new": tuple.__new__,
+                       "Configuration": Configuration}
     exec("\n".join(lines) + "\n", namespace)
     return namespace["take_first_event"]
 

@@ -35,7 +35,7 @@ def make_observables(m) -> dict:
         return entries[k].units if k >= 0 else 0.0
 
     def holders(env, p: int) -> float:
-        return float(len(env.config.pools[p].holders))
+        return float(holding_sessions(env.config.pools[p]))
 
     def queued(env, p: int) -> float:
         return float(len(env.config.pools[p].queue))
@@ -58,13 +58,23 @@ def make_observables(m) -> dict:
             "Queue": queue, "Busy": busy, "Work": work, "BudgetLeft": budget_left}
 
 
+def holding_sessions(pool) -> int:
+    """``holders(p)``: the sessions holding an allocation in the pool (a
+    session with a lease and a hold in it is one; docs/semantics.md,
+    "The pool observables")."""
+    holders = pool.holders
+    if len(holders) < 2:
+        return len(holders)
+    return len({h.serial for h in holders})
+
+
 def levels(m, c: Configuration) -> list[float]:
     """Every level a time average is taken of, in the order of Configuration.areas:
     per pool used, cached, queue length and holders; per stage jobs present and
     utilisation (its kind's ``level``); the live sessions."""
     out = []
     for pool in c.pools:
-        out += (pool.allocated, pool.cached, len(pool.queue), len(pool.holders))
+        out += (pool.allocated, pool.cached, len(pool.queue), holding_sessions(pool))
     for s, kind in enumerate(m.stage_kinds):
         out += (kind.present(m, c, s), kind.level(m, c, s))
     out.append(len(c.sessions))
