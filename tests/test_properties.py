@@ -45,7 +45,7 @@ from semantics.errors import RunError
 from semantics.smallstep.driver import configurations, machine_for, run, trace, walk
 from semantics.smallstep.invariants import RunInvariants
 from semantics.smallstep.settle import settle
-from strategies import FEATURES, Loaded, explicit_programs, explicit_sessions, generated, loaded_programs
+from strategies import FEATURES, Loaded, explicit_programs, explicit_sessions, generated, load_text, loaded_programs
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -289,3 +289,107 @@ def test_property_campaign():
 
 
 # ---------------------------------------------------------------- regressions
+
+
+def configurations_of(text: str) -> list:
+    return [c for _, c in configurations(load_text(text))]
+
+
+def test_a_rejection_is_counted_before_its_session_ends():
+    """Found by the property while it was written: RunInvariants held the rejected count to the sessions
+    that had left after every rule, but the configuration pool/reject reports has the rejection counted
+    and the session still live (its end is the next rule, session/end). The count is now compared at the
+    end of the run; here a rejected session's run passes every step."""
+    text = """pool p { cap 4; }
+stage s : delay;
+workload { arrive batch(2); }
+session { hold p (serial == 0 ? 8 : 2) { run s (1); } }
+run { horizon 5; seed 1; }
+"""
+    program = load_text(text)
+    steps, last = check_every_step(program)
+    assert steps > 0
+    assert sum(p.rejected for p in last.statistics.pools) == 1 and last.statistics.ended == 2
+
+
+SIMPLE_PROGRAM = """stage s : delay;
+workload { arrive batch(3); }
+session { run s (1 + serial); }
+run { horizon 10; seed 1; }
+"""
+
+STEP_PROGRAM = """pool seqs { cap 4; admit via engine; }
+pool kv { cap 64; block 4; evict lru; preempt lifo; }
+stage engine : step { budget 8; cost 1; memory kv; }
+workload { arrive batch(3); }
+session { hold seqs (1), kv (min(12, budget_left(engine))) reserve (12) { run engine prefill (12) growing kv; run engine decode (4) growing kv; } }
+run { horizon 30; seed 1; }
+"""
+
+
+def test_run_invariants_catch_what_they_state():
+    """Each invariant RunInvariants adds fails on a configuration made to break it: the checks can fail."""
+    program = load_text(SIMPLE_PROGRAM)
+    cs = configurations_of(SIMPLE_PROGRAM)
+
+    def fails(sequence, phrase):
+        checker = RunInvariants(program.warmup, program.horizon)
+        with pytest.raises(AssertionError, match=phrase):
+            for c in sequence:
+                checker.check(c)
+
+    later = next(c for c in cs if c.time > 0)
+    fails([later, later._replace(time=later.time / 2)], "time went back")
+    fails([later._replace(time=program.horizon + 1, events=())], "past the horizon")
+    # a session leaves without an end: the ended count does not grow
+    with_sessions = next(c for c in cs if len(c.sessions) >= 2)
+    serial = min(with_sessions.sessions.keys())
+    ghost = with_sessions._replace(sessions=with_sessions.sessions.delete(serial))
+    fails([with_sessions, ghost], "left between")
+    # a session that never arrived
+    fails([with_sessions._replace(workload=with_sessions.workload._replace(next_serial=serial))], "not arrived")
+    # a session that left comes back
+    gone = next(c for c in cs if serial not in c.sessions and c.time > with_sessions.time)
+    fails([with_sessions, gone, gone._replace(sessions=gone.sessions.set(serial, with_sessions.sessions[serial]))],
+          "came back")
+    cs = configurations_of(STEP_PROGRAM)
+    # an iteration over its budget
+    forming = next(c for c in cs if any(getattr(st_, "iteration", None) and st_.iteration.assigned for st_ in c.stages))
+    s = next(k for k, st_ in enumerate(forming.stages) if getattr(st_, "iteration", None) and st_.iteration.assigned)
+    it = forming.stages[s].iteration
+    a = it.assigned[0]._replace(tokens=it.budget + 1)
+    over = forming._replace(stages=forming.stages[:s] + (forming.stages[s]._replace(
+        iteration=it._replace(assigned=(a,) + it.assigned[1:])),) + forming.stages[s + 1:])
+    fails([over], "over its budget")
+
+
+def test_a_choose_inside_a_hold_on_its_member_is_left_to_the_program():
+    """Found by the property as a generator bug (shrunk): `choose k` inside `hold mem[k]`, then `grow
+    mem[k]`, grows another member than the one held: a RunError naming the grow (the generator no longer
+    writes a choose of an index a hold around it uses). The semantics' answer is kept here."""
+    text = """pool mem[2] { cap 32; }
+stage think : delay;
+workload { arrive batch(1); }
+session { choose k in 2 by (-k); hold mem[k] (1) { choose k in 2 by (k); grow mem[k] (1); } }
+run { horizon 8; seed 0; }
+"""
+    with pytest.raises(RunError, match=r"grow mem\[0\] outside a hold of mem\[0\]"):
+        run(load_text(text))
+
+
+def test_a_grow_repeated_by_a_loop_preempts_its_hold_until_the_backstop():
+    """Found by the property as a generator bug (shrunk by hand from a longer program): two sessions whose
+    holds grow in a loop come to the cap; under preempt lifo the later one is the victim, is admitted again
+    at once (its 3 units fit beside the other's), grows, and preempts itself again, at one instant for
+    ever (seed 002 §3 Stages: "A hold whose body can never fit then preempts itself forever"). The
+    semantics' backstop stops the run with a RunError, one of PROGRAM_RUN_ERRORS. The generator grows a
+    hold only where no loop lies between the hold and the grow."""
+    text = """pool mem { cap 16; preempt lifo; }
+stage think : delay;
+workload { arrive batch(2); }
+session { hold mem (3) { loop { grow mem (4); run think (1); } } }
+run { horizon 50; seed 0; }
+"""
+    with pytest.raises(RunError) as caught:
+        run(load_text(text))
+    assert "at one instant" in caught.value.message
