@@ -393,3 +393,30 @@ run { horizon 50; seed 0; }
     with pytest.raises(RunError) as caught:
         run(load_text(text))
     assert "at one instant" in caught.value.message
+
+
+def test_settle_draws_again_where_an_admission_header_draws():
+    """Found by the campaign (shrunk by hand from its example): a session queued at a pool whose hold
+    header draws (`hold mem (floor(~uniform(1, 100)))`) draws again at every admission attempt, so settling
+    a settled configuration moves its stream on. settle.py documents this as the one exception to settle's
+    idempotence; the generator draws such units into an attribute before the hold instead. This pins the
+    exception: only the waiting session's stream position changes (until a draw fits and it is admitted)."""
+    text = """pool mem { cap 64; }
+stage think : delay;
+workload { arrive closed(2); }
+session { run think (1); hold mem (floor(~uniform(1, 100))) { run think (~exp(1)); } }
+run { horizon 12; seed 6; }
+"""
+    m = machine_for(load_text(text))
+    moved = 0
+    for c in walk(m):
+        again = settle(m, c)
+        if again == c:
+            continue
+        moved += 1
+        changed = [f for f in c._fields if getattr(again, f) != getattr(c, f)]
+        if changed == ["sessions"]:
+            differ = [k for k in c.sessions.keys() if again.sessions[k] != c.sessions[k]]
+            assert all(c.sessions[k].status == "queued" and again.sessions[k]._replace(draws=c.sessions[k].draws)
+                       == c.sessions[k] for k in differ)
+    assert moved > 0
