@@ -3,7 +3,9 @@
 Unlike the fuzzer's generator (tests/test_run_fuzz.py), whose numbers include
 0, negatives, inf and NaN so that it finds crashes, these programs are meant
 to compile, link and run: every number is in a sensible range, a hold's units
-stay below its pool's cap, a loop lets time pass and leaves by an `end;`, a
+stay below its pool's cap (but for an attribute drawn just before the hold,
+sometimes above it: a rejection), a loop lets time pass and leaves by an
+`end;`, a grow is never repeated by a loop around its hold, a
 family member is named by a constant or by the index a `choose` among its two
 members wrote, and the linker's rules (seed 002 §2 and §3: the mode of a run
 on a step stage, `cached` read only under a cache clause, `reuse` only with
