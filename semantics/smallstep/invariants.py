@@ -14,6 +14,23 @@ after every applied rule.
   prefill alone or a decode-only batch"): while its decodes are tentative it
   has given no prefill a token, and once a prefill is selected that prefill
   is all it gives.
+- An iteration never gives more tokens than its budget (seed 002 §3 Stages:
+  "One token to a decoding job, up to chunk to a prefilling one, until the
+  budget is spent"): what it has assigned sums to at most the budget B read
+  at its start, each assignment is at least 0, and while it forms the budget
+  left is B less what it has assigned (a withdrawn victim gives its tokens
+  back: 001, "give its tokens back to token_budget").
+- Every live session has arrived: its serial is below the arrival count.
+
+``RunInvariants`` adds the invariants between one configuration and the next
+of a run (the tests feed it every configuration, after every applied rule):
+
+- time never goes back, and never passes the horizon (seed 002 §3: the run
+  ends at the horizon; events after it are not taken);
+- no session is lost: every arrival is live or has ended (a rejected hold
+  ends its session, seed 002 §3 Pools, so the rejected are among the ended),
+  a session that left never comes back, and once the warm-up has passed the
+  count of ended sessions grows by exactly the sessions that left.
 """
 
 from __future__ import annotations
@@ -56,6 +73,8 @@ def check_invariants(c: Configuration) -> None:
             assert s.status == QUEUED and s.pending.pools[0] == p, f"pool {p}: queued session {w.serial} is {s.status}"
         for g in pool.growers:
             assert c.sessions[g].status == GROWING, f"pool {p}: grower {g} is not growing"
+    arrived = c.workload.next_serial
+    assert all(serial < arrived for serial in c.sessions.keys()), f"a live session that has not arrived ({arrived} arrivals)"
     keys = [(t, q) for t, q, *_ in c.events]
     assert keys == sorted(keys), "pending events out of order"
     assert all(t >= c.time for t, _ in keys), "a pending event in the past"
@@ -65,7 +84,58 @@ def check_invariants(c: Configuration) -> None:
         it = getattr(stage, "iteration", None)  # a step stage's iteration, forming or in flight (stages/step.py)
         if it is None:
             continue
+        tol = EPSILON * max(1.0, it.budget) * 10
+        given = sum(a.tokens for a in it.assigned)
+        assert all(a.tokens >= 0 for a in it.assigned), f"stage {s}: an iteration gives a resident negative tokens"
+        assert given <= it.budget + tol, f"stage {s}: iteration {it.number} gives {given} tokens, over its budget {it.budget}"
+        assert it.left >= -tol, f"stage {s}: iteration {it.number} has {it.left} of its budget left"
+        if it.due is None and not it.tentative:
+            assert abs(it.left - (it.budget - given)) <= tol, \
+                f"stage {s}: iteration {it.number} has {it.left} left of {it.budget} after giving {given}"
         if it.tentative:
             assert all(a.mode == "Decode" for a in it.assigned), f"stage {s}: a prefill given tokens beside tentative decodes"
         if it.selected is not None:
             assert all(a.job_id == it.selected for a in it.assigned), f"stage {s}: the selected prefill does not run alone"
+
+
+class RunInvariants:
+    """The invariants between consecutive configurations of one run: feed
+    ``check`` every configuration in order (each is also held to
+    ``check_invariants``). ``warmup`` and ``horizon`` are the program's."""
+
+    def __init__(self, warmup: float, horizon: float):
+        self.warmup = warmup
+        self.horizon = horizon
+        self.previous: Configuration | None = None
+        self.live: frozenset = frozenset()
+        self.left = 0  # sessions that arrived and are no longer live
+
+    def check(self, c: Configuration) -> None:
+        """Raise AssertionError naming the first invariant ``c`` (after the configurations before it) breaks."""
+        check_invariants(c)
+        before = self.previous
+        live = frozenset(c.sessions.keys())
+        arrived = c.workload.next_serial
+        assert c.time <= self.horizon, f"time {c.time} is past the horizon {self.horizon}"
+        if before is None:
+            self.left = arrived - len(live)
+            assert self.left >= 0, "more live sessions than arrivals"
+        else:
+            assert c.time >= before.time, f"time went back from {before.time} to {c.time}"
+            assert arrived >= before.workload.next_serial, "the arrival count went down"
+            first_new = before.workload.next_serial
+            came_back = [s for s in live if s < first_new and s not in self.live]
+            assert not came_back, f"session {min(came_back)} left and came back"
+            gone = len(self.live - live)  # live before, not now
+            passed = sum(1 for s in range(first_new, arrived) if s not in live)  # arrived and left in between
+            self.left += gone + passed
+            if before.time >= self.warmup:
+                ended = c.statistics.ended - before.statistics.ended
+                assert ended == gone + passed, (f"{gone + passed} session(s) left between {before.time} and {c.time}, "
+                                                f"but the ended count grew by {ended}")
+            else:
+                assert c.statistics.ended >= before.statistics.ended, "the ended count went down"
+        assert arrived == len(live) + self.left, (f"a session is lost: {arrived} arrived, {len(live)} live, "
+                                                  f"{self.left} ended")
+        self.previous = c
+        self.live = live
