@@ -38,6 +38,7 @@ from semantics.cli import main
 from semantics.compiler import compile_source
 from semantics.errors import ProgramError
 from semantics.syntax.printer import build_full_parser, format_number, format_text, parse_full
+import strategies
 from test_run_fuzz import programs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -449,7 +450,7 @@ def test_there_are_programs_to_check():
 # ------------------------------------------------------------ generated programs
 
 #: The generators of program text the properties draw from (each a Hypothesis strategy of program text).
-STRATEGIES = {"run_fuzz": programs()}
+STRATEGIES = {"run_fuzz": programs(), "well_formed": strategies.programs()}  # tests/strategies.py
 
 
 @st.composite
