@@ -285,3 +285,19 @@ def test_a_program_with_self_preemption_continue_is_compared_under_the_older_rul
     assert main(["peer", "examples/oracle/vllm_scenario.sq"]) == 2
     assert "self preemption continue" in capsys.readouterr().err
     assert main(["peer", "examples/oracle/vllm_scenario.sq", "--set", "older_rule=1"]) == 0
+
+
+def test_campaign_program_157_is_p6_for_the_sessions_already_ready():
+    """docs/divergences.md, "Open, then read by hand": with P6's attribution applied, the one difference left is
+    session 3's read at 8 (2 here: it runs before session 2's hold is admitted at session 0's release; 6 in
+    pyserq, which admits that hold at the release)."""
+    from oracle.peer_known import _pause_after_holds
+    from oracle.peer_programs import build_text
+
+    data = json.loads(DATA.read_text())
+    case = data["classes"]["unexplained"]["smallest"]
+    assert case["index"] == 157
+    outcome = run_program(_pause_after_holds(build_text(case["minimal"], case["sessions"])))
+    assert outcome.status == "differ"
+    assert list(outcome.detail) == [
+        "observe o5, session 3, sample 1 of 1 here, 1 there: serq-ref turn 0 at 8.0 = 2.0; pyserq turn 0 at 8.0 = 6.0"]
