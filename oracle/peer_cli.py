@@ -22,16 +22,8 @@ import json
 import os
 import sys
 
+from semantics.cli import _count  # the main command line's: a whole number, at least 0
 from semantics.errors import SerqError, UsageError
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
-    return value
 
 
 def add_parser(commands, parser_class, program_arguments, registry: dict) -> None:

@@ -244,16 +244,21 @@ def run_ir(path: str) -> dict:
             "preemptions": result.pools[memory].preemptions, "steps": _step(last) + 1}
 
 
-def read_json(path: str):
+def read_text(path: str) -> str:
+    """A file's UTF-8 text: a UsageError when it cannot be read, a ProgramError at its start when it is no UTF-8."""
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            return f.read()
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}") from None
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
         raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", Span(path, 1, 1)) from None
+
+
+def read_json(path: str):
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

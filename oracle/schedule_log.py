@@ -168,15 +168,9 @@ def _order(record: dict) -> list[str]:
 def read_log(path: str) -> dict:
     """A schedule log: ``{"path", "header", "steps": {number: record}}``; a
     ProgramError at the line (and column) of anything not in the format."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", Span(path, 1, 1)) from None
+    from .scenario import read_text
+
+    text = read_text(path)
     header, steps, last = None, {}, None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -358,18 +358,24 @@ def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) 
             removed.append(units)
             gone += 1
     c = mark_dirty(m, _set_pool(c, q, pool._replace(entries=tuple(entries), cached=cached)), q)
-    if is_warm(m, c):
-        stats = c.statistics.pools[q]
-        units = stats.evicted_units
-        for r in removed:  # added one at a time, as each eviction counts it
-            units += r
-        stats = stats._replace(evicted_entries=stats.evicted_entries + gone, evicted_units=units)
-        c = c._replace(statistics=c.statistics._replace(pools=replace_at(c.statistics.pools, q, stats)))
-    return c
+    return _count_evictions(m, c, q, removed, gone)
 
 
 #: make_room_by's mark, in a memo of keys, that some key it holds is NaN
 NAN_KEYS = "NaN"
+
+
+def _count_evictions(m: Machine, c: Configuration, q: int, removed: list, gone: int) -> Configuration:
+    """The counts of a fast form's evictions, as the rules count them: entries gone, and each piece's
+    units added one at a time (after the warm-up)."""
+    if is_warm(m, c):
+        stats = c.statistics.pools[q]
+        units = stats.evicted_units
+        for r in removed:
+            units += r
+        stats = stats._replace(evicted_entries=stats.evicted_entries + gone, evicted_units=units)
+        c = c._replace(statistics=c.statistics._replace(pools=replace_at(c.statistics.pools, q, stats)))
+    return c
 
 
 def make_room_by(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
@@ -448,14 +454,7 @@ def make_room_by(m: Machine, c: Configuration, q: int, need: float, stmt=None) -
             gone += 1
     entries = tuple(e for e, kk in zip(entries, keys) if kk is not None)
     c = mark_dirty(m, _set_pool(c, q, pool._replace(entries=entries, cached=cached)), q)
-    if is_warm(m, c):
-        stats = c.statistics.pools[q]
-        units = stats.evicted_units
-        for r in removed:  # added one at a time, as each eviction counts it
-            units += r
-        stats = stats._replace(evicted_entries=stats.evicted_entries + gone, evicted_units=units)
-        c = c._replace(statistics=c.statistics._replace(pools=replace_at(c.statistics.pools, q, stats)))
-    return c
+    return _count_evictions(m, c, q, removed, gone)
 
 
 def make_room_fast(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
