@@ -2,7 +2,10 @@
 
     serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]
     serq-ref lean DIR --out LEANDIR [--module PREFIX]
-    serq-ref lean check DIR [DIR …] [--require-interpreter]
+    serq-ref lean check PATH [PATH …] [--require-interpreter] [--[no-]older-rule]
+                        [--every K] [--cases I,J,…] [--variants] [--limit N]
+
+PATH: a directory of scenarios or a campaign file (FILE.jsonl).
     serq-ref lean prove [--bound N]
 
 FILE is a scenario (oracle/vllm/NAME.json, oracle/serve/NAME.json) or an IR
@@ -20,7 +23,8 @@ from semantics.errors import ProgramError, UsageError
 
 USAGE = ("usage: serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]\n"
          "       serq-ref lean DIR --out LEANDIR [--module PREFIX]\n"
-         "       serq-ref lean check DIR [DIR ...] [--require-interpreter]\n"
+         "       serq-ref lean check PATH [PATH ...] [--require-interpreter] [--[no-]older-rule]\n"
+         "                       [--every K] [--cases I,J,...] [--variants] [--limit N]\n"
          "       serq-ref lean prove [--bound N]")
 
 
@@ -51,17 +55,35 @@ def command(args: argparse.Namespace) -> int:
 
 
 def command_check(argv: list[str]) -> int:
-    from .check import check, report
+    from .check import Selection, check, report
 
     p = _Parser(prog="serq-ref lean check", add_help=False)
-    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("dirs", nargs="+", metavar="PATH")
     p.add_argument("--require-interpreter", action="store_true",
                    help="an interpreter that cannot run a scenario fails the check")
+    rule = p.add_mutually_exclusive_group()
+    rule.add_argument("--older-rule", dest="older_rule", action="store_true", default=None,
+                      help="vLLM 0c87a197's self-preemption rule (a campaign case's answer_older_rule)")
+    rule.add_argument("--no-older-rule", dest="older_rule", action="store_false",
+                      help="vLLM 0.33.0's rule (default: the rule of the vLLM the corpus was recorded on)")
+    p.add_argument("--every", type=int, default=1, metavar="K",
+                   help="of a campaign file, every K-th case (by position; default every case)")
+    p.add_argument("--cases", default="", metavar="I,J,…", help="of a campaign file, these indices too")
+    p.add_argument("--variants", action="store_true",
+                   help="of a campaign file, every case whose two self-preemption rules' answers differ too")
+    p.add_argument("--limit", type=int, metavar="N", help="of a campaign file, the first N cases chosen")
     args = p.parse_args(argv)
     for d in args.dirs:
-        if not os.path.isdir(d):
-            raise UsageError(f"lean check: {d} is not a directory")
-    lines, failing = report(check(args.dirs), args.require_interpreter)
+        if not os.path.isdir(d) and not (d.endswith(".jsonl") and os.path.isfile(d)):
+            raise UsageError(f"lean check: {d} is not a directory or a campaign file (FILE.jsonl)")
+    if args.every < 1 or (args.limit is not None and args.limit < 0):
+        raise UsageError("lean check: --every is at least 1 and --limit at least 0")
+    try:
+        extra = frozenset(int(x) for x in args.cases.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"lean check: --cases is a comma-separated list of indices, not {args.cases!r}") from None
+    selection = Selection(args.every, extra, args.variants, args.limit)
+    lines, failing = report(check(args.dirs, args.older_rule, selection), args.require_interpreter)
     print("\n".join(lines))
     return 1 if failing else 0
 

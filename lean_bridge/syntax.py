@@ -186,6 +186,16 @@ class Order(Enum):
     DESC = "desc"
 
 
+class SelfPreemption(Enum):
+    """``SerqRef.SelfPreemption``: what the pass does after a grower preempted
+    itself: it ends (seed 001/002, vLLM 0c87a197) or goes on with the next
+    resident, admitting nothing (vLLM 0.33.0's priority path; serQ's
+    ``self preemption continue;``)."""
+
+    ENDS = "ends"
+    CONTINUES = "continues"
+
+
 @dataclass(frozen=True)
 class ServeKey:
     order: Order
@@ -200,6 +210,7 @@ class Engine:
     chunk: Expr
     serve: tuple[ServeKey, ...]
     memory: int
+    self_preemption: SelfPreemption = SelfPreemption.ENDS
 
 
 @dataclass(frozen=True)
