@@ -52,6 +52,8 @@ class _Writer:
             return f"(.queued {self.pool(e.pool)})"
         if isinstance(e, L.CachedIn):
             return f"(.cachedIn {self.pool(e.pool)})"
+        if isinstance(e, L.Holders):
+            return f"(.holders {self.pool(e.pool)})"
         if isinstance(e, L.BudgetLeft):
             return ".budgetLeft"
         if isinstance(e, L.Not):

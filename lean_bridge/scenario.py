@@ -33,6 +33,9 @@ PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "oracle" / "vllm
 SERVE_ANCHOR = "cost 1; memory kv;"
 #: Where vLLM 0.33.0's self-preemption rule is written into it.
 SELF_PREEMPTION_ANCHOR = "memory kv; }"
+#: The admission's units, and what they are with the long-prefill threshold's clamp (``clamp``).
+ADMISSION_ANCHOR = "kv (min(known, budget_left(vllm)))"
+CLAMPED_ADMISSION = "kv (min(known, min(budget_left(vllm), chunk > 0 && holders(reqs) + queued(reqs) > 1 ? chunk : known)))"
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -149,7 +152,7 @@ def load_case(label: str, data: dict, answer: dict, continues: bool) -> Scenario
     under the self-preemption rule ``continues``. Locations are in the case's
     JSON as ``json.dumps`` writes it."""
     text = json.dumps(data)
-    program, smap = scenario_program(label, data, text, continues)
+    program, smap = scenario_program(label, data, text, continues, clamp=True)
     translation = translate(program, Locator.for_source(smap))
     try:
         recorded = answer_of(answer)
@@ -170,10 +173,17 @@ _REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
 _OPTIONAL = ("chunk", "prefix_caching", "serve")
 
 
-def scenario_program(path: str, data: object, text: str, continues: bool = False) -> tuple[ir.Program, SourceMap]:
+def scenario_program(path: str, data: object, text: str, continues: bool = False,
+                     clamp: bool = False) -> tuple[ir.Program, SourceMap]:
     """The IR of a scenario: vllm_request.sq with its engine and requests;
     ``continues``: with ``self preemption continue;`` in its step stage (vLLM
-    0.33.0's rule; without it, the older revision's)."""
+    0.33.0's rule; without it, the older revision's); ``clamp``: the
+    admission allocates the first chunk clamped by the long-prefill threshold
+    while another request runs or waits, then by the budget (vLLM,
+    scheduler.py:1332-1346 and :1449 in 0.33.0; lib/vllm.sq's admission since
+    docs/divergences.md's "Before this branch"), where vllm_request.sq, the
+    program of ../shared/oracle's compiled IR, allocates min(known, budget
+    left)."""
     from semantics.compiler import compile_source
     from semantics.link import link
 
@@ -212,6 +222,10 @@ def scenario_program(path: str, data: object, text: str, continues: bool = False
         if not isinstance(data["serve"], str) or SERVE_ANCHOR not in program_text:
             raise ProgramError("`serve` is a serve-by key in serQ syntax", at("serve"))
         program_text = program_text.replace(SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
+    if clamp:
+        if ADMISSION_ANCHOR not in program_text:
+            raise AssertionError(f"{PROGRAM} no longer has `{ADMISSION_ANCHOR}`")
+        program_text = program_text.replace(ADMISSION_ANCHOR, CLAMPED_ADMISSION)
     if continues:
         if SELF_PREEMPTION_ANCHOR not in program_text:
             raise AssertionError(f"{PROGRAM} no longer has `{SELF_PREEMPTION_ANCHOR}`")

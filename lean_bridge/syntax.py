@@ -62,6 +62,13 @@ class CachedIn:
 
 
 @dataclass(frozen=True)
+class Holders:
+    """``Expr.holders pool``: the pool's holders (a hold's header only)."""
+
+    pool: int
+
+
+@dataclass(frozen=True)
 class BudgetLeft:
     """``Expr.budgetLeft``: the engine's budget left (a hold's header only)."""
 
@@ -90,7 +97,7 @@ class Cond:
 #: The binary constructors of ``Expr``, in declaration order.
 BINARY_OPS = ("add", "sub", "mul", "div", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
 
-Expr = Union[Num, Attr, CtxVar, Queued, CachedIn, BudgetLeft, Binary, Not, Cond]
+Expr = Union[Num, Attr, CtxVar, Queued, CachedIn, Holders, BudgetLeft, Binary, Not, Cond]
 
 
 # -- Stmt ----------------------------------------------------------------------------

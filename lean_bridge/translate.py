@@ -193,6 +193,11 @@ class _Translator:
                 raise self.refuse(path, f"`cachedin` read in {_WHERE[context]}")
             pool = self.single(args[0].ref, path + (1, 0, "Pool"), "pool")
             return L.Queued(pool) if fun == "Queued" else L.CachedIn(pool)
+        if fun == "Holders":
+            if context != "header":
+                raise self.refuse(path, f"`holders` read in {_WHERE[context]}; the fragment reads it only in a "
+                                        f"hold's header, at the engine's admission")
+            return L.Holders(self.single(args[0].ref, path + (1, 0, "Pool"), "pool"))
         if fun == "BudgetLeft":
             stage = self.single(args[0].ref, path + (1, 0, "Stage"), "stage")
             if stage != self.engine:

@@ -140,8 +140,8 @@ def test_every_expression_and_statement_constructor_is_transcribed() -> None:
     text = lean_text()
     expr_body = re.search(r"^inductive Expr where\n((?:  .*\n)+)", text, re.M)[1]
     constructors = re.findall(r"^  \| (\w+)", expr_body, re.M)
-    assert constructors[:6] == ["num", "attr", "ctx", "queued", "cachedIn", "budgetLeft"]
-    assert tuple(constructors[6:-2]) == syntax.BINARY_OPS and constructors[-2:] == ["not", "cond"]
+    assert constructors[:7] == ["num", "attr", "ctx", "queued", "cachedIn", "holders", "budgetLeft"]
+    assert tuple(constructors[7:-2]) == syntax.BINARY_OPS and constructors[-2:] == ["not", "cond"]
     stmt_body = re.search(r"^inductive Stmt where\n((?:  .*\n)+)", text, re.M)[1]
     assert re.findall(r"^  \| (\w+)", stmt_body, re.M) == ["set", "observe", "turn", "hold", "step", "delay",
                                                            "branch", "finish"]

@@ -44,6 +44,8 @@ inductive Expr where
   | queued (pool : Nat)
   /-- the session's own cached prefix in a pool, in units -/
   | cachedIn (pool : Nat)
+  /-- the holders of a pool (its allocations: a hold's header, read at admission) -/
+  | holders (pool : Nat)
   /-- the engine's budget left (a hold's header, read at the engine's admission) -/
   | budgetLeft
   | add (a b : Expr)
