@@ -1,4 +1,4 @@
-"""``serq-ref lean check DIR…``: three answers per recorded scenario.
+"""``serq-ref lean check PATH…``: three answers per recorded scenario.
 
 For every scenario with a recorded answer (``NAME.json`` beside
 ``NAME.out.json``): the theorem's right-hand side (the recorded answer, as
@@ -7,6 +7,19 @@ transcription of the Lean definitions) and the small-step interpreter's
 (lean_bridge.interpreter). A scenario passes when every available answer is
 the recorded one; while the interpreter cannot run step stages its column is
 reported as unavailable, with its reason, and is not counted as agreeing.
+
+A PATH is a directory of scenarios or a campaign file (FILE.jsonl, one case
+and its answer a line: oracle/data/campaign/scenarios.jsonl, serve.jsonl;
+read by oracle.check.jsonl_cases), each case labelled ``DIR/FILE.jsonl#INDEX``.
+A campaign case runs under the self-preemption rule of the vLLM its file
+was recorded on (oracle/data: 0.33.0's, the pass continues) and is compared
+with ``answer``; under ``older_rule`` with the older revision's rule and its
+``answer_older_rule`` where it has one. Two kinds of campaign case are not
+failures, and each is reported on its own line, never dropped: a case
+outside the fragment's scenarios (prefix caching: vllm_request.sq has no
+cache clause) is counted as not checked; a case the oracle campaign lists as
+a documented divergence (oracle.campaign.KNOWN: serve.jsonl#311 is D11) is
+reported with its verdict and its three answers when it disagrees.
 """
 
 from __future__ import annotations
@@ -24,6 +37,10 @@ from .scenario import Answer, load, scenarios_in
 TICK_LIMIT = 1_000_000
 
 
+#: What puts a campaign case outside the fragment's scenarios (the translation's refusal).
+OUTSIDE = "outside the Lean fragment's scenarios"
+
+
 @dataclass(frozen=True)
 class Checked:
     name: str
@@ -32,11 +49,22 @@ class Checked:
     interpreter: Answer | None
     unavailable: str | None   # why the interpreter has no answer
     error: str | None         # why the scenario could not be checked
+    outside: bool = False     # a campaign case outside the fragment's scenarios (error says why)
+    known: str | None = None  # the documented divergence of a campaign case (oracle.campaign.KNOWN)
+
+    @property
+    def agrees(self) -> bool:
+        return (self.error is None and self.mirror == self.recorded
+                and (self.interpreter is None or self.interpreter == self.recorded))
 
     @property
     def passed(self) -> bool:
-        return (self.error is None and self.mirror == self.recorded
-                and (self.interpreter is None or self.interpreter == self.recorded))
+        return self.agrees
+
+    @property
+    def counted(self) -> bool:
+        """Counted in ``N passed, M failed``: not outside the fragment, not a documented divergence that shows."""
+        return not self.outside and (self.known is None or self.agrees)
 
 
 def describe(answer: Answer | None) -> str:
@@ -53,50 +81,141 @@ def mirror_answer(program) -> Answer:
     return Answer(firsts, dones, preemptions)
 
 
-def check_scenario(path: str, label: str) -> Checked:
+def check_scenario(path: str, label: str, older_rule: bool | None = None) -> Checked:
+    return _three(label, lambda: load(path, older_rule))
+
+
+def _three(label: str, loader, campaign: bool = False, known: str | None = None) -> Checked:
+    """The three answers of the scenario ``loader()`` loads."""
     try:
-        sc = load(path)
+        sc = loader()
         mirror = mirror_answer(sc.translation.program)
     except (SerqError, RuntimeError) as e:
         message = e.message if isinstance(e, SerqError) else str(e)
         where = f"{e.span.file}:{e.span.line}:{e.span.col}: " if isinstance(e, SerqError) and e.span else ""
-        return Checked(label, None, None, None, None, f"{where}{message}")
+        return Checked(label, None, None, None, None, f"{where}{message}",
+                       outside=campaign and message.startswith(OUTSIDE), known=known)
     try:
         interpreter, unavailable = interpreter_answer(sc.program), None
     except InterpreterUnavailable as e:
         interpreter, unavailable = None, e.reason
     except SerqError as e:
-        return Checked(label, sc.answer, mirror, None, None, f"the interpreter failed: {e.message}")
-    return Checked(label, sc.answer, mirror, interpreter, unavailable, None)
+        return Checked(label, sc.answer, mirror, None, None, f"the interpreter failed: {e.message}", known=known)
+    return Checked(label, sc.answer, mirror, interpreter, unavailable, None, known=known)
 
 
-def check(directories: list[str]) -> list[Checked]:
+@dataclass(frozen=True)
+class Selection:
+    """Which cases of a campaign file are checked: every ``every``-th by
+    position (0, every, 2·every, …), plus the indices ``extra``, plus (when
+    ``variants``) every case whose answers under the two self-preemption
+    rules differ (D1's cases), plus every documented divergence; then the
+    first ``limit`` of those. The default is every case."""
+
+    every: int = 1
+    extra: frozenset[int] = frozenset()
+    variants: bool = False
+    limit: int | None = None
+
+    def choose(self, cases: list, known: set[int]) -> list:
+        chosen = [c for k, c in enumerate(cases)
+                  if k % self.every == 0 or _index(c) in self.extra or _index(c) in known
+                  or (self.variants and any(_differ(c.recorded, v) for v in c.variants.values()))]
+        return chosen if self.limit is None else chosen[:self.limit]
+
+
+def _index(case) -> int:
+    return int(case.label.rsplit("#", 1)[1])
+
+
+def _differ(a: dict, b: dict) -> bool:
+    return any(a.get(k) != b.get(k) for k in ("first", "done", "preemptions"))
+
+
+def campaign_kind(path: str) -> str:
+    """The kind oracle.campaign files a campaign file's cases under."""
+    return "serve" if os.path.basename(path) == "serve.jsonl" else "scenario"
+
+
+def check_campaign(path: str, older_rule: bool | None = None, selection: Selection = Selection()) -> list[Checked]:
+    """The cases of the campaign file ``path`` that ``selection`` chooses."""
+    from oracle.campaign import KNOWN
+    from oracle.check import jsonl_cases
+
+    from .scenario import continues_for, load_case
+
+    continues = continues_for(path, older_rule)
+    rule = "0.33.0" if continues else "older rule"
+    kind = campaign_kind(path)
+    cases = jsonl_cases(path)
+    known = {index: verdict for (k, _seed, index, r), verdict in KNOWN.items() if k == kind and r == rule}
     out = []
-    for directory in directories:
-        group = os.path.basename(os.path.normpath(directory))
-        for path in scenarios_in(directory):
-            out.append(check_scenario(path, f"{group}/{os.path.basename(path)[:-5]}"))
+    for case in selection.choose(cases, set(known)):
+        index = _index(case)
+        answer = case.recorded if continues else case.variants.get("older-rule", case.recorded)
+        verdict = known.get(index)
+        seed = _seed_of(path, index) if verdict is not None else None
+        if verdict is not None and (kind, seed, index, rule) not in KNOWN:
+            verdict = None
+        out.append(_three(case.label, lambda: load_case(case.label, case.scenario, answer, continues),
+                          campaign=True, known=verdict))
+    return out
+
+
+def _seed_of(path: str, index: int) -> int | None:
+    """The seed of the case ``index`` of a campaign file (the line's ``seed``)."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if f'"index":{index},' in line.replace(" ", ""):
+                return json.loads(line).get("seed")
+    return None
+
+
+def check(paths: list[str], older_rule: bool | None = None, selection: Selection = Selection()) -> list[Checked]:
+    out = []
+    for path in paths:
+        if path.endswith(".jsonl") and os.path.isfile(path):
+            out.extend(check_campaign(path, older_rule, selection))
+            continue
+        group = os.path.basename(os.path.normpath(path))
+        for scenario in scenarios_in(path):
+            out.append(check_scenario(scenario, f"{group}/{os.path.basename(scenario)[:-5]}", older_rule))
     return out
 
 
 def report(rows: list[Checked], require_interpreter: bool = False) -> tuple[list[str], bool]:
     """The lines ``lean check`` prints, and whether it failed."""
     lines = []
+    outside: dict[str, list[str]] = {}
     for row in rows:
-        if row.error is not None:
+        if row.outside:
+            reason = row.error.split(": ", 1)[1] if ": " in row.error and not row.error.startswith(OUTSIDE) \
+                else row.error
+            outside.setdefault(reason, []).append(row.name)
+            if row.known is not None:
+                lines.append(f"{row.name}: documented divergence {row.known} (docs/divergences.md), outside the "
+                             f"fragment: not checked")
+        elif row.error is not None:
             lines.append(f"{row.name}: not checked: {row.error}")
         elif not row.passed:
-            lines.append(f"{row.name}: disagree: recorded {describe(row.recorded)}; mirror {describe(row.mirror)}; "
+            what = f"documented divergence {row.known} (docs/divergences.md)" if row.known else "disagree"
+            lines.append(f"{row.name}: {what}: recorded {describe(row.recorded)}; mirror {describe(row.mirror)}; "
                          f"interpreter {describe(row.interpreter) if row.unavailable is None else 'unavailable'}")
+    for reason, names in outside.items():
+        shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+        lines.append(f"not checked, outside the fragment: {len(names)} campaign case(s) ({shown}): {reason}")
     reasons: dict[str, list[str]] = {}
     for row in rows:
         if row.unavailable is not None:
             reasons.setdefault(row.unavailable, []).append(row.name)
     for reason, names in reasons.items():
         lines.append(f"interpreter unavailable on {len(names)} scenario(s) ({', '.join(names)}): {reason}")
-    passed = sum(1 for r in rows if r.passed)
-    failed = len(rows) - passed
+    counted = [r for r in rows if r.counted]
+    passed = sum(1 for r in counted if r.passed)
+    failed = len(counted) - passed
     unavailable = sum(len(n) for n in reasons.values())
     lines.append(f"{passed} passed, {failed} failed")
-    failing = failed > 0 or not rows or (require_interpreter and unavailable > 0)
+    failing = failed > 0 or not counted or (require_interpreter and unavailable > 0)
     return lines, failing

@@ -2,7 +2,11 @@
 
     serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]
     serq-ref lean DIR --out LEANDIR [--module PREFIX]
-    serq-ref lean check DIR [DIR …] [--require-interpreter]
+    serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--limit N]
+    serq-ref lean check PATH [PATH …] [--require-interpreter] [--[no-]older-rule]
+                        [--every K] [--cases I,J,…] [--variants] [--limit N]
+
+PATH: a directory of scenarios or a campaign file (FILE.jsonl).
     serq-ref lean prove [--bound N]
 
 FILE is a scenario (oracle/vllm/NAME.json, oracle/serve/NAME.json) or an IR
@@ -20,7 +24,9 @@ from semantics.errors import ProgramError, UsageError
 
 USAGE = ("usage: serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]\n"
          "       serq-ref lean DIR --out LEANDIR [--module PREFIX]\n"
-         "       serq-ref lean check DIR [DIR ...] [--require-interpreter]\n"
+         "       serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--limit N]\n"
+         "       serq-ref lean check PATH [PATH ...] [--require-interpreter] [--[no-]older-rule]\n"
+         "                       [--every K] [--cases I,J,...] [--variants] [--limit N]\n"
          "       serq-ref lean prove [--bound N]")
 
 
@@ -51,17 +57,35 @@ def command(args: argparse.Namespace) -> int:
 
 
 def command_check(argv: list[str]) -> int:
-    from .check import check, report
+    from .check import Selection, check, report
 
     p = _Parser(prog="serq-ref lean check", add_help=False)
-    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("dirs", nargs="+", metavar="PATH")
     p.add_argument("--require-interpreter", action="store_true",
                    help="an interpreter that cannot run a scenario fails the check")
+    rule = p.add_mutually_exclusive_group()
+    rule.add_argument("--older-rule", dest="older_rule", action="store_true", default=None,
+                      help="vLLM 0c87a197's self-preemption rule (a campaign case's answer_older_rule)")
+    rule.add_argument("--no-older-rule", dest="older_rule", action="store_false",
+                      help="vLLM 0.33.0's rule (default: the rule of the vLLM the corpus was recorded on)")
+    p.add_argument("--every", type=int, default=1, metavar="K",
+                   help="of a campaign file, every K-th case (by position; default every case)")
+    p.add_argument("--cases", default="", metavar="I,J,…", help="of a campaign file, these indices too")
+    p.add_argument("--variants", action="store_true",
+                   help="of a campaign file, every case whose two self-preemption rules' answers differ too")
+    p.add_argument("--limit", type=int, metavar="N", help="of a campaign file, the first N cases chosen")
     args = p.parse_args(argv)
     for d in args.dirs:
-        if not os.path.isdir(d):
-            raise UsageError(f"lean check: {d} is not a directory")
-    lines, failing = report(check(args.dirs), args.require_interpreter)
+        if not os.path.isdir(d) and not (d.endswith(".jsonl") and os.path.isfile(d)):
+            raise UsageError(f"lean check: {d} is not a directory or a campaign file (FILE.jsonl)")
+    if args.every < 1 or (args.limit is not None and args.limit < 0):
+        raise UsageError("lean check: --every is at least 1 and --limit at least 0")
+    try:
+        extra = frozenset(int(x) for x in args.cases.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"lean check: --cases is a comma-separated list of indices, not {args.cases!r}") from None
+    selection = Selection(args.every, extra, args.variants, args.limit)
+    lines, failing = report(check(args.dirs, args.older_rule, selection), args.require_interpreter)
     print("\n".join(lines))
     return 1 if failing else 0
 
@@ -93,10 +117,13 @@ def command_emit(argv: list[str]) -> int:
     p.add_argument("--module", metavar="PREFIX", help="the module prefix of the files written to LEANDIR")
     p.add_argument("--answer", choices=("recorded", "mirror"), default="recorded",
                    help="the theorem's right-hand side: the recorded answer (default) or the mirror's outcome")
+    p.add_argument("--every", type=int, default=1, metavar="K",
+                   help="of a campaign file, every K-th case (by position; default every case)")
+    p.add_argument("--limit", type=int, metavar="N", help="of a campaign file, the first N cases chosen")
     args = p.parse_args(argv)
 
-    def one(path: str, namespace: str) -> str:
-        sc = load(path)
+    def one(path: str, namespace: str, sc=None) -> str:
+        sc = load(path) if sc is None else sc
         program = sc.translation.program
         ticks = ticks_to_halt(program)
         if ticks is None:
@@ -114,7 +141,13 @@ def command_emit(argv: list[str]) -> int:
                 print(f"serq-ref: warning: {path}: the mirror's outcome differs from the recorded answer; the "
                       f"theorem will not be proved", file=sys.stderr)
         source = os.path.join(os.path.basename(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+        if sc.answer_path == sc.path:  # a campaign case: its label names the file and the case
+            source = sc.name
+            note = "The recorded answer (the campaign file's line, the vLLM scheduler's)"
         return emit.lean_file(sc, namespace, 2 * ticks + 8, source, answer, note)
+
+    if args.source.endswith(".jsonl") and os.path.isfile(args.source):
+        return emit_campaign(args, one)
 
     if os.path.isdir(args.source):
         if not args.out:
@@ -141,6 +174,44 @@ def command_emit(argv: list[str]) -> int:
         _write(args.out, text)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def emit_campaign(args: argparse.Namespace, one) -> int:
+    """``serq-ref lean FILE.jsonl --out LEANDIR``: one theorem file per chosen
+    case inside the fragment (``Case{INDEX}.lean``) and the module importing
+    them; the cases outside the fragment are counted on stderr."""
+    from . import emit
+    from .check import OUTSIDE, Selection, _index
+    from .scenario import continues_for, load_case
+    from oracle.check import jsonl_cases
+
+    if not args.out:
+        raise UsageError(f"lean: a campaign file needs --out LEANDIR\n{USAGE}")
+    if args.every < 1 or (args.limit is not None and args.limit < 0):
+        raise UsageError("lean: --every is at least 1 and --limit at least 0")
+    continues = continues_for(args.source)
+    prefix = args.module or emit.module_prefix(args.out)
+    os.makedirs(args.out, exist_ok=True)
+    modules, outside = [], []
+    for case in Selection(args.every, limit=args.limit).choose(jsonl_cases(args.source), set()):
+        try:
+            sc = load_case(case.label, case.scenario, case.recorded, continues)
+        except ProgramError as e:
+            if e.message.startswith(OUTSIDE):
+                outside.append(case.label)
+                continue
+            raise
+        name = f"Case{_index(case)}"
+        _write(os.path.join(args.out, f"{name}.lean"), one(case.label, f"{prefix}.{name}", sc))
+        modules.append(name)
+    if outside:
+        print(f"serq-ref: {len(outside)} case(s) outside the fragment, no theorem: {', '.join(outside[:3])}"
+              f"{', …' if len(outside) > 3 else ''}", file=sys.stderr)
+    if not modules:
+        raise UsageError(f"lean: no case of {args.source} inside the fragment")
+    _write(os.path.join(args.out, "All.lean"), emit.all_module(prefix, modules))
+    print(f"wrote {len(modules)} theorem file(s) and {prefix}.All to {args.out}")
     return 0
 
 

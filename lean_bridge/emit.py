@@ -52,6 +52,8 @@ class _Writer:
             return f"(.queued {self.pool(e.pool)})"
         if isinstance(e, L.CachedIn):
             return f"(.cachedIn {self.pool(e.pool)})"
+        if isinstance(e, L.Holders):
+            return f"(.holders {self.pool(e.pool)})"
         if isinstance(e, L.BudgetLeft):
             return ".budgetLeft"
         if isinstance(e, L.Not):
@@ -104,7 +106,8 @@ class _Writer:
         serve = ", ".join(f"{{ order := .{k.order.value}, key := {self.expr(k.key)} }}" for k in engine.serve)
         lines.append(f"  engine := {{ budget := {self.expr(engine.budget)},")
         lines.append(f"             chunk := {self.expr(engine.chunk)},")
-        lines.append(f"             serve := [{serve}], memory := {self.pool(engine.memory)} }},")
+        lines.append(f"             serve := [{serve}], memory := {self.pool(engine.memory)},")
+        lines.append(f"             selfPreemption := .{engine.self_preemption.value} }},")
         lines.append("  blocks := [")
         roles = {p.init: "init", p.turn: "turn", p.session: "session"}
         for b, block in enumerate(p.blocks):

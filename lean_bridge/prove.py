@@ -44,7 +44,7 @@ from .mirror import engine, exec as mexec, sessions as msessions
 from .mirror.state import (ActiveHold, Assignment, Entry, Frame, FrameKind, Holder, Iteration, Machine, PoolState,
                            Resident, Sample, Session, Status, cached_blocks, held_blocks)
 from .syntax import (Attr, Binary, Branch, CtxVar, Ctx, Delay, Engine, Finish, Hold, Mode, Num, Observe, Order,
-                     Pool, Program, ServeKey, Set, Slots, Spec, Step, Turn, Use)
+                     Pool, Program, SelfPreemption, ServeKey, Set, Slots, Spec, Step, Turn, Use)
 
 # -- the explorer ----------------------------------------------------------------------
 
@@ -358,7 +358,9 @@ def run_left(m: Machine, it: Iteration):
 
 def re_entry(p: Program, before: Machine, after: Machine):
     """Every resident preempted by the rule: at the head of its hold's queue
-    with computed = its position, neither resident nor holder; or rejected."""
+    with computed = its position, or the computed it had when that is further
+    (a hold preempted again while it recomputes keeps the furthest position),
+    neither resident nor holder; or rejected."""
     facts = []
     for r in before.residents:
         if _resident(after, r.serial) is not None:
@@ -373,7 +375,7 @@ def re_entry(p: Program, before: Machine, after: Machine):
         holding = any(x.serial == r.serial for ps in after.pools for x in ps.holders)
         facts.append(z3.And(z3.BoolVal(head and s.status is Status.QUEUED and s.pending == HOLD_STMT
                                        and not holding),
-                            s.attrs[COMPUTED] == position))
+                            s.attrs[COMPUTED] == arith.nmax(position, before.sessions[r.serial].attrs[COMPUTED])))
     return z3.And(facts) if facts else z3.BoolVal(True)
 
 
@@ -395,6 +397,13 @@ def _spawn(i: Instance):
 def _grow(i: Instance):
     serial, q, tokens = i.iteration.pending
     return engine.grow_turn(i.program, i.machine, i.iteration, serial, q, tokens)
+
+
+def _grow_continuing(i: Instance):
+    """step/grow under vLLM 0.33.0's self-preemption rule (the pass goes on)."""
+    program = replace(i.program, engine=replace(i.program.engine, self_preemption=SelfPreemption.CONTINUES))
+    serial, q, tokens = i.iteration.pending
+    return engine.grow_turn(program, i.machine, i.iteration, serial, q, tokens)
 
 
 def _withdraw(i: Instance):
@@ -537,6 +546,8 @@ RULES: tuple[Rule, ...] = (
     Rule("step/schedule", _schedule, (MEMORY, BUDGET, RUN),
          resident_shapes("resident", modes=True, assigned=True, pools=False), in_iteration=True),
     Rule("step/grow (pool/grow, pool/evict-*)", _grow, (MEMORY, BUDGET, RUN, REENTRY),
+         resident_shapes("grower", modes=False, assigned=True, own_if_last=True), in_iteration=True),
+    Rule("step/grow, self preemption continue", _grow_continuing, (MEMORY, BUDGET, RUN, REENTRY),
          resident_shapes("grower", modes=False, assigned=True, own_if_last=True), in_iteration=True),
     Rule("step/withdraw (pool/preempt)", _withdraw, (MEMORY, BUDGET, RUN, REENTRY),
          resident_shapes("victim", modes=False, assigned=True, every_position=False), in_iteration=True),

@@ -31,6 +31,11 @@ from .translate import Locator, Translation, translate
 PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "oracle" / "vllm_request.sq"
 #: Where the serve order is written into the program's step stage.
 SERVE_ANCHOR = "cost 1; memory kv;"
+#: Where vLLM 0.33.0's self-preemption rule is written into it.
+SELF_PREEMPTION_ANCHOR = "memory kv; }"
+#: The admission's units, and what they are with the long-prefill threshold's clamp (``clamp``).
+ADMISSION_ANCHOR = "kv (min(known, budget_left(vllm)))"
+CLAMPED_ADMISSION = "kv (min(known, min(budget_left(vllm), chunk > 0 && holders(reqs) + queued(reqs) > 1 ? chunk : known)))"
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -90,13 +95,18 @@ def read_answer(path: str) -> Answer:
         return Span(path, *line_col) if line_col else None
 
     try:
-        firsts = tuple(sorted((int(k), int(v)) for k, v in data["first"].items()))
-        dones = tuple(sorted((int(k), int(v)) for k, v in data["done"].items()))
-        preemptions = int(data["preemptions"])
+        return answer_of(data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ProgramError(f"not a recorded answer ({{first: {{id: step}}, done: {{id: step}}, preemptions: n}}): {e}",
                            at(), file=path) from None
-    return Answer(firsts, dones, preemptions)
+
+
+def answer_of(data: dict) -> Answer:
+    """A recorded answer's first/done by request id and preemptions (the
+    other fields of a campaign answer, steps, status, features, are not compared)."""
+    firsts = tuple(sorted((int(k), int(v)) for k, v in data["first"].items()))
+    dones = tuple(sorted((int(k), int(v)) for k, v in data["done"].items()))
+    return Answer(firsts, dones, int(data["preemptions"]))
 
 
 def answer_beside(path: str) -> str | None:
@@ -108,19 +118,48 @@ def is_ir(data: object) -> bool:
     return isinstance(data, dict) and "version" in data
 
 
-def load(path: str) -> Scenario:
+def continues_for(path: str, older_rule: bool | None = None) -> bool:
+    """Whether a scenario of the file ``path`` runs under vLLM 0.33.0's
+    self-preemption rule (the pass continues): ``older_rule`` when given,
+    else the rule of the vLLM its corpus was recorded on, as the oracle
+    harness decides it (oracle.scenario.older_rule_for: ../shared/oracle the
+    older revision's, oracle/data 0.33.0's)."""
+    from oracle.scenario import older_rule_for
+
+    return not older_rule_for(path, older_rule)
+
+
+def load(path: str, older_rule: bool | None = None) -> Scenario:
     """A scenario or an IR file, translated into the fragment (a located
-    ProgramError when it is outside), with its recorded answer if there is one."""
+    ProgramError when it is outside), with its recorded answer if there is one.
+    A scenario runs under the self-preemption rule of its corpus (``continues_for``);
+    an IR file under its own."""
     data, text = read_json(path)
     if is_ir(data):
         program = load_ir(path)
         translation = translate(program, Locator.for_json(path, text))
     else:
-        program, smap = scenario_program(path, data, text)
+        program, smap = scenario_program(path, data, text, continues_for(path, older_rule))
         translation = translate(program, Locator.for_source(smap))
     answer_path = answer_beside(path)
     answer = read_answer(answer_path) if answer_path else None
     return Scenario(base_name(path), path, program, translation, answer, answer_path)
+
+
+def load_case(label: str, data: dict, answer: dict, continues: bool) -> Scenario:
+    """A campaign case (one line of a campaign file: its ``case`` without
+    ``kind``, and an answer of it), labelled ``label`` (FILE.jsonl#INDEX),
+    under the self-preemption rule ``continues``. Locations are in the case's
+    JSON as ``json.dumps`` writes it."""
+    text = json.dumps(data)
+    program, smap = scenario_program(label, data, text, continues, clamp=True)
+    translation = translate(program, Locator.for_source(smap))
+    try:
+        recorded = answer_of(answer)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ProgramError(f"not a recorded answer ({{first: {{id: step}}, done: {{id: step}}, preemptions: n}}): {e}",
+                           file=label) from None
+    return Scenario(label, label, program, translation, recorded, label)
 
 
 def load_ir(path: str) -> ir.Program:
@@ -134,8 +173,17 @@ _REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
 _OPTIONAL = ("chunk", "prefix_caching", "serve")
 
 
-def scenario_program(path: str, data: object, text: str) -> tuple[ir.Program, SourceMap]:
-    """The IR of a scenario: vllm_request.sq with its engine and requests."""
+def scenario_program(path: str, data: object, text: str, continues: bool = False,
+                     clamp: bool = False) -> tuple[ir.Program, SourceMap]:
+    """The IR of a scenario: vllm_request.sq with its engine and requests;
+    ``continues``: with ``self preemption continue;`` in its step stage (vLLM
+    0.33.0's rule; without it, the older revision's); ``clamp``: the
+    admission allocates the first chunk clamped by the long-prefill threshold
+    while another request runs or waits, then by the budget (vLLM,
+    scheduler.py:1332-1346 and :1449 in 0.33.0; lib/vllm.sq's admission since
+    docs/divergences.md's "Before this branch"), where vllm_request.sq, the
+    program of ../shared/oracle's compiled IR, allocates min(known, budget
+    left)."""
     from semantics.compiler import compile_source
     from semantics.link import link
 
@@ -174,6 +222,14 @@ def scenario_program(path: str, data: object, text: str) -> tuple[ir.Program, So
         if not isinstance(data["serve"], str) or SERVE_ANCHOR not in program_text:
             raise ProgramError("`serve` is a serve-by key in serQ syntax", at("serve"))
         program_text = program_text.replace(SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
+    if clamp:
+        if ADMISSION_ANCHOR not in program_text:
+            raise AssertionError(f"{PROGRAM} no longer has `{ADMISSION_ANCHOR}`")
+        program_text = program_text.replace(ADMISSION_ANCHOR, CLAMPED_ADMISSION)
+    if continues:
+        if SELF_PREEMPTION_ANCHOR not in program_text:
+            raise AssertionError(f"{PROGRAM} no longer has `{SELF_PREEMPTION_ANCHOR}`")
+        program_text = program_text.replace(SELF_PREEMPTION_ANCHOR, "memory kv; self preemption continue; }")
     try:
         program, smap = compile_source(program_text, str(PROGRAM), sets=sets)
     except ProgramError as e:

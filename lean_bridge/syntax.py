@@ -62,6 +62,13 @@ class CachedIn:
 
 
 @dataclass(frozen=True)
+class Holders:
+    """``Expr.holders pool``: the pool's holders (a hold's header only)."""
+
+    pool: int
+
+
+@dataclass(frozen=True)
 class BudgetLeft:
     """``Expr.budgetLeft``: the engine's budget left (a hold's header only)."""
 
@@ -90,7 +97,7 @@ class Cond:
 #: The binary constructors of ``Expr``, in declaration order.
 BINARY_OPS = ("add", "sub", "mul", "div", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
 
-Expr = Union[Num, Attr, CtxVar, Queued, CachedIn, BudgetLeft, Binary, Not, Cond]
+Expr = Union[Num, Attr, CtxVar, Queued, CachedIn, Holders, BudgetLeft, Binary, Not, Cond]
 
 
 # -- Stmt ----------------------------------------------------------------------------
@@ -186,6 +193,16 @@ class Order(Enum):
     DESC = "desc"
 
 
+class SelfPreemption(Enum):
+    """``SerqRef.SelfPreemption``: what the pass does after a grower preempted
+    itself: it ends (seed 001/002, vLLM 0c87a197) or goes on with the next
+    resident, admitting nothing (vLLM 0.33.0's priority path; serQ's
+    ``self preemption continue;``)."""
+
+    ENDS = "ends"
+    CONTINUES = "continues"
+
+
 @dataclass(frozen=True)
 class ServeKey:
     order: Order
@@ -200,6 +217,7 @@ class Engine:
     chunk: Expr
     serve: tuple[ServeKey, ...]
     memory: int
+    self_preemption: SelfPreemption = SelfPreemption.ENDS
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,11 @@ class _Translator:
                 raise self.refuse(path, f"`cachedin` read in {_WHERE[context]}")
             pool = self.single(args[0].ref, path + (1, 0, "Pool"), "pool")
             return L.Queued(pool) if fun == "Queued" else L.CachedIn(pool)
+        if fun == "Holders":
+            if context != "header":
+                raise self.refuse(path, f"`holders` read in {_WHERE[context]}; the fragment reads it only in a "
+                                        f"hold's header, at the engine's admission")
+            return L.Holders(self.single(args[0].ref, path + (1, 0, "Pool"), "pool"))
         if fun == "BudgetLeft":
             stage = self.single(args[0].ref, path + (1, 0, "Stage"), "stage")
             if stage != self.engine:
@@ -268,9 +273,6 @@ class _Translator:
             raise self.refuse(path + ("serve",), "serve exclusive prefill")
         if step.memory is None:
             raise self.refuse(path + ("memory",), "a step engine without a memory pool")
-        if step.self_preemption != "End":
-            raise self.refuse(path + ("self_preemption",), "`self preemption continue` (vLLM 0.33.0's rule); in the "
-                                                           "fragment a grower that preempts itself ends the pass")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)
@@ -282,7 +284,8 @@ class _Translator:
             else:
                 keys.append(L.ServeKey(L.Order.ASC, self.expr(key, key_path, "serve")))
         engine = L.Engine(self.expr(step.budget, path + ("budget",), "engine"),
-                          self.expr(step.chunk, path + ("chunk",), "engine"), tuple(keys), step.memory)
+                          self.expr(step.chunk, path + ("chunk",), "engine"), tuple(keys), step.memory,
+                          L.SelfPreemption.CONTINUES if step.self_preemption == "Continue" else L.SelfPreemption.ENDS)
         return engine, tuple(s.name for s in self.p.stages)
 
     # -- statements ----------------------------------------------------------------

@@ -234,3 +234,47 @@ def test_a_compiled_program_is_refused_at_its_source_line(tmp_path) -> None:
     assert text.splitlines()[e.value.span.line - 1].strip() == "grow kv (16);"
     assert "the statement `grow`" in e.value.message
     assert PROGRAM  # the example itself is untouched
+
+
+# -- the self-preemption rule and the campaign data -----------------------------------------
+
+DATA = Path(__file__).resolve().parent.parent / "oracle" / "data"
+
+
+def test_each_corpus_is_emitted_under_its_vllms_self_preemption_rule(capsys) -> None:
+    """../shared/oracle was recorded on vLLM 0c87a197 (the pass ends),
+    oracle/data on 0.33.0 (it continues): the program term says which, and
+    each theorem's right-hand side is its corpus's answer (D1's
+    newest_first_preempt differs between them)."""
+    theorems = {}
+    for root, rule in ((SHARED / "oracle", ".ends"), (DATA / "shared", ".continues")):
+        code, out, _ = run_cli(capsys, "lean", str(root / "serve" / "newest_first_preempt.json"))
+        assert code == 0
+        assert f"selfPreemption := {rule} }}," in out
+        answer = json.loads((root / "serve" / "newest_first_preempt.out.json").read_text())
+        _, firsts, dones, preemptions = theorems[rule] = theorem_of(out)
+        assert firsts == sorted((int(k), v) for k, v in answer["first"].items())
+        assert dones == sorted((int(k), v) for k, v in answer["done"].items()) and preemptions == answer["preemptions"]
+    assert theorems[".ends"][1:] != theorems[".continues"][1:]
+
+
+def test_a_campaign_file_gives_one_theorem_file_per_case_inside_the_fragment(tmp_path, capsys) -> None:
+    out = tmp_path / "Camp"
+    code, stdout, err = run_cli(capsys, "lean", str(DATA / "campaign" / "serve.jsonl"), "--out", str(out),
+                                "--module", "Camp", "--every", "100", "--limit", "4")
+    assert code == 0
+    assert stdout.strip() == f"wrote 2 theorem file(s) and Camp.All to {out}"
+    assert err.startswith("serq-ref: 2 case(s) outside the fragment, no theorem: campaign/serve.jsonl#0, "
+                          "campaign/serve.jsonl#300")
+    assert sorted(p.name for p in out.iterdir()) == ["All.lean", "Case100.lean", "Case200.lean"]
+    records = [json.loads(line) for line in (DATA / "campaign" / "serve.jsonl").read_text().splitlines()]
+    for index in (100, 200):
+        text = (out / f"Case{index}.lean").read_text()
+        assert f"from campaign/serve.jsonl#{index};" in text.splitlines()[0]
+        assert f"namespace Camp.Case{index}\n" in text and "selfPreemption := .continues }," in text
+        answer = records[index]["answer"]
+        _, firsts, dones, preemptions = theorem_of(text)
+        assert (firsts, dones, preemptions) == (sorted((int(k), v) for k, v in answer["first"].items()),
+                                                sorted((int(k), v) for k, v in answer["done"].items()),
+                                                answer["preemptions"])
+    assert (out / "All.lean").read_text().endswith("import Camp.Case100\nimport Camp.Case200\n")

@@ -25,7 +25,7 @@ RULE_NAMES = {
     "workload/arrive", "session/set", "session/observe", "session/turn", "session/branch", "session/block-exit",
     "session/hold-enter (pool/reject)", "stage/step-enter", "stage/ps-enter (delay)", "stage/ps-complete (delay)",
     "session/hold-exit (pool/release)", "session/end (pool/release)", "step/iteration-start", "step/schedule",
-    "step/grow (pool/grow, pool/evict-*)", "step/withdraw (pool/preempt)",
+    "step/grow (pool/grow, pool/evict-*)", "step/grow, self preemption continue", "step/withdraw (pool/preempt)",
     "step/admit (pool/admit, pool/consume, pool/evict-*)", "step/iteration-end (stage/step-complete)", "step/idle",
 }
 
@@ -46,9 +46,12 @@ def test_every_rule_and_property_is_proved(results) -> None:
     for rule in RULE_NAMES:
         assert (rule, prove.MEMORY) in by
     for rule in ("step/iteration-start", "step/schedule", "step/grow (pool/grow, pool/evict-*)",
-                 "step/withdraw (pool/preempt)", "step/admit (pool/admit, pool/consume, pool/evict-*)"):
+                 "step/grow, self preemption continue", "step/withdraw (pool/preempt)",
+                 "step/admit (pool/admit, pool/consume, pool/evict-*)"):
         assert (rule, prove.BUDGET) in by and (rule, prove.RUN) in by
-    for rule in ("step/grow (pool/grow, pool/evict-*)", "step/withdraw (pool/preempt)"):
+    # the invariants hold under both self-preemption rules (D1)
+    for rule in ("step/grow (pool/grow, pool/evict-*)", "step/grow, self preemption continue",
+                 "step/withdraw (pool/preempt)"):
         assert (rule, prove.REENTRY) in by
 
 

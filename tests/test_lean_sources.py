@@ -123,8 +123,8 @@ def test_every_structure_has_the_same_fields_in_the_same_order() -> None:
         assert [_snake(f) for f in structures[name]] == [f.name for f in dataclasses.fields(cls)], name
 
 
-ENUMS = {"Ctx": syntax.Ctx, "Mode": syntax.Mode, "Order": syntax.Order, "FrameKind": state.FrameKind,
-         "Status": state.Status}
+ENUMS = {"Ctx": syntax.Ctx, "Mode": syntax.Mode, "Order": syntax.Order, "SelfPreemption": syntax.SelfPreemption,
+         "FrameKind": state.FrameKind, "Status": state.Status}
 
 
 def test_every_enumeration_has_the_same_constructors() -> None:
@@ -140,8 +140,44 @@ def test_every_expression_and_statement_constructor_is_transcribed() -> None:
     text = lean_text()
     expr_body = re.search(r"^inductive Expr where\n((?:  .*\n)+)", text, re.M)[1]
     constructors = re.findall(r"^  \| (\w+)", expr_body, re.M)
-    assert constructors[:6] == ["num", "attr", "ctx", "queued", "cachedIn", "budgetLeft"]
-    assert tuple(constructors[6:-2]) == syntax.BINARY_OPS and constructors[-2:] == ["not", "cond"]
+    assert constructors[:7] == ["num", "attr", "ctx", "queued", "cachedIn", "holders", "budgetLeft"]
+    assert tuple(constructors[7:-2]) == syntax.BINARY_OPS and constructors[-2:] == ["not", "cond"]
     stmt_body = re.search(r"^inductive Stmt where\n((?:  .*\n)+)", text, re.M)[1]
     assert re.findall(r"^  \| (\w+)", stmt_body, re.M) == ["set", "observe", "turn", "hold", "step", "delay",
                                                            "branch", "finish"]
+
+
+def _lean_def(module: str, name: str) -> str:
+    text = (LEAN / "SerqRef" / f"{module}.lean").read_text()
+    body = re.search(rf"^def {name} .*?(?=^/--|^def |^end )", text, re.M | re.S)
+    assert body, name
+    return body[0]
+
+
+def test_the_self_preemption_rule_is_the_engines_data_and_the_tick_does_both() -> None:
+    """Issue 11 and D1: the syntax type carries the step engine's rule, and
+    growTurn ends the pass under `.ends` and goes on under `.continues` (the
+    mirror's grow_turn the same)."""
+    engine = re.search(r"^structure Engine where\n((?:  .*\n)+)", lean_text(), re.M)[1]
+    assert "  selfPreemption : SelfPreemption\n" in engine
+    grow = _lean_def("Engine", "growTurn")
+    assert "match p.engine.selfPreemption with" in grow
+    ends = re.search(r"\| \.ends => \(m, \{ it with pending := none, stopped := true \}\)", grow)
+    continues = re.search(r"\| \.continues => \(m, \{ it with pending := none \}\)", grow)
+    assert ends and continues
+    mirror = (ROOT / "lean_bridge" / "mirror" / "engine.py").read_text()
+    assert "if p.engine.self_preemption is SelfPreemption.ENDS:" in mirror
+    assert [m.value for m in syntax.SelfPreemption] == ["ends", "continues"]
+
+
+def test_a_second_preemption_keeps_the_furthest_position() -> None:
+    """pool/preempt: computed := max(position, computed), in Lean and in the mirror."""
+    assert "(max position (s.attrs.getD p.slots.computed 0))" in _lean_def("Sessions", "preempt")
+    mirror = (ROOT / "lean_bridge" / "mirror" / "sessions.py").read_text()
+    assert "nmax(position, get_d(s.attrs, p.slots.computed, 0))" in mirror
+
+
+def test_holders_is_evaluated_as_in_the_mirror() -> None:
+    assert "  | .holders q => (m.pool q).holders.length\n" in (LEAN / "SerqRef" / "Eval.lean").read_text()
+    assert "if kind is Holders:\n        return len(pool_of(m, e.pool).holders)" in \
+        (ROOT / "lean_bridge" / "mirror" / "expr.py").read_text()

@@ -184,20 +184,20 @@ def test_pyserq_export_refuses_continue():
         encode_for_pyserq(compile_with("self preemption continue;"))
 
 
-def test_the_lean_fragment_refuses_continue(tmp_path, capsys):
-    # the fragment's pass ends when a grower preempts itself; an IR file with Continue is refused
-    # at the field (its scenarios, examples/oracle/vllm_request.sq, have no clause: the seed's rule)
+def test_the_lean_fragment_takes_continue(tmp_path, capsys):
+    # the rule is data of the Lean fragment (Engine.selfPreemption, docs/lean.md): an IR file with
+    # Continue is emitted with `.continues`, and the mirror's outcome is vLLM 0.33.0's recorded answer
     value = json.loads((SHARED / "oracle" / "serve" / "newest_first_preempt.ir.json").read_text())
     step = next(s["kind"]["Step"] for s in value["stages"] if "Step" in s["kind"])
     step["self_preemption"] = "Continue"
     path = tmp_path / "continue.ir.json"
     path.write_text(json.dumps(value, indent=2) + "\n")
-    assert main(["lean", str(path)]) == 1
-    err = capsys.readouterr().err
-    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if '"self_preemption"' in text)
-    assert f"{path}:{line}:" in err
-    assert "outside the Lean fragment: `self preemption continue` (vLLM 0.33.0's rule)" in err
-    assert "Traceback" not in err
+    assert main(["lean", str(path), "--answer", "mirror"]) == 0
+    out = capsys.readouterr().out
+    assert "selfPreemption := .continues }," in out
+    answer = json.loads((ROOT / "oracle" / "data" / "shared" / "serve" / "newest_first_preempt.out.json").read_text())
+    dones = ", ".join(f"({k}, {v})" for k, v in sorted((int(k), v) for k, v in answer["done"].items()))
+    assert f"[{dones}], {answer['preemptions']})" in out
 
 
 # --- the rule: step/grow ------------------------------------------------------------------

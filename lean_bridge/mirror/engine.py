@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..arith import holds, monus, ndiv, nmax, nmin, nmul
-from ..syntax import Hold, Mode, Order, Program, ServeKey
+from ..syntax import Hold, Mode, Order, Program, SelfPreemption, ServeKey
 from .expr import Env, count_decoders, engine_env, eval_expr, session_env, want
 from .pools import consume_entries, evict, grow_holder, innermost_holder
 from .sessions import preempt, program_fuel, reserve_of, run_session
@@ -99,7 +99,9 @@ def grow_turn(p: Program, m: Machine, it: Iteration, serial: int, q: int, tokens
     grows to the position its tokens reach (pool/grow), and its tokens are
     assigned; if that does not fit, the last resident holding ``q`` is
     preempted (step/withdraw) and the growth is tried again at the next turn,
-    unless the grower was its own victim: then nobody else is served."""
+    unless the grower was its own victim: then the pass ends (``ends``:
+    nobody else is served) or goes on with the next resident (``continues``);
+    either way, having preempted, it admits nothing."""
     done = replace(it, pending=None)
     a = innermost_holder(m, serial, q)
     if a is None:
@@ -116,7 +118,9 @@ def grow_turn(p: Program, m: Machine, it: Iteration, serial: int, q: int, tokens
         return m, replace(done, stopped=True)
     m, it = withdraw(p, m, it, victim, q)
     if victim == serial:
-        return m, replace(it, pending=None, stopped=True)
+        if p.engine.self_preemption is SelfPreemption.ENDS:
+            return m, replace(it, pending=None, stopped=True)
+        return m, replace(it, pending=None)
     return m, it
 
 

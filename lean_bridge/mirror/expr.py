@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..arith import ite, monus, ndiv, nmax, nmin, nmul
-from ..syntax import (Attr, Binary, BudgetLeft, CachedIn, Cond, Ctx, CtxVar, Mode, Not, Num, Program, Queued)
+from ..syntax import (Attr, Binary, BudgetLeft, CachedIn, Cond, Ctx, CtxVar, Holders, Mode, Not, Num, Program,
+                      Queued)
 from .state import Entry, Machine, Resident, Session, get_d, pool_of, pool_spec
 
 
@@ -52,6 +53,8 @@ def eval_expr(p: Program, m: Machine, v: Env, e) -> Any:
         return len(pool_of(m, e.pool).queue)
     if kind is CachedIn:
         return nmul(own_blocks(v.serial, pool_of(m, e.pool).entries), pool_spec(p, e.pool).block)
+    if kind is Holders:
+        return len(pool_of(m, e.pool).holders)
     if kind is BudgetLeft:
         return v.budget_left.value() if isinstance(v.budget_left, Planned) else v.budget_left
     if kind is Not:

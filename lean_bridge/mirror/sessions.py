@@ -108,16 +108,18 @@ def pop_bodies(k: int, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
 
 def preempt(p: Program, m: Machine, victim: int, q: int) -> Machine:
     """``preempt`` (pool/preempt): the victim leaves the engine; ``computed``
-    is the position its hold on ``q`` reached; that hold and every hold
-    inside it are released with the computed prefix cached; it re-enters the
-    head of its hold's queue."""
+    is the position its hold on ``q`` reached, or what it was if that is
+    further (a hold preempted again while it recomputes keeps the furthest
+    position it reached: docs/semantics.md, "computed after a second
+    preemption"); that hold and every hold inside it are released with the
+    computed prefix cached; it re-enters the head of its hold's queue."""
     s = session_of(m, victim)
     target = innermost_hold(s, q)
     if target is None:
         return m
     a = find_holder(victim, target.id, pool_of(m, q).holders)
     position = 0 if a is None else a.position
-    s = replace(s, attrs=list_set(s.attrs, p.slots.computed, position))
+    s = replace(s, attrs=list_set(s.attrs, p.slots.computed, nmax(position, get_d(s.attrs, p.slots.computed, 0))))
     m = replace(m, residents=tuple(r for r in m.residents if r.serial != victim))
     releasing = take_through(target.id, s.holds)
     for h in releasing:

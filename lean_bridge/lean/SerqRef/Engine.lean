@@ -82,7 +82,9 @@ def withdraw (p : Program) (m : Machine) (it : Iteration) (victim q : Nat) : Mac
 position its tokens reach (pool/grow), and its tokens are assigned; if that
 does not fit, the last resident holding `q` is preempted (step/withdraw) and
 the growth is tried again at the next turn, unless the grower was its own
-victim: then nobody else is served. -/
+victim: then the pass ends (`.ends`: nobody else is served) or goes on with
+the next resident (`.continues`); either way, having preempted, it admits
+nothing. -/
 def growTurn (p : Program) (m : Machine) (it : Iteration) (serial q tokens : Nat) : Machine × Iteration :=
   let done := { it with pending := none }
   match innermostHolder m serial q with
@@ -99,7 +101,12 @@ def growTurn (p : Program) (m : Machine) (it : Iteration) (serial q tokens : Nat
       | none => (m, { done with stopped := true })
       | some v =>
         match withdraw p m it v q with
-        | (m, it) => if v == serial then (m, { it with pending := none, stopped := true }) else (m, it)
+        | (m, it) =>
+          if v == serial then
+            match p.engine.selfPreemption with
+            | .ends => (m, { it with pending := none, stopped := true })
+            | .continues => (m, { it with pending := none })
+          else (m, it)
 
 /-- step/schedule: the next resident in serving order is served: one token
 to a decode, up to the chunk to a prefill, within the budget left; a growing

@@ -41,6 +41,7 @@ def eval (p : Program) (m : Machine) (v : Env) : Expr → Nat
     | .remaining => v.remaining
   | .queued q => (m.pool q).queue.length
   | .cachedIn q => ownBlocks v.serial (m.pool q).entries * (p.pool q).block
+  | .holders q => (m.pool q).holders.length
   | .budgetLeft => v.budgetLeft
   | .add a b => eval p m v a + eval p m v b
   | .sub a b => eval p m v a - eval p m v b

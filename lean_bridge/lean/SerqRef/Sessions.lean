@@ -88,8 +88,11 @@ def popBodies : Nat → List Frame → List Frame
   | k + 1, f :: fs => if f.kind == .body then popBodies k fs else popBodies (k + 1) fs
 
 /-- pool/preempt: the victim leaves the engine; `computed` is the position
-its hold on `q` reached; that hold and every hold inside it are released
-with the computed prefix cached; it re-enters the head of its hold's queue. -/
+its hold on `q` reached, or what it was if that is further (a hold preempted
+again while it recomputes keeps the furthest position it reached:
+docs/semantics.md, "computed after a second preemption"); that hold and
+every hold inside it are released with the computed prefix cached; it
+re-enters the head of its hold's queue. -/
 def preempt (p : Program) (m : Machine) (victim q : Nat) : Machine :=
   let s := m.session victim
   match innermostHold s q with
@@ -99,7 +102,7 @@ def preempt (p : Program) (m : Machine) (victim q : Nat) : Machine :=
       match findHolder victim target.id (m.pool q).holders with
       | some a => a.position
       | none => 0
-    let s := { s with attrs := s.attrs.set p.slots.computed position }
+    let s := { s with attrs := s.attrs.set p.slots.computed (max position (s.attrs.getD p.slots.computed 0)) }
     let m := { m with residents := m.residents.filter (fun r => r.serial != victim) }
     let releasing := takeThrough target.id s.holds
     let m := releasing.foldl (fun m h => releaseHold p m s h true) m

@@ -44,6 +44,8 @@ inductive Expr where
   | queued (pool : Nat)
   /-- the session's own cached prefix in a pool, in units -/
   | cachedIn (pool : Nat)
+  /-- the holders of a pool (its allocations: a hold's header, read at admission) -/
+  | holders (pool : Nat)
   /-- the engine's budget left (a hold's header, read at the engine's admission) -/
   | budgetLeft
   | add (a b : Expr)
@@ -115,13 +117,25 @@ structure ServeKey where
   key : Expr
   deriving Repr, Inhabited
 
+/-- What a pass does after a grower preempted itself (it was the last
+admitted holder of the memory pool): it `ends` (seed 001/002, vLLM 0c87a197:
+`if new_blocks is None: break`) or `continues` with the next resident in
+serving order, admitting nothing (vLLM 0.33.0's priority path; serQ's
+`self preemption continue;`). -/
+inductive SelfPreemption where
+  | ends
+  | continues
+  deriving Repr, DecidableEq, Inhabited
+
 /-- The one step engine: iterations of cost 1, its budget and chunk (0: no
-cap), its serve order (keys, then admission order) and its memory pool. -/
+cap), its serve order (keys, then admission order), its memory pool and its
+self-preemption rule. -/
 structure Engine where
   budget : Expr
   chunk : Expr
   serve : List ServeKey
   memory : Nat
+  selfPreemption : SelfPreemption
   deriving Repr, Inhabited
 
 /-- An explicit session: attributes that overwrite init's, and one list of

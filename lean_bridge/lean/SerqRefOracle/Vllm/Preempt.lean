@@ -16,7 +16,8 @@ def program : Program :=
       { cap := 10, block := 16, lifo := true, viaEngine := false }],
     engine := { budget := (.num 100),
                chunk := (.cond (.gt (.add (.ctx .residents) (.queued 0 /- reqs -/)) (.num 1)) (.num 0) (.num 0)),
-               serve := [], memory := 1 /- kv -/ },
+               serve := [], memory := 1 /- kv -/,
+               selfPreemption := .ends },
     blocks := [
       -- block 0: init
       [.set 9 /- prompt -/ (.num 1),
