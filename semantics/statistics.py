@@ -147,9 +147,9 @@ def calculate_cv2(values: Sequence[float]) -> float:
     mean = calculate_mean(values)
     if mean == 0.0:
         return math.nan
-    if mean * mean == 0.0:
-        # the mean's square underflows (values near 1e-200): cv2 does not depend on the scale, so the values
-        # are scaled by a power of two, which is exact, until it does not
+    if mean * mean == 0.0 or (math.isinf(mean * mean) and math.isfinite(mean)):
+        # the mean's square underflows (values near 1e-200) or overflows (near 1e200): cv2 does not depend on
+        # the scale, so the values are scaled by a power of two, which is exact, until it does not
         exponent = math.frexp(max(abs(value) for value in values))[1]
         values = [math.ldexp(value, -exponent) for value in values]
         mean = calculate_mean(values)

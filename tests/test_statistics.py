@@ -348,3 +348,9 @@ def test_cv2_of_values_whose_mean_squared_underflows():
     from semantics.statistics import calculate_cv2
 
     assert calculate_cv2([0.0, 4.9060113335248435e-213]) == calculate_cv2([0.0, 1.0]) == 2.0
+
+
+def test_cv2_of_values_whose_mean_squared_overflows():
+    from semantics.statistics import calculate_cv2
+
+    assert calculate_cv2([0.0, 1e300]) == calculate_cv2([0.0, 1.0]) == 2.0
