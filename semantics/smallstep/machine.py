@@ -111,6 +111,8 @@ class Machine:
         compile_ = self.compiler.compile
         self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
         self._check_flow_capacities()
+        #: run_session's scratch Env, taken while a run uses it (sessions.run_session)
+        self.session_scratch = None
         self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
         #: per pool evicting by keys, whether every key reads only its entry (entry_local): then an eviction
         #: changes no key but the evicted entry's, which lets the fast form (pools.make_room_by) keep them

@@ -130,7 +130,11 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
     ops = m.ops
     quiet = MAX_QUIET_STATEMENTS  # statements it may still run at this instant without blocking
     s = c.sessions.get(serial)
-    env = _new(Env)  # scratch space of this run, its fields at their defaults
+    env = m.session_scratch  # scratch space of this run: the machine's, taken while it runs
+    if env is None:  # a run inside another (the step engine admits a session while it runs one) makes its own
+        env = _new(Env)
+    else:
+        m.session_scratch = None
     env.config = c
     env.serial = serial
     env.stream = None if s is None else s.stream
@@ -148,6 +152,8 @@ def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
             continue
         c = env.config = op.rule(m, c, s, op, env)
         s = c.sessions.get(serial)
+    env.config = env.attrs = None  # the scratch keeps no configuration alive (the machine outlives the run's values)
+    m.session_scratch = env
     return c
 
 
