@@ -319,7 +319,10 @@ def execute_observe_then_end(m, c, s, op, env):
     value = op.exprs[0](env)
     if c.time < m.warmup:
         return end_session(m, c, s, samples=c.samples)
-    return end_session(m, c, s, samples=_with_sample(m, c, s, op, value))
+    turn = s.attrs[m.slot_turn]  # _with_sample, written out: this is once per session of most programs
+    if not -math.inf < turn < math.inf:
+        check_turn_number(c, s, m, op.at)
+    return end_session(m, c, s, samples=workload.record_sample(c, s.serial, int(turn), op.stmt.index, value))
 
 
 def _with_sample(m, c, s, op, value):
