@@ -1,7 +1,7 @@
 """Every oracle IR file links: no error, and the same warnings on every run.
 
 The oracle's IR files were compiled by the reference implementation, whose
-linker accepted them (/work/shared/oracle/README.md); a check here that
+linker accepted them (../shared/oracle/README.md); a check here that
 rejects one of them is a check that disagrees with the language.
 """
 
