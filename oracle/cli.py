@@ -24,27 +24,8 @@ import argparse
 import json
 import sys
 
+from semantics.arguments import number, positive, whole
 from semantics.errors import UsageError
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value != value:
-        raise argparse.ArgumentTypeError("NaN is not a value here")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
 
 
 def add_parser(commands, parser_class) -> None:
@@ -68,8 +49,8 @@ def add_parser(commands, parser_class) -> None:
     c.add_argument("--engine", metavar="COMMAND",
                    help="run COMMAND SCENARIO.json once per scenario; it prints its answer in the .out.json shape "
                         "(docs/conformance.md)")
-    c.add_argument("--jobs", type=_count, default=1, metavar="N", help="run the engine on N scenarios at once")
-    c.add_argument("--timeout", type=_number, default=60.0, metavar="S",
+    c.add_argument("--jobs", type=positive, default=1, metavar="N", help="run the engine on N scenarios at once")
+    c.add_argument("--timeout", type=number, default=60.0, metavar="S",
                    help="seconds the engine may take on one scenario (default 60)")
     _older_rule(c)
     d = sub.add_parser("diverge", help="the first step at which two schedule logs differ, what each did there, "
@@ -77,14 +58,14 @@ def add_parser(commands, parser_class) -> None:
     d.add_argument("logs", nargs=2, metavar="LOG")
     p = sub.add_parser("replay", help="a trace replayed under the replay protocol: one CSV row per request")
     p.add_argument("trace", metavar="TRACE.csv")
-    p.add_argument("--spacing", type=_number, required=True, metavar="S", help="steps between session starts")
-    p.add_argument("--budget", type=_number, required=True, metavar="B", help="max_num_batched_tokens")
-    p.add_argument("--max-seqs", type=_number, required=True, metavar="M", help="max_num_seqs")
-    p.add_argument("--blocks", type=_number, required=True, metavar="N",
+    p.add_argument("--spacing", type=number, required=True, metavar="S", help="steps between session starts")
+    p.add_argument("--budget", type=number, required=True, metavar="B", help="max_num_batched_tokens")
+    p.add_argument("--max-seqs", type=number, required=True, metavar="M", help="max_num_seqs")
+    p.add_argument("--blocks", type=number, required=True, metavar="N",
                    help="usable KV blocks (vLLM's num_gpu_blocks less its null block)")
-    p.add_argument("--block-size", type=_number, default=16.0, metavar="BS", help="block_size (default 16)")
-    p.add_argument("--sessions", type=_count, metavar="K", help="replay the trace's first K sessions (default: all)")
-    p.add_argument("--chunk", type=_number, default=0.0, metavar="C",
+    p.add_argument("--block-size", type=number, default=16.0, metavar="BS", help="block_size (default 16)")
+    p.add_argument("--sessions", type=positive, metavar="K", help="replay the trace's first K sessions (default: all)")
+    p.add_argument("--chunk", type=number, default=0.0, metavar="C",
                    help="long_prefill_token_threshold (default 0: none)")
     p.add_argument("--real", action="store_true",
                    help="replay with the real vLLM scheduler instead (the same protocol, the same CSV)")
@@ -103,33 +84,23 @@ def add_parser(commands, parser_class) -> None:
     k = sub.add_parser("campaign", help="N random cases answered by serq-ref and the real vLLM scheduler (or its "
                                         "recorded answers): every divergence, its first differing step and a "
                                         "minimal reproduction")
-    k.add_argument("count", type=_count, metavar="N")
-    k.add_argument("--seed", type=_natural, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
+    k.add_argument("count", type=positive, metavar="N")
+    k.add_argument("--seed", type=whole, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
     k.add_argument("--kind", choices=("scenario", "serve", "replay"), default="scenario",
                    help="scenarios (default), serve-by scenarios, or multi-turn replays")
-    k.add_argument("--start", type=_natural, default=0, metavar="I", help="the first case's index (default 0)")
+    k.add_argument("--start", type=whole, default=0, metavar="I", help="the first case's index (default 0)")
     k.add_argument("--recorded", metavar="FILE",
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
                         "running the real scheduler")
     k.add_argument("--explain-known", action="store_true",
                    help="also give the documented divergences (D11) a first step and a minimal reproduction")
-    k.add_argument("--max-tries", type=_count, default=1000, metavar="T",
+    k.add_argument("--max-tries", type=positive, default=1000, metavar="T",
                    help="cases the shrinking may try per divergence (default 1000)")
     k.add_argument("--report", metavar="FILE", help="write one JSON line per case (its verdict and what differs)")
     k.add_argument("--older-rule", action="store_true",
                    help="serq-ref with lib/vllm.sq's older_rule = 1 against vLLM's older rule (a request that preempts "
                         "itself ends the pass; the records' answer_older_rule) instead of 0.33.0's")
     _vllm_python(k)
-
-
-def _natural(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0: {text}")
-    return value
 
 
 def _older_rule(parser) -> None:

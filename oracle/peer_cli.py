@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-from semantics.cli import _count  # the main command line's: a whole number, at least 0
+from semantics.arguments import whole
 from semantics.errors import SerqError, UsageError
 
 
@@ -206,7 +206,7 @@ def _campaign(args) -> int:
     if len(args.more) != 1:
         raise UsageError("usage: serq-ref peer campaign N --seed S [--report FILE]")
     try:
-        count = _count(args.more[0])
+        count = whole(args.more[0])
     except argparse.ArgumentTypeError as e:
         raise UsageError(f"campaign N: {e}") from None
     seed = 1 if args.seed is None else args.seed

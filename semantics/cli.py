@@ -15,6 +15,7 @@ import sys
 from typing import Sequence
 
 from . import SERQ_VERSION
+from .arguments import number, whole
 from .errors import ProgramErrors, RunError, SerqError, UsageError, format_diagnostic, render
 from .pipeline import Loaded, Overrides, load
 from lean_bridge import cli as lean_cli
@@ -30,26 +31,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if math.isnan(value):
-        raise argparse.ArgumentTypeError("NaN is not a value here")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
-    return value
-
-
 #: How many rules `serq-ref trace` prints without --steps.
 DEFAULT_TRACE_STEPS = 10_000
 #: --steps not given (its default depends on --coverage)
@@ -59,28 +40,28 @@ _UNSET = object()
 def _steps(text: str) -> int | None:
     if text == "all":
         return None
-    value = _count(text)
+    value = whole(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1, or `all`")
     return value
 
 
 def _positive_count(text: str) -> int:
-    value = _count(text)
+    value = whole(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1: an arrival limit of 0 would measure nothing")
     return value
 
 
 def _horizon(text: str) -> float:
-    value = _number(text)
+    value = number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive (a time, or inf with --arrivals N): {text}")
     return value
 
 
 def _warmup(text: str) -> float:
-    value = _number(text)
+    value = number(text)
     if not 0 <= value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a finite time, 0 or later: {text}")
     return value
@@ -90,7 +71,7 @@ def _assignment(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, found {text!r}")
-    return name.strip(), _number(value.strip())
+    return name.strip(), number(value.strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--warmup", type=_warmup, metavar="T",
                        help="the time the statistics start, 0 or later and before the horizon; overrides "
                             "`run { warmup T; }`. Default: the file's, else 0")
-        p.add_argument("--seed", type=_count, metavar="N",
+        p.add_argument("--seed", type=whole, metavar="N",
                        help="the random seed, a whole number of 0 or more, read exactly; overrides "
                             "`run { seed N; }`. Default: the file's, else 1")
         p.add_argument("--arrivals", type=_positive_count, metavar="N",
@@ -141,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"print at most N rules, or every one with `--steps all`. Default: {DEFAULT_TRACE_STEPS:,} "
                         "(a run's trace can be millions of lines; a note says when it stopped there); with "
                         "--coverage: all")
-    p.add_argument("--from", dest="from_time", type=_number, default=0.0, metavar="T",
+    p.add_argument("--from", dest="from_time", type=number, default=0.0, metavar="T",
                    help="print only the rules applied at time T or later (the run itself starts at 0). Default: 0")
     p.add_argument("--coverage", action="store_true",
                    help="instead of the records, print how often each rule of the semantics applied in the run "
