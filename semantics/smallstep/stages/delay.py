@@ -21,6 +21,7 @@ from typing import NamedTuple
 from ..configuration import Configuration, build, insert_event, install_fast_replace, remove_event, replace_at, setter
 from ..machine import Machine
 from ..rules import rule
+from . import ps
 from .jobs import at_stage, finish_job
 
 KIND = "delay"
@@ -57,23 +58,9 @@ def initial_state(m: Machine, s: int) -> DelayState:
 # -- the state as expressions read it -------------------------------------------
 
 
-def present(m: Machine, c: Configuration, s: int) -> int:
-    return len(c.stages[s].jobs)
-
-
-def busy(m: Machine, c: Configuration, s: int) -> float:
-    """``busy(s)``: every job present is in service."""
-    return float(len(c.stages[s].jobs))
-
-
-def level(m: Machine, c: Configuration, s: int) -> float:
-    """Utilisation now: 1 while any job is present (as a ps stage's)."""
-    return 1.0 if c.stages[s].jobs else 0.0
-
-
-def level_source(m: Machine, s: int, state: str) -> str:
-    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
-    return f"(1.0 if {state}.jobs else 0.0)"
+# present, busy (every job present is in service), level (1 while any job is present) and level_source:
+# a ps stage's, which a delay stage is (ps(present))
+present, busy, level, level_source = ps.present, ps.busy, ps.level, ps.level_source
 
 
 budget_plan = None  # budget_left reads a step stage only (the linker)
