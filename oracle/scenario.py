@@ -35,6 +35,7 @@ from pathlib import Path
 
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
+from semantics.pipeline import read_text  # a file's UTF-8 text, its errors as a program's file's
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The program of a scenario (lib/vllm.sq's engine, one request per session).
@@ -242,19 +243,6 @@ def run_ir(path: str) -> dict:
     return {"first": {str(serial): _step(time) for time, serial, _, _ in sorted(first.samples, key=lambda x: x[1])},
             "done": {str(serial): _step(time) for time, serial, _, _ in sorted(done.samples, key=lambda x: x[1])},
             "preemptions": result.pools[memory].preemptions, "steps": _step(last) + 1}
-
-
-def read_text(path: str) -> str:
-    """A file's UTF-8 text: a UsageError when it cannot be read, a ProgramError at its start when it is no UTF-8."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", Span(path, 1, 1)) from None
 
 
 def read_json(path: str):
