@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from semantics import ir
-from semantics.errors import ProgramError, Span, UsageError
+from semantics.errors import ProgramError, Span
 from semantics.sourcemap import SourceMap
 
 from .jsonpos import positions
@@ -72,13 +72,9 @@ def base_name(path: str) -> str:
 
 
 def read_json(path: str) -> tuple[object, str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    from semantics.pipeline import read_text  # a program's file reader: no UTF-8 is a located error, not a crash
+
+    text = read_text(path)
     try:
         return json.loads(text), text
     except json.JSONDecodeError as e:
@@ -254,13 +250,8 @@ def scenario_program(path: str, data: object, text: str, continues: bool = False
 
 
 def scenarios_in(directory: str) -> list[str]:
-    """Every ``NAME.json`` in ``directory`` with a recorded answer ``NAME.out.json``, by name."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError as e:
-        raise UsageError(f"cannot list {directory}: {e.strerror}") from None
-    out = []
-    for name in names:
-        if name.endswith(".json") and name.count(".") == 1 and f"{name[:-5]}.out.json" in names:
-            out.append(os.path.join(directory, name))
-    return out
+    """Every ``NAME.json`` in ``directory`` with a recorded answer ``NAME.out.json``, by name: the cases
+    ``oracle check`` takes there but the IR files."""
+    from oracle.scenario import cases_in
+
+    return [path for path in cases_in(directory) if not path.endswith(".ir.json")]
