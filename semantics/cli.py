@@ -325,8 +325,8 @@ def _source_of(path: str | None) -> str | None:
 
     if path == pipeline.STDIN:
         return pipeline.stdin_text
-    if path is None or not path.endswith(".sq"):
-        return None
+    if path is None or not os.path.isfile(path):
+        return None  # a campaign case's label (FILE.jsonl#INDEX) or a file gone: the location alone
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
