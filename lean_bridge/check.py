@@ -14,12 +14,12 @@ read by oracle.check.jsonl_cases), each case labelled ``DIR/FILE.jsonl#INDEX``.
 A campaign case runs under the self-preemption rule of the vLLM its file
 was recorded on (oracle/data: 0.33.0's, the pass continues) and is compared
 with ``answer``; under ``older_rule`` with the older revision's rule and its
-``answer_older_rule`` where it has one. Two kinds of campaign case are not
-failures, and each is reported on its own line, never dropped: a case
-outside the fragment's scenarios (prefix caching: vllm_request.sq has no
-cache clause) is counted as not checked; a case the oracle campaign lists as
-a documented divergence (oracle.campaign.KNOWN: serve.jsonl#311 is D11) is
-reported with its verdict and its three answers when it disagrees.
+``answer_older_rule`` where it has one; its program is the one the oracle
+harness runs (lean_bridge.scenario.harness_program), prefix caching
+included. A case the oracle campaign lists as a documented divergence
+(oracle.campaign.KNOWN: serve.jsonl#311 is D11) is not a failure: it is
+reported on its own line with its verdict and its three answers when it
+disagrees, and not counted. A case the translation refuses is a failure.
 """
 
 from __future__ import annotations
@@ -37,10 +37,6 @@ from .scenario import Answer, load, scenarios_in
 TICK_LIMIT = 1_000_000
 
 
-#: What puts a campaign case outside the fragment's scenarios (the translation's refusal).
-OUTSIDE = "outside the Lean fragment's scenarios"
-
-
 @dataclass(frozen=True)
 class Checked:
     name: str
@@ -49,7 +45,6 @@ class Checked:
     interpreter: Answer | None
     unavailable: str | None   # why the interpreter has no answer
     error: str | None         # why the scenario could not be checked
-    outside: bool = False     # a campaign case outside the fragment's scenarios (error says why)
     known: str | None = None  # the documented divergence of a campaign case (oracle.campaign.KNOWN)
 
     @property
@@ -63,8 +58,8 @@ class Checked:
 
     @property
     def counted(self) -> bool:
-        """Counted in ``N passed, M failed``: not outside the fragment, not a documented divergence that shows."""
-        return not self.outside and (self.known is None or self.agrees)
+        """Counted in ``N passed, M failed``: not a documented divergence that shows."""
+        return self.known is None or self.agrees
 
 
 def describe(answer: Answer | None) -> str:
@@ -85,7 +80,7 @@ def check_scenario(path: str, label: str, older_rule: bool | None = None) -> Che
     return _three(label, lambda: load(path, older_rule))
 
 
-def _three(label: str, loader, campaign: bool = False, known: str | None = None) -> Checked:
+def _three(label: str, loader, known: str | None = None) -> Checked:
     """The three answers of the scenario ``loader()`` loads."""
     try:
         sc = loader()
@@ -93,8 +88,7 @@ def _three(label: str, loader, campaign: bool = False, known: str | None = None)
     except (SerqError, RuntimeError) as e:
         message = e.message if isinstance(e, SerqError) else str(e)
         where = f"{e.span.file}:{e.span.line}:{e.span.col}: " if isinstance(e, SerqError) and e.span else ""
-        return Checked(label, None, None, None, None, f"{where}{message}",
-                       outside=campaign and message.startswith(OUTSIDE), known=known)
+        return Checked(label, None, None, None, None, f"{where}{message}", known=known)
     try:
         interpreter, unavailable = interpreter_answer(sc.program), None
     except InterpreterUnavailable as e:
@@ -158,7 +152,7 @@ def check_campaign(path: str, older_rule: bool | None = None, selection: Selecti
         if verdict is not None and (kind, seed, index, rule) not in KNOWN:
             verdict = None
         out.append(_three(case.label, lambda: load_case(case.label, case.scenario, answer, continues),
-                          campaign=True, known=verdict))
+                          known=verdict))
     return out
 
 
@@ -188,24 +182,13 @@ def check(paths: list[str], older_rule: bool | None = None, selection: Selection
 def report(rows: list[Checked], require_interpreter: bool = False) -> tuple[list[str], bool]:
     """The lines ``lean check`` prints, and whether it failed."""
     lines = []
-    outside: dict[str, list[str]] = {}
     for row in rows:
-        if row.outside:
-            reason = row.error.split(": ", 1)[1] if ": " in row.error and not row.error.startswith(OUTSIDE) \
-                else row.error
-            outside.setdefault(reason, []).append(row.name)
-            if row.known is not None:
-                lines.append(f"{row.name}: documented divergence {row.known} (docs/divergences.md), outside the "
-                             f"fragment: not checked")
-        elif row.error is not None:
+        if row.error is not None:
             lines.append(f"{row.name}: not checked: {row.error}")
         elif not row.passed:
             what = f"documented divergence {row.known} (docs/divergences.md)" if row.known else "disagree"
             lines.append(f"{row.name}: {what}: recorded {describe(row.recorded)}; mirror {describe(row.mirror)}; "
                          f"interpreter {describe(row.interpreter) if row.unavailable is None else 'unavailable'}")
-    for reason, names in outside.items():
-        shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
-        lines.append(f"not checked, outside the fragment: {len(names)} campaign case(s) ({shown}): {reason}")
     reasons: dict[str, list[str]] = {}
     for row in rows:
         if row.unavailable is not None:

@@ -24,7 +24,7 @@ from semantics.errors import ProgramError, UsageError
 
 USAGE = ("usage: serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]\n"
          "       serq-ref lean DIR --out LEANDIR [--module PREFIX]\n"
-         "       serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--limit N]\n"
+         "       serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--cases I,J,...] [--limit N]\n"
          "       serq-ref lean check PATH [PATH ...] [--require-interpreter] [--[no-]older-rule]\n"
          "                       [--every K] [--cases I,J,...] [--variants] [--limit N]\n"
          "       serq-ref lean prove [--bound N]")
@@ -80,14 +80,18 @@ def command_check(argv: list[str]) -> int:
             raise UsageError(f"lean check: {d} is not a directory or a campaign file (FILE.jsonl)")
     if args.every < 1 or (args.limit is not None and args.limit < 0):
         raise UsageError("lean check: --every is at least 1 and --limit at least 0")
-    try:
-        extra = frozenset(int(x) for x in args.cases.split(",") if x.strip())
-    except ValueError:
-        raise UsageError(f"lean check: --cases is a comma-separated list of indices, not {args.cases!r}") from None
-    selection = Selection(args.every, extra, args.variants, args.limit)
+    selection = Selection(args.every, _indices(args.cases, "lean check"), args.variants, args.limit)
     lines, failing = report(check(args.dirs, args.older_rule, selection), args.require_interpreter)
     print("\n".join(lines))
     return 1 if failing else 0
+
+
+def _indices(text: str, command: str) -> frozenset[int]:
+    """``--cases I,J,…``: campaign indices."""
+    try:
+        return frozenset(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"{command}: --cases is a comma-separated list of indices, not {text!r}") from None
 
 
 def command_prove(argv: list[str]) -> int:
@@ -119,6 +123,7 @@ def command_emit(argv: list[str]) -> int:
                    help="the theorem's right-hand side: the recorded answer (default) or the mirror's outcome")
     p.add_argument("--every", type=int, default=1, metavar="K",
                    help="of a campaign file, every K-th case (by position; default every case)")
+    p.add_argument("--cases", default="", metavar="I,J,…", help="of a campaign file, these indices too")
     p.add_argument("--limit", type=int, metavar="N", help="of a campaign file, the first N cases chosen")
     args = p.parse_args(argv)
 
@@ -180,10 +185,11 @@ def command_emit(argv: list[str]) -> int:
 def emit_campaign(args: argparse.Namespace, one) -> int:
     """``serq-ref lean FILE.jsonl --out LEANDIR``: one theorem file per chosen
     case inside the fragment (``Case{INDEX}.lean``) and the module importing
-    them; the cases outside the fragment are counted on stderr."""
+    them; the cases the translation refuses are counted on stderr, with the first refusal."""
     from . import emit
-    from .check import OUTSIDE, Selection, _index
+    from .check import Selection, _index
     from .scenario import continues_for, load_case
+    from .translate import REFUSED
     from oracle.check import jsonl_cases
 
     if not args.out:
@@ -194,20 +200,22 @@ def emit_campaign(args: argparse.Namespace, one) -> int:
     prefix = args.module or emit.module_prefix(args.out)
     os.makedirs(args.out, exist_ok=True)
     modules, outside = [], []
-    for case in Selection(args.every, limit=args.limit).choose(jsonl_cases(args.source), set()):
+    selection = Selection(args.every, _indices(args.cases, "lean"), limit=args.limit)
+    for case in selection.choose(jsonl_cases(args.source), set()):
         try:
             sc = load_case(case.label, case.scenario, case.recorded, continues)
         except ProgramError as e:
-            if e.message.startswith(OUTSIDE):
-                outside.append(case.label)
+            if e.message.startswith(REFUSED):
+                outside.append((case.label, e.message))
                 continue
             raise
         name = f"Case{_index(case)}"
         _write(os.path.join(args.out, f"{name}.lean"), one(case.label, f"{prefix}.{name}", sc))
         modules.append(name)
     if outside:
-        print(f"serq-ref: {len(outside)} case(s) outside the fragment, no theorem: {', '.join(outside[:3])}"
-              f"{', …' if len(outside) > 3 else ''}", file=sys.stderr)
+        names = ", ".join(label for label, _ in outside[:3])
+        print(f"serq-ref: {len(outside)} case(s) outside the fragment, no theorem: {names}"
+              f"{', …' if len(outside) > 3 else ''} (the first: {outside[0][1]})", file=sys.stderr)
     if not modules:
         raise UsageError(f"lean: no case of {args.source} inside the fragment")
     _write(os.path.join(args.out, "All.lean"), emit.all_module(prefix, modules))

@@ -6,7 +6,11 @@ with the engine's constants (``--set``), the serve order written into the
 step stage (``serve by (KEY);``) and the requests as explicit sessions
 (prompt, o = out, arrive): exactly the IR the reference compiler wrote to
 ``NAME.ir.json`` (tests/test_compile_oracle.py; tests/test_lean_emit.py
-checks the same of this module). An IR file is read as it is.
+checks the same of this module). A campaign case, and a scenario with
+prefix caching (which vllm_request.sq does not have), is translated from
+the program the oracle harness runs: examples/oracle/vllm_scenario.sq on
+lib/vllm.sq's engine (oracle.scenario.compile_scenario), on the step clock.
+An IR file is read as it is.
 
 The answer is ``NAME.out.json`` beside it: first and done per request, the
 total preemptions.
@@ -33,9 +37,6 @@ PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "oracle" / "vllm
 SERVE_ANCHOR = "cost 1; memory kv;"
 #: Where vLLM 0.33.0's self-preemption rule is written into it.
 SELF_PREEMPTION_ANCHOR = "memory kv; }"
-#: The admission's units, and what they are with the long-prefill threshold's clamp (``clamp``).
-ADMISSION_ANCHOR = "kv (min(known, budget_left(vllm)))"
-CLAMPED_ADMISSION = "kv (min(known, min(budget_left(vllm), chunk > 0 && holders(reqs) + queued(reqs) > 1 ? chunk : known)))"
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -135,8 +136,8 @@ def load(path: str, older_rule: bool | None = None) -> Scenario:
         program = load_ir(path)
         translation = translate(program, Locator.for_json(path, text))
     else:
-        program, smap = scenario_program(path, data, text, continues_for(path, older_rule))
-        translation = translate(program, Locator.for_source(smap))
+        program, locator = _program(path, data, text, continues_for(path, older_rule))
+        translation = translate(program, locator)
     answer_path = answer_beside(path)
     answer = read_answer(answer_path) if answer_path else None
     return Scenario(base_name(path), path, program, translation, answer, answer_path)
@@ -146,10 +147,10 @@ def load_case(label: str, data: dict, answer: dict, continues: bool) -> Scenario
     """A campaign case (one line of a campaign file: its ``case`` without
     ``kind``, and an answer of it), labelled ``label`` (FILE.jsonl#INDEX),
     under the self-preemption rule ``continues``. Locations are in the case's
-    JSON as ``json.dumps`` writes it."""
+    JSON as ``json.dumps`` writes it; the program is the oracle harness's."""
     text = json.dumps(data)
-    program, smap = scenario_program(label, data, text, continues, clamp=True)
-    translation = translate(program, Locator.for_source(smap))
+    program, locator = _program(label, data, text, continues, harness=True)
+    translation = translate(program, locator)
     try:
         recorded = answer_of(answer)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -169,20 +170,61 @@ _REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
 _OPTIONAL = ("chunk", "prefix_caching", "serve")
 
 
-def scenario_program(path: str, data: object, text: str, continues: bool = False,
-                     clamp: bool = False) -> tuple[ir.Program, SourceMap]:
-    """The IR of a scenario: vllm_request.sq with its engine and requests;
-    ``continues``: with ``self preemption continue;`` in its step stage (vLLM
-    0.33.0's rule; without it, the older revision's); ``clamp``: the
-    admission allocates the first chunk clamped by the long-prefill threshold
-    while another request runs or waits, then by the budget (vLLM,
-    scheduler.py:1332-1346 and :1449 in 0.33.0; lib/vllm.sq's admission since
-    docs/divergences.md's "Before this branch"), where vllm_request.sq, the
-    program of ../shared/oracle's compiled IR, allocates min(known, budget
-    left)."""
-    from semantics.compiler import compile_source
-    from semantics.link import link
+def _program(path: str, data: object, text: str, continues: bool,
+             harness: bool = False) -> tuple[ir.Program, Locator]:
+    """A scenario's program and where the translation locates what it refuses:
+    the harness's program (``harness_program``) for a campaign case
+    (``harness``) and for a scenario with prefix caching, vllm_request.sq
+    (``scenario_program``) for the others."""
+    if harness or (isinstance(data, dict) and data.get("prefix_caching")):
+        return harness_program(path, data, text, continues)
+    program, smap = scenario_program(path, data, text, continues)
+    return program, _at_the_key(program, Locator.for_source(smap), _validate(path, data, text), spliced=False)
 
+
+def _at_the_key(program: ir.Program, source: Locator, at, spliced: bool) -> Locator:
+    """``source``, but what lies in the step engine's serve key is located at
+    the scenario's ``serve`` (the key is the scenario's text written into the
+    program's); ``spliced``: the program's other lines are not its file's
+    (the harness's program with a serve key), so they are located by IR path."""
+    engine = next(k for k, s in enumerate(program.stages) if isinstance(s.kind, ir.Step))
+
+    def find(node: tuple) -> Span | None:
+        if node[:5] == ("stages", engine, "kind", "Step", "serve"):
+            return at("serve")
+        return None if spliced else source.find(node)
+
+    return Locator(at().file if spliced else source.file, find)
+
+
+def harness_program(path: str, data: object, text: str, continues: bool = False) -> tuple[ir.Program, Locator]:
+    """The program ``serq-ref oracle check`` runs for the scenario: lib/vllm.sq's
+    engine on the step clock through examples/oracle/vllm_scenario.sq
+    (oracle.scenario.compile_scenario), with ``older_rule`` set unless
+    ``continues``. It has what vllm_request.sq leaves out: prefix caching (a
+    cache clause, reuse and the admission's lookup of the request's own
+    cached prefix) and vLLM 0.33.0's first chunk, clamped by the long-prefill
+    threshold while another request runs or waits, then by the budget
+    (scheduler.py:1332-1346 and :1449). What the translation refuses in it is
+    located at the scenario's serve key when it is in the key, else by the
+    program's source map (with a serve key the library is spliced into the
+    scenario program's text, so only the key has a place to point at)."""
+    from oracle.scenario import compile_scenario
+
+    at = _validate(path, data, text)
+    try:
+        program, smap = compile_scenario(data, path, older_rule=not continues)
+    except ProgramError as e:
+        if "serve" in data:
+            raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: "
+                               f"{e.message.split(' does not compile: ', 1)[-1]}", at("serve")) from None
+        raise
+    return program, _at_the_key(program, Locator.for_source(smap), at, spliced="serve" in data)
+
+
+def _validate(path: str, data: object, text: str):
+    """A ProgramError at the JSON node of what makes ``data`` no scenario;
+    else the function from a JSON key path to its Span."""
     where = positions(text)
 
     def at(*key) -> Span:
@@ -200,28 +242,45 @@ def scenario_program(path: str, data: object, text: str, continues: bool = False
         if key not in _REQUIRED + _OPTIONAL:
             raise ProgramError(f"`{key}` is not a field of a scenario (fields: {', '.join(_REQUIRED + _OPTIONAL)})",
                                at(key))
-    if data.get("prefix_caching"):
-        raise ProgramError("outside the Lean fragment's scenarios: prefix caching (its program is the replay's, "
-                           "with a cache clause, reuse and admission-time lookups; vllm_request.sq has none)",
-                           at("prefix_caching"))
 
     def natural(value: object, *key) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not float(value).is_integer():
             raise ProgramError(f"`{key[-1]}` is {json.dumps(value)}, not a natural number", at(*key))
         return float(value)
 
-    sets = {"bs": natural(data["block_size"], "block_size"), "B": natural(data["budget"], "budget"),
-            "blocks": natural(data["num_blocks"], "num_blocks") - 1, "max_seqs": natural(data["max_seqs"], "max_seqs"),
-            "chunk": natural(data.get("chunk", 0), "chunk")}
+    for key in ("block_size", "budget", "max_seqs", "chunk"):
+        natural(data.get(key, 0), key)
+    if natural(data["num_blocks"], "num_blocks") < 2:
+        raise ProgramError("`num_blocks` counts vLLM's null block: at least 2", at("num_blocks"))
+    if "serve" in data and not isinstance(data["serve"], str):
+        raise ProgramError("`serve` is a serve-by key in serQ syntax", at("serve"))
+    if not isinstance(data["requests"], list) or not data["requests"]:
+        raise ProgramError("`requests` is a non-empty list of {prompt, out, arrive?}", at("requests"))
+    for k, r in enumerate(data["requests"]):
+        if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
+            raise ProgramError("a request is {prompt, out, arrive?}", at("requests", k))
+        for key in ("prompt", "out", "arrive"):
+            natural(r.get(key, 0), "requests", k, key)
+    return at
+
+
+def scenario_program(path: str, data: object, text: str, continues: bool = False) -> tuple[ir.Program, SourceMap]:
+    """The IR of a scenario without prefix caching: vllm_request.sq with its
+    engine and requests; ``continues``: with ``self preemption continue;`` in
+    its step stage (vLLM 0.33.0's rule; without it, the older revision's)."""
+    from semantics.compiler import compile_source
+    from semantics.link import link
+
+    at = _validate(path, data, text)
+    if data.get("prefix_caching"):
+        raise AssertionError("a scenario with prefix caching is the harness's program (harness_program)")
+    sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,
+            "max_seqs": float(data["max_seqs"]), "chunk": float(data.get("chunk", 0))}
     program_text = PROGRAM.read_text(encoding="utf-8")
     if "serve" in data:
-        if not isinstance(data["serve"], str) or SERVE_ANCHOR not in program_text:
-            raise ProgramError("`serve` is a serve-by key in serQ syntax", at("serve"))
+        if SERVE_ANCHOR not in program_text:
+            raise AssertionError(f"{PROGRAM} no longer has `{SERVE_ANCHOR}`")
         program_text = program_text.replace(SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
-    if clamp:
-        if ADMISSION_ANCHOR not in program_text:
-            raise AssertionError(f"{PROGRAM} no longer has `{ADMISSION_ANCHOR}`")
-        program_text = program_text.replace(ADMISSION_ANCHOR, CLAMPED_ADMISSION)
     if continues:
         if SELF_PREEMPTION_ANCHOR not in program_text:
             raise AssertionError(f"{PROGRAM} no longer has `{SELF_PREEMPTION_ANCHOR}`")
@@ -233,18 +292,11 @@ def scenario_program(path: str, data: object, text: str, continues: bool = False
             raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: {e.message}",
                                at("serve")) from None
         raise
-    requests = data["requests"]
-    if not isinstance(requests, list):
-        raise ProgramError("`requests` is a list of {prompt, out, arrive?}", at("requests"))
     slot = {name: program.attrs.index(name) for name in ("prompt", "o", "arrive")}
-    specs = []
-    for k, r in enumerate(requests):
-        if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
-            raise ProgramError("a request is {prompt, out, arrive?}", at("requests", k))
-        specs.append(ir.SessionSpec(((slot["prompt"], natural(r["prompt"], "requests", k, "prompt")),
-                                     (slot["o"], natural(r["out"], "requests", k, "out")),
-                                     (slot["arrive"], natural(r.get("arrive", 0), "requests", k, "arrive"))), None))
-    program = dataclasses.replace(program, arrival=ir.Sessions(tuple(specs)))
+    specs = tuple(ir.SessionSpec(((slot["prompt"], float(r["prompt"])), (slot["o"], float(r["out"])),
+                                  (slot["arrive"], float(r.get("arrive", 0)))), None)
+                  for r in data["requests"])
+    program = dataclasses.replace(program, arrival=ir.Sessions(specs))
     link(program, smap)
     return program, smap
 

@@ -25,6 +25,8 @@ from semantics.sourcemap import SourceMap
 from . import syntax as L
 from .jsonpos import positions
 
+#: How every refusal of the translation begins.
+REFUSED = "outside the Lean fragment"
 #: Where a context variable may be read in the fragment.
 _CONTEXTS = {
     "Now": ("session", "header", "engine", "serve"),
@@ -41,6 +43,37 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Lt": "lt", "Le": "le", "Gt
 _TESTS = ("Lt", "Le", "Gt", "Ge", "Eq", "Ne", "And", "Or")
 _WHERE = {"session": "a session statement", "header": "a hold's header", "engine": "the engine's budget or chunk",
           "serve": "a serve key"}
+
+
+def _constant(e: ir.Expr) -> float | None:
+    """The value of an iteration cost that is the same on every iteration, or
+    None. A term multiplied by the number 0 is 0 whatever it reads: the
+    context variables an iteration cost may read are finite counts (seed 002
+    section 5), so ``c + 0 * decoders + 0 * prefilled`` is c. This is how
+    lib/vllm.sq's cost on the step clock (``c_it = 1``, the other
+    coefficients 0: oracle.scenario.step_clock_sets) is 1."""
+    while isinstance(e, ir.Cost):
+        e = e.expr
+    if isinstance(e, ir.Num):
+        return e.value
+    if isinstance(e, ir.Ctx):
+        return None
+    if isinstance(e, ir.Binary) and e.op == "Add":
+        left, right = _constant(e.left), _constant(e.right)
+        return None if left is None or right is None else left + right
+    if isinstance(e, ir.Binary) and e.op == "Mul":
+        left, right = _constant(e.left), _constant(e.right)
+        if (left == 0.0 and _finite_count(e.right)) or (right == 0.0 and _finite_count(e.left)):
+            return 0.0
+        return None if left is None or right is None else left * right
+    return None
+
+
+def _finite_count(e: ir.Expr) -> bool:
+    """A context variable or a finite number: what times 0 is 0."""
+    while isinstance(e, ir.Cost):
+        e = e.expr
+    return isinstance(e, ir.Ctx) or (isinstance(e, ir.Num) and math.isfinite(e.value))
 
 
 class Locator:
@@ -108,7 +141,7 @@ class _Translator:
 
     def refuse(self, path: tuple, what: str) -> ProgramError:
         span = self.where.find(path)
-        message = f"outside the Lean fragment: {what}"
+        message = f"{REFUSED}: {what}"
         if span is None:
             message += f" (IR {render_path(path)})"
         return ProgramError(message, span, file=self.where.file)
@@ -264,10 +297,7 @@ class _Translator:
                                         f"stages are delays")
         step = self.p.stages[self.engine].kind
         path = ("stages", self.engine, "kind", "Step")
-        cost = step.cost
-        while isinstance(cost, ir.Cost):
-            cost = cost.expr
-        if cost != ir.Num(1.0):
+        if _constant(step.cost) != 1.0:
             raise self.refuse(path + ("cost",), "an iteration cost other than 1; the fragment runs on the step clock")
         if step.serve is None:
             raise self.refuse(path + ("serve",), "serve exclusive prefill")

@@ -36,6 +36,7 @@ from pathlib import Path
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.pipeline import read_text  # a file's UTF-8 text, its errors as a program's file's
+from semantics.sourcemap import SourceMap
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The program of a scenario (lib/vllm.sq's engine, one request per session).
@@ -152,6 +153,15 @@ def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     """The program of a scenario, compiled and linked (without the range
     verdicts, which only warn: tests/test_oracle_harness.py links the
     recorded scenarios with them); ``older_rule``: lib/vllm.sq's switch."""
+    return compile_scenario(data, path, verdicts, older_rule)[0]
+
+
+def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = False,
+                     older_rule: bool = False) -> tuple[ir.Program, SourceMap]:
+    """``scenario_program`` and its source map (lean_bridge translates the
+    program and locates what it refuses with the map). With a serve key the
+    library's text is spliced into the scenario program's (``_with_serve``),
+    so the map's lines are those of that text, not of either file."""
     from semantics.compiler import compile_source
     from semantics.link import link
 
@@ -176,7 +186,7 @@ def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = Fals
                      for r in data["requests"])
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
-    return program
+    return program, smap
 
 
 def _with_serve(text: str, key: str) -> str:

@@ -93,6 +93,22 @@ def test_the_committed_theorems_are_what_the_emitter_writes(group: str, tmp_path
         assert (out / name).read_text() == (committed / name).read_text(), name
 
 
+def test_the_committed_campaign_theorems_are_what_the_emitter_writes(tmp_path, capsys) -> None:
+    """SerqRefOracle/Campaign: cases of vLLM 0.33.0's campaign, prefix caching
+    among them (lean_bridge/lean/SerqRefOracle.lean says which and how)."""
+    out = tmp_path / "Campaign"
+    code, _, err = run_cli(capsys, "lean", str(DATA / "campaign" / "scenarios.jsonl"), "--out", str(out),
+                           "--module", "SerqRefOracle.Campaign", "--every", "500", "--cases", "212,220,282,3971")
+    assert code == 0 and err == ""
+    committed = LEAN / "SerqRefOracle" / "Campaign"
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(p.name for p in committed.iterdir()) and len(names) == 15
+    for name in names:
+        assert (out / name).read_text() == (committed / name).read_text(), name
+    assert sum(".cachedIn" in (out / name).read_text() and "(.mul (.num 1) (.max" in (out / name).read_text()
+               for name in names) == 9  # prefix_caching 1: five of every 500th, and the four named
+
+
 def test_the_module_prefix_is_the_path_below_the_lakefile(tmp_path, capsys) -> None:
     (tmp_path / "lakefile.lean").write_text("-- a package\n")
     out = tmp_path / "Oracle" / "Vllm"
@@ -204,14 +220,47 @@ def test_a_fraction_is_refused(tmp_path, capsys) -> None:
     assert code == 1 and "0.5 is not a natural number" in located(err, path)[2]
 
 
-def test_a_scenario_with_prefix_caching_is_refused_at_the_key(tmp_path, capsys) -> None:
-    path = tmp_path / "cached.json"
-    path.write_text('{"budget": 64, "max_seqs": 4, "block_size": 16, "num_blocks": 20,\n'
-                    ' "prefix_caching": true, "requests": [{"prompt": 30, "out": 3}]}\n')
+#: scenarios.jsonl#212 (vLLM 0.33.0's answer: first 26 and 4, done 61 and 43, one preemption): the
+#: preempted request finds two blocks of its own prefix cached and is done two steps sooner than without.
+CACHED = {"budget": 24, "max_seqs": 4, "block_size": 16, "num_blocks": 8, "chunk": 0, "prefix_caching": True,
+          "requests": [{"prompt": 39, "out": 32, "arrive": 24}, {"prompt": 13, "out": 40, "arrive": 3}]}
+
+
+def test_a_scenario_with_prefix_caching_is_the_harness_program(tmp_path, capsys) -> None:
+    """vllm_request.sq has no cache: a scenario with prefix caching is
+    translated from the program `serq-ref oracle check` runs (lib/vllm.sq's
+    engine through vllm_scenario.sq), and the mirror's outcome is the
+    harness's answer, with the cache and without it (where they differ)."""
+    from oracle.scenario import run_scenario
+
+    theorems = {}
+    for caching in (True, False):
+        data = dict(CACHED, prefix_caching=caching)
+        path = tmp_path / f"cached_{caching}.json"
+        path.write_text(json.dumps(data, indent=1))
+        code, out, err = run_cli(capsys, "lean", str(path), "--answer", "mirror")
+        assert code == 0, err
+        _, firsts, dones, preemptions = theorems[caching] = theorem_of(out)
+        answer = run_scenario(data)
+        assert firsts == sorted((int(k), v) for k, v in answer["first"].items())
+        assert dones == sorted((int(k), v) for k, v in answer["done"].items()) and preemptions == answer["preemptions"]
+        assert ("/- first_cached -/" in out and ".cachedIn 1 /- kv -/" in out) == caching  # lib/vllm.sq's, or not
+    assert theorems[True][2] == [(0, 61), (1, 43)] and theorems[False][2] == [(0, 63), (1, 43)]
+
+
+def test_a_serve_key_outside_the_fragment_is_refused_at_the_key(tmp_path, capsys) -> None:
+    """In the harness's program the library is spliced in with the key: the
+    refusal points at the key in the scenario, not into the spliced text."""
+    path = tmp_path / "served.json"
+    path.write_text('{"budget": 24, "max_seqs": 4, "block_size": 16, "num_blocks": 8, "prefix_caching": true,\n'
+                    ' "serve": "free(kv)", "requests": [{"prompt": 39, "out": 3}]}\n')
     code, _, err = run_cli(capsys, "lean", str(path))
     assert code == 1
     line, col, message = located(err, path)
-    assert (line, col) == (2, 20) and "prefix caching" in message
+    assert (line, col) == (2, 11) and "the function `free`" in message
+    # the JSON file's line and a caret under the key, as a program's error has
+    assert err.splitlines()[1:3] == ['   "serve": "free(kv)", "requests": [{"prompt": 39, "out": 3}]}',
+                                     "            ^"]
 
 
 def test_a_compiled_program_is_refused_at_its_source_line(tmp_path) -> None:
@@ -258,17 +307,18 @@ def test_each_corpus_is_emitted_under_its_vllms_self_preemption_rule(capsys) -> 
     assert theorems[".ends"][1:] != theorems[".continues"][1:]
 
 
-def test_a_campaign_file_gives_one_theorem_file_per_case_inside_the_fragment(tmp_path, capsys) -> None:
+def test_a_campaign_file_gives_one_theorem_file_per_case(tmp_path, capsys) -> None:
+    """#0 and #300 have prefix caching: their theorems are of the harness's program."""
     out = tmp_path / "Camp"
     code, stdout, err = run_cli(capsys, "lean", str(DATA / "campaign" / "serve.jsonl"), "--out", str(out),
                                 "--module", "Camp", "--every", "100", "--limit", "4")
-    assert code == 0
-    assert stdout.strip() == f"wrote 2 theorem file(s) and Camp.All to {out}"
-    assert err.startswith("serq-ref: 2 case(s) outside the fragment, no theorem: campaign/serve.jsonl#0, "
-                          "campaign/serve.jsonl#300")
-    assert sorted(p.name for p in out.iterdir()) == ["All.lean", "Case100.lean", "Case200.lean"]
+    assert code == 0 and err == ""
+    assert stdout.strip() == f"wrote 4 theorem file(s) and Camp.All to {out}"
+    assert sorted(p.name for p in out.iterdir()) == ["All.lean", "Case0.lean", "Case100.lean", "Case200.lean",
+                                                     "Case300.lean"]
     records = [json.loads(line) for line in (DATA / "campaign" / "serve.jsonl").read_text().splitlines()]
-    for index in (100, 200):
+    assert [records[k]["case"]["prefix_caching"] for k in (0, 100, 200, 300)] == [True, False, False, True]
+    for index in (0, 100, 200, 300):
         text = (out / f"Case{index}.lean").read_text()
         assert f"from campaign/serve.jsonl#{index};" in text.splitlines()[0]
         assert f"namespace Camp.Case{index}\n" in text and "selfPreemption := .continues }," in text
@@ -277,4 +327,17 @@ def test_a_campaign_file_gives_one_theorem_file_per_case_inside_the_fragment(tmp
         assert (firsts, dones, preemptions) == (sorted((int(k), v) for k, v in answer["first"].items()),
                                                 sorted((int(k), v) for k, v in answer["done"].items()),
                                                 answer["preemptions"])
-    assert (out / "All.lean").read_text().endswith("import Camp.Case100\nimport Camp.Case200\n")
+    assert (out / "All.lean").read_text().endswith("import Camp.Case0\nimport Camp.Case100\nimport Camp.Case200\n"
+                                                   "import Camp.Case300\n")
+
+
+def test_a_campaign_case_outside_the_fragment_has_no_theorem_and_is_counted(tmp_path, capsys) -> None:
+    records = [json.loads(line) for line in (DATA / "campaign" / "serve.jsonl").read_text().splitlines()[:2]]
+    records[1]["case"]["serve"] = "free(kv)"
+    path = tmp_path / "serve.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "Camp"
+    code, stdout, err = run_cli(capsys, "lean", str(path), "--out", str(out), "--module", "Camp")
+    assert code == 0 and stdout.strip() == f"wrote 1 theorem file(s) and Camp.All to {out}"
+    assert err == (f"serq-ref: 1 case(s) outside the fragment, no theorem: {tmp_path.name}/serve.jsonl#1 (the "
+                   f"first: outside the Lean fragment: the function `free`)\n")
