@@ -136,8 +136,9 @@ def jsonl_cases(path: str) -> list[Case]:
                 or not isinstance(record.get("answer"), dict):
             raise ProgramError("a campaign line is {seed, index, case, answer, ...}", Span(path, number, 1))
         if "requests" not in record["case"]:
-            raise ProgramError("this case is not a scenario (a replay? `oracle check` takes scenarios)",
-                               Span(path, number, 1))
+            raise ProgramError(f"this case is {record['case'].get('kind', 'no scenario')!r}, not a scenario: a "
+                               f"campaign file here is one of scenarios (a replay answers per turn: `serq-ref "
+                               f"oracle campaign N --seed 1 --kind replay --recorded FILE` checks those)", Span(path, number, 1))
         index = record.get("index", number - 1)
         scenario = {k: v for k, v in record["case"].items() if k != "kind"}
         variants = {key[len("answer_"):].replace("_", "-"): value for key, value in sorted(record.items())

@@ -157,13 +157,33 @@ def format_diagnostic(
             src_lines = source.splitlines()
             if 1 <= span.line <= len(src_lines):
                 text = src_lines[span.line - 1].expandtabs(1)
-                lines.append(f"  {text}")
                 width = 1 if span.end_col is None or span.end_col <= span.col else span.end_col - span.col
-                lines.append("  " + " " * (span.col - 1) + "^" * width)
+                text, col = _window(text, span.col)
+                lines.append(f"  {text}")
+                lines.append("  " + " " * (col - 1) + "^" * max(1, min(width, len(text) - col + 1)))
     else:
         lines = [f"{file}: {severity}: {message}" if file else f"{severity}: {message}"]
     lines.extend(f"  note: {n}" for n in notes)
     return "\n".join(lines)
+
+
+#: The most characters of a source line a diagnostic shows (a campaign file's line is a whole case).
+LINE_WINDOW = 120
+
+
+def _window(text: str, col: int) -> tuple[str, int]:
+    """At most LINE_WINDOW characters of ``text`` around column ``col``, with
+    ``…`` where it is cut, and the column in what is shown."""
+    if len(text) <= LINE_WINDOW:
+        return text, col
+    start = max(0, min(col - 1 - LINE_WINDOW // 3, len(text) - LINE_WINDOW))
+    shown = text[start:start + LINE_WINDOW]
+    col -= start
+    if start > 0:
+        shown, col = "…" + shown, col + 1
+    if start + LINE_WINDOW < len(text):
+        shown += "…"
+    return shown, col
 
 
 def render(err: SerqError, source: str | None) -> str:

@@ -589,3 +589,32 @@ def test_a_ps_stages_heap_of_jobs_is_the_sorted_tuple_it_replaced(operations):
             heap, model = heap.without(int(value)), tuple(j for j in model if j.job_id != int(value))
         assert len(heap) == len(model) and bool(heap) == bool(model)
         assert tuple(heap) == model
+
+
+# -- long source lines: a campaign file's line is a whole case ---------------------------------
+
+def test_a_long_source_line_is_shown_around_the_caret(tmp_path, capsys) -> None:
+    """A located error in a line of thousands of characters shows at most
+    LINE_WINDOW of them around the column, cut with `…`, the caret under
+    the same character."""
+    from semantics.errors import LINE_WINDOW, Span, format_diagnostic
+
+    line = "a" * 3000 + "X" + "b" * 3000
+    text = format_diagnostic("error", "here", Span("f.jsonl", 1, 3001), None, line)
+    _, shown, caret = text.splitlines()
+    assert shown.startswith("  …") and shown.endswith("…") and len(shown) == 2 + LINE_WINDOW + 2
+    assert shown[caret.index("^")] == "X" and caret.strip() == "^"
+    short = format_diagnostic("error", "here", Span("f.sq", 1, 3), None, "abcdef")
+    assert short.splitlines()[1:] == ["  abcdef", "    ^"]
+    start = format_diagnostic("error", "here", Span("f.jsonl", 1, 1), None, line)
+    assert start.splitlines()[1] == "  " + line[:LINE_WINDOW] + "…" and start.splitlines()[2] == "  ^"
+
+
+def test_a_replay_campaign_is_no_scenario_campaign(capsys) -> None:
+    code = main(["lean", "check", str(ROOT / "oracle" / "data" / "campaign" / "replays.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.splitlines()[0].endswith("replays.jsonl:1:1: error: this case is 'replay', not a scenario: a campaign "
+                                        "file here is one of scenarios (a replay answers per turn: `serq-ref oracle "
+                                        "campaign N --seed 1 --kind replay --recorded FILE` checks those)")
+    assert len(err.splitlines()[1]) < 130
