@@ -49,13 +49,15 @@ def build_machine(program: ir.Program, observer=None, trace_sessions=()) -> Mach
         m.ops = compile_ops(m, fast.statement_rules())
         m.take_first_event = fast.EVENT_TAKER(m)
         m.make_room = fast.MAKE_ROOM
+        m.settle = fast.SETTLE
     else:
         m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
         m.ops = compile_ops(m)
         m.take_first_event = lambda c: take_first_event(m, c)
         m.make_room = make_room
+        m.settle = settle
     m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
-    m.event_rules.update({"arrive": arrival_event, "lease": expire_lease})
+    m.event_rules.update({"arrive": arrival_event if observer is not None else fast.ARRIVAL(m), "lease": expire_lease})
     return m
 
 
@@ -92,7 +94,10 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None, every: boo
     limit = program.arrivals
     if limit is not None and not isinstance(program.arrival, (ir.Poisson, ir.Renewal)):
         raise RunError("run { arrivals N; } needs an open workload (arrive poisson or arrive renewal)")
-    c = settle(m, start_workload(m, initial_configuration(m)))
+    settle_ = m.settle
+    take_first_event = m.take_first_event
+    event_rules = m.event_rules
+    c = settle_(m, start_workload(m, initial_configuration(m)))
     if every:
         yield c
     count = 0
@@ -100,7 +105,8 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None, every: boo
     while c.events and c.events[0][0] <= horizon:
         if gauges and c.events[0][0] > c.time:
             c = read_gauges(m, c)
-        c = settle(m, take_event(m, c))
+        _, _, kind, a, b = c.events[0]  # take_event, written out
+        c = settle_(m, event_rules[kind](m, take_first_event(c), a, b))
         if every:
             yield c
         if limit is not None and c.workload.generated >= limit and not c.sessions:

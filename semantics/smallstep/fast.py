@@ -17,12 +17,21 @@ taker against measure.take_first_event on reachable configurations).
 | ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
 | ``pools.make_room_lru`` | the pool/evict-block and pool/evict-entry rules one room needs, at a pool evicting lru without spill |
 | ``pools.make_room_by`` | the same, at a pool evicting by keys that read only their entry and draw nothing, without spill |
+| ``workload.poisson_arrival`` | the arrival event under ``arrive poisson`` without init or trace: the gap, the next arrival scheduled, then workload/arrive |
+| ``settle.settle_fast`` | settle's loop over the ready sessions written out; settle itself when a pool or a step stage is left to try |
+
+Some fast forms also write out, inside them, helpers the definitions call
+(``fifo.complete_fast``: jobs.finish_job for a session's job;
+``fifo.enter_fast``: jobs.at_stage): the same updates without the calls.
+tests/test_smallstep_fast.py runs programs that reach the forms the
+property tests' programs do not (an arrival limit, an init block, a closed
+workload) with and without an observer.
 """
 
 from __future__ import annotations
 
 from .. import ir
-from . import measure, pools, sessions
+from . import measure, pools, sessions, settle, workload
 from .stages import KINDS, fifo
 
 #: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
@@ -36,6 +45,12 @@ EVENT_TAKER = measure.make_event_taker
 
 #: the evictions that make room
 MAKE_ROOM = pools.make_room_fast
+
+#: the arrival event's rule for a machine's program
+ARRIVAL = workload.arrival_rule
+
+#: the clean-up after every event
+SETTLE = settle.settle_fast
 
 
 def stage_kinds() -> dict:

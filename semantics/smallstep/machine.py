@@ -157,6 +157,8 @@ class Machine:
         self.event_rules: dict = {}
         #: (m, c, pool, need, stmt) -> c: evictions until the need fits (pools.make_room, or its fast form)
         self.make_room = None
+        #: (m, c) -> c: the clean-up after every event (settle.settle, or its fast form)
+        self.settle = None
 
     # -- the static facts ---------------------------------------------------
 

@@ -196,6 +196,41 @@ def arrive(m: Machine, c: Configuration, explicit: int = -1, arrival=None, event
     return c
 
 
+def arrival_rule(m: Machine):
+    """The arrival event's rule for an unobserved run (fast.py): under
+    ``arrive poisson`` with no init block and no trace, ``arrival_event`` and
+    workload/arrive written out as one update (``poisson_arrival``); else
+    ``arrival_event`` itself."""
+    if m.poisson_gap is not None and not m.has_init and not m.trace_sessions:
+        return poisson_arrival
+    return arrival_event
+
+
+def poisson_arrival(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> Configuration:
+    """Fast form (fast.py) of ``arrival_event`` under ``arrive poisson`` with
+    no init block and no trace: the gap drawn (draw_gap), the next arrival
+    scheduled, and workload/arrive's new session (its attributes blank but
+    its serial, ready), as one update."""
+    w = c.workload
+    position = w.arrivals_draws
+    generated = w.generated + 1
+    serial = w.next_serial
+    sequence = c.sequence
+    k = m.slot_serial
+    attrs = m.blank_attrs
+    s = build(Session, (serial, attrs[:k] + (float(serial),) + attrs[k + 1:], m.session_frames, 0, READY, (), (),
+                        None, None, None, -1, (), -1, member_stream(m.stream_sessions, serial), 0, -1, 0,
+                        (c.time, 1)))
+    w = _set_next_serial_generated(w, serial + 1, generated, position + 1)
+    ready = c.ready
+    limit = m.program.arrivals
+    if limit is None or generated < limit:
+        key = (c.time + sample_exp(m.poisson_gap, m.stream_arrivals, position), sequence)
+        return _set_arrived_scheduled(c, w, c.sessions.set(serial, s), (ready[0], (serial, ready[1])),
+                                      insert_event(c.events, key, "arrive"), sequence + 1)
+    return _set_arrived(c, w, c.sessions.set(serial, s), (ready[0], (serial, ready[1])))
+
+
 def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, serial: int,
                        turn: int) -> tuple[Configuration, tuple]:
     """Run an init or turn block (set and observe only) on the stream of (session, turn)."""
