@@ -80,3 +80,12 @@ def settle_fast(m: Machine, c: Configuration) -> Configuration:
     if c.dirty or m.volatile or m.engines:
         return settle(m, c)
     return c
+
+
+def settle_ready(m: Machine, c: Configuration, serial: int) -> Configuration:
+    """Fast form: ``settle_fast`` of ``c`` with session ``serial`` the one
+    ready session, for an event's fast form that made it ready and left the
+    ready queue empty (fast.EVENT_STEPS): settle would take it off the queue
+    first and run it; here it runs at once, and the queue is not built to
+    be taken apart."""
+    return settle_fast(m, run_session(m, c, serial))

@@ -268,3 +268,55 @@ def complete_fast(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     ready = c.ready
     return _set_finished_ready(c, c.sessions.set(owner, session), (ready[0], (owner, ready[1])), stats, stages,
                                events, seq)
+
+
+def complete_step(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
+    """Fast form (fast.EVENT_STEPS) of the driver's step at a fifo
+    completion event: time/advance to it, the event taken off
+    (take_first_event), ``complete_fast``, and settle, as one update of the
+    configuration and a run of the job's session (which settle, finding it
+    the only ready one, runs first: settle.settle_ready). A spill write's
+    job, a program that reads estimates, or a ready queue that is not empty
+    (no walk leaves one) take the forms one by one."""
+    st = c.stages[s]
+    jobs = st.jobs
+    k = 0 if jobs[0].job_id == job_id else _in_service(jobs, job_id)  # the first job, with one server
+    job = jobs[k]
+    owner = job.owner
+    ready = c.ready
+    if owner is None or m.reads_estimates or ready[0] is not None or ready[1] is not None:
+        return m.settle(m, complete_fast(m, m.take_first_event(c), s, job_id))
+    events = c.events
+    now = events[0][0]
+    jobs, n, events, seq = jobs[:k] + jobs[k + 1:], st.busy - 1, events[1:], c.sequence
+    if n < len(jobs):  # stage/fifo-start, written out: start_next
+        waiting = jobs[n]
+        due = (now + waiting.work, seq)
+        jobs = jobs[:n] + (_set_started(waiting, now, due),) + jobs[n + 1:]
+        events = insert_event(events, due, EVENT, s, waiting.job_id)
+        n += 1
+        seq += 1
+    stages = c.stages
+    stages = stages[:s] + (_set_jobs_busy(st, jobs, n),) + stages[s + 1:]
+    stats = c.statistics
+    if now >= m.warmup:
+        counted = stats.stages
+        old = counted[s]
+        started = job.started
+        stats = _set_stage_stats(stats, counted[:s] + (build(StageStats, (
+            old.completed + 1, old.wait_sum + started - job.arrived, old.service_sum + now - started)),) + counted[s + 1:])
+    session = c.sessions[owner]
+    instant, count = session.readies  # machine.ready_session, written out
+    if instant != now:
+        session = _set_ready(session, READY, (now, 1), None, None, None)
+    elif count < MAX_READIES_PER_INSTANT:
+        session = _set_ready(session, READY, (now, count + 1), None, None, None)
+    else:
+        session = ready_session(c._replace(time=now), session)  # the backstop's error
+    c = _set_advanced_finished(c, now, m.areas_at(c, now), c.taken + 1, c.sessions.set(owner, session), stats, stages,
+                               events, seq)
+    return m.settle_ready(m, c, owner)
+
+
+_set_advanced_finished = setter(Configuration, "time", "areas", "taken", "sessions", "statistics", "stages", "events",
+                                "sequence")
