@@ -23,7 +23,7 @@ import immutables
 from .. import ir
 from ..errors import RunError
 from ..results import RunResult
-from . import fast, stages
+from . import fast, measure, stages
 from .configuration import (EMPTY_POOL_STATS, EMPTY_READY, EMPTY_STAGE_STATS, Configuration, PoolState, Statistics,
                             Workload)
 from .estimates import Estimator
@@ -49,13 +49,18 @@ def build_machine(program: ir.Program, observer=None, trace_sessions=()) -> Mach
         m.ops = compile_ops(m, fast.statement_rules())
         m.take_first_event = fast.EVENT_TAKER(m)
         m.make_room = fast.MAKE_ROOM
+        m.settle = fast.SETTLE
+        m.settle_ready = fast.SETTLE_READY
+        m.areas_at = measure.make_areas_at(m)
+        m.event_steps = fast.event_steps(m)
     else:
         m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
         m.ops = compile_ops(m)
         m.take_first_event = lambda c: take_first_event(m, c)
         m.make_room = make_room
+        m.settle = settle
     m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
-    m.event_rules.update({"arrive": arrival_event, "lease": expire_lease})
+    m.event_rules.update({"arrive": arrival_event if observer is not None else fast.ARRIVAL(m), "lease": expire_lease})
     return m
 
 
@@ -92,7 +97,11 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None, every: boo
     limit = program.arrivals
     if limit is not None and not isinstance(program.arrival, (ir.Poisson, ir.Renewal)):
         raise RunError("run { arrivals N; } needs an open workload (arrive poisson or arrive renewal)")
-    c = settle(m, start_workload(m, initial_configuration(m)))
+    settle_ = m.settle
+    take_first_event = m.take_first_event
+    event_rules = m.event_rules
+    event_steps = m.event_steps
+    c = settle_(m, start_workload(m, initial_configuration(m)))
     if every:
         yield c
     count = 0
@@ -100,7 +109,12 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None, every: boo
     while c.events and c.events[0][0] <= horizon:
         if gauges and c.events[0][0] > c.time:
             c = read_gauges(m, c)
-        c = settle(m, take_event(m, c))
+        _, _, kind, a, b = c.events[0]  # take_event, written out
+        step = event_steps.get(kind)
+        if step is None:
+            c = settle_(m, event_rules[kind](m, take_first_event(c), a, b))
+        else:  # the three as one fast form (fast.event_steps)
+            c = step(m, c, a, b)
         if every:
             yield c
         if limit is not None and c.workload.generated >= limit and not c.sessions:

@@ -17,12 +17,28 @@ taker against measure.take_first_event on reachable configurations).
 | ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
 | ``pools.make_room_lru`` | the pool/evict-block and pool/evict-entry rules one room needs, at a pool evicting lru without spill |
 | ``pools.make_room_by`` | the same, at a pool evicting by keys that read only their entry and draw nothing, without spill |
+| ``workload.poisson_arrival`` | the arrival event under ``arrive poisson`` without init or trace: the gap, the next arrival scheduled, then workload/arrive |
+| ``settle.settle_fast`` | settle's loop over the ready sessions written out; settle itself when a pool or a step stage is left to try |
+| ``workload.poisson_arrival_step`` | the driver's step at a Poisson arrival: time/advance and the event taken off, ``poisson_arrival``, settle (the new session run first, never put on the ready queue: ``settle.settle_ready``) |
+| ``fifo.complete_step`` | the driver's step at a fifo completion: time/advance and the event taken off, ``complete_fast``, settle (the job's session run first, likewise) |
+| ``measure.make_areas_at(m)`` | the areas time/advance leaves, written out as the event taker's are, for the two steps above |
+
+Some fast forms also write out, inside them, helpers the definitions call
+(``fifo.complete_fast``: jobs.finish_job for a session's job;
+``fifo.enter_fast``: jobs.at_stage): the same updates without the calls.
+tests/test_smallstep_fast.py runs programs that reach the forms the
+property tests' programs do not (an arrival limit, an init block, a closed
+workload) with and without an observer, and checks the written-out areas.
+A step's fast form (``event_steps``) replaces three things the driver
+does in a row, so what it must equal is the configuration after the
+event's settle, the one ``walk`` yields; no rule's own result is skipped
+in a run with an observer, which has no fast forms.
 """
 
 from __future__ import annotations
 
 from .. import ir
-from . import measure, pools, sessions
+from . import measure, pools, sessions, settle, workload
 from .stages import KINDS, fifo
 
 #: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
@@ -36,6 +52,27 @@ EVENT_TAKER = measure.make_event_taker
 
 #: the evictions that make room
 MAKE_ROOM = pools.make_room_fast
+
+#: the arrival event's rule for a machine's program
+ARRIVAL = workload.arrival_rule
+
+#: the clean-up after every event
+SETTLE = settle.settle_fast
+
+#: settle of a configuration whose one ready session is given apart from its (empty) ready queue
+SETTLE_READY = settle.settle_ready
+
+
+def event_steps(m) -> dict:
+    """The driver's step at an event (take_first_event, the event's rule,
+    settle) as one fast form, by event kind, where the machine's program
+    has one: a Poisson arrival without init or trace, a fifo completion."""
+    steps = {}
+    if workload.arrival_rule(m) is workload.poisson_arrival:
+        steps["arrive"] = workload.poisson_arrival_step
+    if any(kind.name == fifo.KIND for kind in m.stage_kinds):
+        steps[fifo.EVENT] = fifo.complete_step
+    return steps
 
 
 def stage_kinds() -> dict:

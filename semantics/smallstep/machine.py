@@ -157,6 +157,14 @@ class Machine:
         self.event_rules: dict = {}
         #: (m, c, pool, need, stmt) -> c: evictions until the need fits (pools.make_room, or its fast form)
         self.make_room = None
+        #: (m, c) -> c: the clean-up after every event (settle.settle, or its fast form)
+        self.settle = None
+        #: without an observer (fast.py): (m, c, serial) -> c, settle with ``serial`` the one ready session
+        #: (settle.settle_ready); (c, t) -> the areas at ``t`` (measure.make_areas_at); each event kind ->
+        #: the driver's step at it as one form (m, c, a, b) -> c (fast.event_steps); none with an observer
+        self.settle_ready = None
+        self.areas_at = None
+        self.event_steps: dict = {}
 
     # -- the static facts ---------------------------------------------------
 

@@ -62,15 +62,36 @@ def make_event_taker(m: Machine):
     tests/test_smallstep_properties.py checks it equals ``take_first_event``
     bit for bit. A program with flows reads its levels by ``levels`` itself."""
     fields = Configuration._fields
+    lines = ["def take_first_event(c):",
+             f"    {', '.join(fields)}, = c",
+             "    t = events[0][0]"] + _integration_lines(m)
+    changed = {"time": "t", "events": "events[1:]", "taken": "taken + 1"}
+    lines.append(f"    return new(Configuration, ({', '.join(changed.get(f, f) for f in fields)},))")
+    return _define(m, lines, "take_first_event")
+
+
+def make_areas_at(m: Machine):
+    """``areas_at(c, t)``: the areas ``take_first_event`` leaves when the
+    first pending event is at ``t`` (``integrate(m, c, t)``), written out as
+    make_event_taker's are, for the fast forms that take an event and apply
+    its rule in one update (fast.EVENT_STEPS). tests/test_smallstep_fast.py
+    checks it against take_first_event."""
+    lines = ["def areas_at(c, t):",
+             f"    {', '.join(Configuration._fields)}, = c"] + _integration_lines(m) + ["    return areas"]
+    return _define(m, lines, "areas_at")
+
+
+def _integration_lines(m: Machine) -> list[str]:
+    """Python lines that set ``areas`` to the areas after time passes from
+    ``time`` to ``t`` (integrate), with the configuration's fields unpacked
+    into locals of their names."""
+    fields = Configuration._fields
     assert {"time", "events", "areas", "taken", "pools", "stages", "sessions"} <= set(fields)
     if m.warmup > 0:
         interval = f"t - (time if time > {m.warmup!r} else {m.warmup!r})"
     else:
         interval = "t - time"  # time is never below 0, so all of it counts
-    lines = ["def take_first_event(c):",
-             f"    {', '.join(fields)}, = c",
-             "    t = events[0][0]",
-             f"    dt = {interval}",
+    lines = [f"    dt = {interval}",
              "    if dt > 0:"]
     if any(kind.level_source is None for kind in m.stage_kinds):
         lines.append("        areas = tuple([x + level * dt for x, level in zip(areas, levels(m, c))])")
@@ -88,12 +109,14 @@ def make_event_taker(m: Machine):
             k += 2
         terms.append(f"areas[{k}] + len(sessions) * dt")
         lines.append("        areas = (" + ", ".join(terms) + ",)")
-    changed = {"time": "t", "events": "events[1:]", "taken": "taken + 1"}
-    lines.append(f"    return new(Configuration, ({', '.join(changed.get(f, f) for f in fields)},))")
+    return lines
+
+
+def _define(m: Machine, lines: list[str], name: str):
     namespace: dict = {"m": m, "levels": levels, "holding_sessions": holding_sessions, "new": tuple.__new__,
                        "Configuration": Configuration}
     exec("\n".join(lines) + "\n", namespace)
-    return namespace["take_first_event"]
+    return namespace[name]
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:

@@ -53,9 +53,18 @@ def draw_uniform(stream: int, position: int) -> float:
 
 
 def sample_exp(mean: float, stream: int, position: int) -> float:
-    """``~exp(mean)`` by inversion of the uniform number at ``position`` (``draw_uniform``, written
-    out here: the commonest draw of a run)."""
-    return -mean * math.log1p(-(stream_bits(stream, position) >> 11) * _SCALE)
+    """``~exp(mean)`` by inversion of the uniform number at ``position``:
+    ``-mean * log1p(-draw_uniform(stream, position))``, with ``draw_uniform``
+    and ``stream_bits`` written out here (the commonest draw of a run, and
+    every Poisson arrival's gap; tests/test_smallstep_rng.py checks it is
+    that expression bit for bit)."""
+    z = (stream + (position + 1) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return -mean * _log1p(-((z ^ (z >> 31)) >> 11) * 1.1102230246251565e-16)
+
+
+_log1p = math.log1p
 
 
 def sample_distribution(dist: str, args: list[float], stream: int, position: int) -> tuple[float, int]:

@@ -1,0 +1,128 @@
+"""The fast forms of semantics/smallstep/fast.py against their definitions,
+where tests/test_smallstep_properties.py's programs do not reach them: the
+exponential draw written out (rng.sample_exp), the Poisson arrival as one
+update (workload.poisson_arrival, and the driver's whole step at it,
+poisson_arrival_step) with an arrival limit, settle's fast form with pools
+dirty and a session made ready by another's end (closed workload), the
+areas a step's fast form integrates (measure.make_areas_at). A machine with
+an observer applies every definition; one without applies the fast forms;
+every event must leave the same configuration.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_smallstep_properties import pool_programs
+
+from semantics.compiler import compile_source
+from semantics.errors import RunError
+from semantics.smallstep import fast, settle, workload
+from semantics.smallstep.driver import build_machine, machine_for, walk
+from semantics.smallstep.measure import take_first_event
+from semantics.smallstep.stages import fifo
+from semantics.smallstep.rng import draw_uniform, sample_exp
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**40), st.sampled_from([1.0, 0.5, 1.25, 1e-300, 3e7]))
+def test_the_written_out_exponential_draw_is_the_definition(stream, position, mean):
+    assert sample_exp(mean, stream, position).hex() == (-mean * math.log1p(-draw_uniform(stream, position))).hex()
+
+
+def test_the_written_out_exponential_draw_near_one():
+    """Positions whose uniform number is nearest 1 (the largest draws) too: the definition bit for bit."""
+    rng = random.Random(8)
+    streams = [rng.getrandbits(64) for _ in range(200)]
+    for stream in streams:
+        for position in range(50):
+            assert sample_exp(2.0, stream, position) == -2.0 * math.log1p(-draw_uniform(stream, position))
+
+
+def events(program, observed: bool) -> list:
+    m = build_machine(program, observer=(lambda rule, c, fields: None) if observed else None)
+    return list(walk(m))
+
+
+PROGRAMS = {
+    "arrival limit": """stage s : fifo(1);
+workload { arrive poisson(2); }
+session { set t0 = now; run s (~exp(0.4)); observe w = now - t0; }
+run { arrivals 40; seed 3; }""",
+    "arrival limit, warm-up": """stage s : fifo(2);
+workload { arrive poisson(3); }
+session { run s (~exp(0.5)); observe w = now; }
+run { arrivals 60; warmup 2; seed 9; }""",
+    "init": """stage s : fifo(1);
+workload { arrive poisson(1); init { set k = ~exp(1); } }
+session { run s (k); observe w = now; }
+run { horizon 30; seed 4; }""",
+    "pool": """pool p { cap 6; }
+stage s : fifo(1);
+workload { arrive poisson(1.5); }
+session { hold p (2) { run s (~exp(1)); } observe w = now; }
+run { horizon 30; seed 5; }""",
+    "closed": """stage s : fifo(2);
+workload { arrive closed(5); }
+session { run s (~exp(1)); observe w = now; }
+run { horizon 30; seed 6; }""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_fast_forms_leave_the_definitions_configurations(name):
+    program = compile_source(PROGRAMS[name], f"<{name}>")[0]
+    unobserved = events(program, observed=False)
+    assert len(unobserved) > 20
+    assert events(program, observed=True) == unobserved
+
+
+def test_the_fast_forms_are_installed():
+    """The programs above do reach the fast forms (else the comparison would compare the definitions with themselves)."""
+    plain = build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0])
+    assert plain.event_rules["arrive"] is workload.poisson_arrival
+    assert plain.settle is fast.SETTLE is settle.settle_fast
+    assert plain.event_steps == {"arrive": workload.poisson_arrival_step, "job": fifo.complete_step}
+    with_init = build_machine(compile_source(PROGRAMS["init"], "<i>")[0])
+    assert with_init.event_rules["arrive"] is workload.arrival_event
+    observed = build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0], observer=lambda *a: None)
+    assert observed.event_rules["arrive"] is workload.arrival_event and observed.settle is settle.settle
+    assert observed.event_steps == {}
+
+
+def assert_areas_are_the_definitions(m, c, dt: float) -> None:
+    """m.areas_at(c, t) is the areas take_first_event leaves, bit for bit, at the first event and at one ``dt`` later."""
+    early = (c.time + dt, -1, "arrive", 0, 0)
+    for case in ([c] if c.events else []) + [c._replace(events=(early,) + c.events)]:
+        assert m.areas_at(case, case.events[0][0]) == take_first_event(m, case).areas
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pool_programs(), st.sampled_from([0.0, 0.5, 2.75]), st.sampled_from([0.0, 1.5, 4.0]))
+def test_the_written_out_areas_are_the_definitions(program, dt, warmup):
+    m = machine_for(dataclasses.replace(program, warmup=warmup))
+    try:
+        for c in walk(m):
+            assert_areas_are_the_definitions(m, c, dt)
+    except RunError as e:
+        assert "at one instant" in e.message
+
+
+def test_the_written_out_areas_with_flows():
+    text = """stage a : ps(1);
+stage b : ps(2);
+stage c : fifo(2);
+share bottleneck;
+workload { arrive poisson(1.5); }
+session { run a, b (~exp(0.8)); run c (~exp(0.5)); }
+run { horizon 30; warmup 5; seed 4; }"""
+    m = machine_for(compile_source(text, "<flows>")[0])
+    assert m.flow_stages
+    for c in walk(m):
+        assert_areas_are_the_definitions(m, c, 0.25)
