@@ -301,3 +301,33 @@ def test_campaign_program_157_is_p6_for_the_sessions_already_ready():
     assert outcome.status == "differ"
     assert list(outcome.detail) == [
         "observe o5, session 3, sample 1 of 1 here, 1 there: serq-ref turn 0 at 8.0 = 2.0; pyserq turn 0 at 8.0 = 6.0"]
+
+
+def test_p4_minimal_a_request_preempted_again_while_recomputing():
+    """docs/divergences.md, P4: scenarios.jsonl#216 shrunk (4,213 runs of both
+    engines) to three requests. Request 2 is preempted after its first token
+    (step 42), preempted again while recomputing (step 57) and recomputes to
+    the position it had reached: the real vLLM 0.33.0 scheduler
+    (p4_preempted_twice.out.json, recorded with `serq-ref oracle run FILE
+    --real --json` on 2026-12-02) and serq-ref finish it at 69; pyserq, run
+    by the conformance adapter, samples its first token a second time and
+    finishes it at 70."""
+    import importlib.util
+
+    from oracle.scenario import run_scenario, scenario_program
+
+    here = Path(__file__).resolve().parent / "data" / "peer"
+    scenario = json.loads((here / "p4_preempted_twice.json").read_text())
+    vllm = json.loads((here / "p4_preempted_twice.out.json").read_text())
+    adapter_path = Path(__file__).resolve().parents[1] / "examples" / "adapters" / "pyserq_adapter.py"
+    spec = importlib.util.spec_from_file_location("pyserq_adapter", adapter_path)
+    adapter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapter)
+    ours = run_scenario(scenario, older_rule=False)
+    assert {k: ours[k] for k in ("first", "done", "preemptions")} == {k: vllm[k] for k in ("first", "done", "preemptions")}
+    theirs = adapter.answer(scenario)
+    assert theirs["done"] == {"0": 42, "1": 57, "2": 70} and theirs["first"] == vllm["first"]
+    assert theirs["preemptions"] == 2
+    # the first token twice: at the second preemption pyserq's computed went back behind the prompt
+    ttft = peer.run_on_pyserq(scenario_program(scenario, older_rule=True)).observes["ttft"]
+    assert [(int(s), t) for s, t in zip(ttft.sessions, ttft.times) if int(s) == 2] == [(2, 41.0), (2, 69.0)]
