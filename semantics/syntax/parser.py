@@ -29,15 +29,20 @@ def build_parser() -> lark.Lark:
     """The LALR parser of the grammar, built once per process; its tables are
     cached on disk by lark (``get_cache_path``), since computing them takes
     most of a second and a `check` of a small program should not."""
+    return build_lark()
+
+
+def build_lark(flavour: str = "", **options) -> lark.Lark:
+    """A LALR parser of the grammar with the options every parser of it has
+    and ``options`` besides; ``flavour`` names the option set in the file of
+    its cached tables (lark keeps tables per option set: the printer's
+    parser, which keeps every token, has its own)."""
     grammar = GRAMMAR_FILE.read_text(encoding="utf-8")
-    return lark.Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        cache=get_cache_path(grammar),
-    )
+    cache = get_cache_path(grammar)
+    if flavour and isinstance(cache, str):
+        cache = cache[: -len(".cache")] + f"-{flavour}.cache"
+    return lark.Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=True,
+                     cache=cache, **options)
 
 
 def get_cache_path(grammar: str) -> str | bool:

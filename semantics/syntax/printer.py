@@ -30,7 +30,7 @@ import lark
 from lark import Token, Tree
 
 from ..errors import ProgramError
-from .parser import GRAMMAR_FILE, get_cache_path, parse_text
+from .parser import build_lark, parse_text
 
 #: The width a segment is wrapped to (a line may be longer when nothing in it can break).
 WIDTH = 100
@@ -61,22 +61,8 @@ SINK = CommentSink()
 @lru_cache(maxsize=1)
 def build_full_parser() -> lark.Lark:
     """The grammar's parser keeping every token (keywords and punctuation
-    too, so that each has its position) and handing comments to SINK. Its
-    tables are cached apart from the checking parser's (other options)."""
-    grammar = GRAMMAR_FILE.read_text(encoding="utf-8")
-    cache = get_cache_path(grammar)
-    if isinstance(cache, str):
-        cache = cache[: -len(".cache")] + "-fmt.cache" if cache.endswith(".cache") else cache + "-fmt"
-    return lark.Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        keep_all_tokens=True,
-        lexer_callbacks={"COMMENT": SINK},
-        cache=cache,
-    )
+    too, so that each has its position) and handing comments to SINK."""
+    return build_lark("fmt", keep_all_tokens=True, lexer_callbacks={"COMMENT": SINK})
 
 
 def parse_full(text: str) -> tuple[Tree, list[Token]]:
