@@ -4,7 +4,8 @@ exponential draw written out (rng.sample_exp), the Poisson arrival as one
 update (workload.poisson_arrival, and the driver's whole step at it,
 poisson_arrival_step) with an arrival limit, settle's fast form with pools
 dirty and a session made ready by another's end (closed workload), the
-areas a step's fast form integrates (measure.make_areas_at). A machine with
+areas a step's fast form integrates (measure.make_areas_at: checked with
+the event taker in tests/test_smallstep_properties.py). A machine with
 an observer applies every definition; one without applies the fast forms;
 every event must leave the same configuration.
 """
@@ -14,18 +15,13 @@ from __future__ import annotations
 import math
 import random
 
-import dataclasses
-
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_smallstep_properties import pool_programs
 
 from semantics.compiler import compile_source
-from semantics.errors import RunError
 from semantics.smallstep import fast, settle, workload
-from semantics.smallstep.driver import build_machine, machine_for, walk
-from semantics.smallstep.measure import take_first_event
+from semantics.smallstep.driver import build_machine, walk
 from semantics.smallstep.stages import fifo
 from semantics.smallstep.rng import draw_uniform, sample_exp
 
@@ -94,35 +90,3 @@ def test_the_fast_forms_are_installed():
     observed = build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0], observer=lambda *a: None)
     assert observed.event_rules["arrive"] is workload.arrival_event and observed.settle is settle.settle
     assert observed.event_steps == {}
-
-
-def assert_areas_are_the_definitions(m, c, dt: float) -> None:
-    """m.areas_at(c, t) is the areas take_first_event leaves, bit for bit, at the first event and at one ``dt`` later."""
-    early = (c.time + dt, -1, "arrive", 0, 0)
-    for case in ([c] if c.events else []) + [c._replace(events=(early,) + c.events)]:
-        assert m.areas_at(case, case.events[0][0]) == take_first_event(m, case).areas
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pool_programs(), st.sampled_from([0.0, 0.5, 2.75]), st.sampled_from([0.0, 1.5, 4.0]))
-def test_the_written_out_areas_are_the_definitions(program, dt, warmup):
-    m = machine_for(dataclasses.replace(program, warmup=warmup))
-    try:
-        for c in walk(m):
-            assert_areas_are_the_definitions(m, c, dt)
-    except RunError as e:
-        assert "at one instant" in e.message
-
-
-def test_the_written_out_areas_with_flows():
-    text = """stage a : ps(1);
-stage b : ps(2);
-stage c : fifo(2);
-share bottleneck;
-workload { arrive poisson(1.5); }
-session { run a, b (~exp(0.8)); run c (~exp(0.5)); }
-run { horizon 30; warmup 5; seed 4; }"""
-    m = machine_for(compile_source(text, "<flows>")[0])
-    assert m.flow_stages
-    for c in walk(m):
-        assert_areas_are_the_definitions(m, c, 0.25)

@@ -175,10 +175,13 @@ def test_same_seed_same_run(program):
 def assert_event_taker_is_the_definition(m, c, dt: float) -> None:
     """m.take_first_event (written out) equals measure.take_first_event (the
     definition) bit for bit on ``c``, and on ``c`` with an event ``dt`` after
-    its time put first."""
+    its time put first; and so do the areas m.areas_at writes out."""
     early = (c.time + dt, -1, "arrive", 0, 0)
     for case in ([c] if c.events else []) + [c._replace(events=(early,) + c.events)]:
-        assert m.take_first_event(case) == take_first_event(m, case)
+        taken = take_first_event(m, case)
+        assert m.take_first_event(case) == taken
+        # the areas the fast forms of a whole event step integrate (measure.make_areas_at) are the definition's too
+        assert m.areas_at(case, case.events[0][0]) == taken.areas
 
 
 @common

@@ -211,17 +211,8 @@ def poisson_arrival(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> C
     no init block and no trace: the gap drawn (draw_gap), the next arrival
     scheduled, and workload/arrive's new session (its attributes blank but
     its serial, ready), as one update."""
-    w = c.workload
-    position = w.arrivals_draws
-    generated = w.generated + 1
-    serial = w.next_serial
+    w, s, serial, generated, position = _poisson_session(m, c.workload, c.time)
     sequence = c.sequence
-    k = m.slot_serial
-    attrs = m.blank_attrs
-    s = build(Session, (serial, attrs[:k] + (float(serial),) + attrs[k + 1:], m.session_frames, 0, READY, (), (),
-                        None, None, None, -1, (), -1, member_stream(m.stream_sessions, serial), 0, -1, 0,
-                        (c.time, 1)))
-    w = _set_next_serial_generated(w, serial + 1, generated, position + 1)
     ready = c.ready
     limit = m.program.arrivals
     if limit is None or generated < limit:
@@ -229,6 +220,21 @@ def poisson_arrival(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> C
         return _set_arrived_scheduled(c, w, c.sessions.set(serial, s), (ready[0], (serial, ready[1])),
                                       insert_event(c.events, key, "arrive"), sequence + 1)
     return _set_arrived(c, w, c.sessions.set(serial, s), (ready[0], (serial, ready[1])))
+
+
+def _poisson_session(m: Machine, w, now: float) -> tuple:
+    """workload/arrive's new session under ``arrive poisson`` without init or
+    trace, written out: its attributes blank but its serial, ready at ``now``;
+    the workload counting it, and its serial, count and gap's draw position."""
+    position = w.arrivals_draws
+    generated = w.generated + 1
+    serial = w.next_serial
+    k = m.slot_serial
+    attrs = m.blank_attrs
+    s = build(Session, (serial, attrs[:k] + (float(serial),) + attrs[k + 1:], m.session_frames, 0, READY, (), (),
+                        None, None, None, -1, (), -1, member_stream(m.stream_sessions, serial), 0, -1, 0,
+                        (now, 1)))
+    return _set_next_serial_generated(w, serial + 1, generated, position + 1), s, serial, generated, position
 
 
 def poisson_arrival_step(m: Machine, c: Configuration, _a: int = 0, _b: int = 0) -> Configuration:
@@ -242,17 +248,8 @@ def poisson_arrival_step(m: Machine, c: Configuration, _a: int = 0, _b: int = 0)
         return m.settle(m, poisson_arrival(m, m.take_first_event(c), _a, _b))
     events = c.events
     now = events[0][0]
-    w = c.workload
-    position = w.arrivals_draws
-    generated = w.generated + 1
-    serial = w.next_serial
+    w, s, serial, generated, position = _poisson_session(m, c.workload, now)
     sequence = c.sequence
-    k = m.slot_serial
-    attrs = m.blank_attrs
-    s = build(Session, (serial, attrs[:k] + (float(serial),) + attrs[k + 1:], m.session_frames, 0, READY, (), (),
-                        None, None, None, -1, (), -1, member_stream(m.stream_sessions, serial), 0, -1, 0,
-                        (now, 1)))
-    w = _set_next_serial_generated(w, serial + 1, generated, position + 1)
     events = events[1:]
     limit = m.program.arrivals
     if limit is None or generated < limit:

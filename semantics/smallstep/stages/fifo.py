@@ -237,19 +237,36 @@ def complete_fast(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     k = 0 if jobs[0].job_id == job_id else _in_service(jobs, job_id)  # the first job, with one server
     job = jobs[k]
     now = c.time
-    jobs, n, events, seq = jobs[:k] + jobs[k + 1:], st.busy - 1, c.events, c.sequence
-    if n < len(jobs):  # stage/fifo-start, written out: start_next
+    stages, events, seq = _leave_and_start_next(c.stages, st, s, k, now, c.events, c.sequence)
+    owner = job.owner
+    if owner is None or m.reads_estimates:
+        return finish_job(m, c, s, job, "stage/fifo-complete", stages, events, seq)
+    stats, session = _counted_and_ready(m, c, s, job, now)
+    ready = c.ready
+    return _set_finished_ready(c, c.sessions.set(owner, session), (ready[0], (owner, ready[1])), stats, stages,
+                               events, seq)
+
+
+def _leave_and_start_next(stages: tuple, st, s: int, k: int, now: float, events: tuple, seq: int) -> tuple:
+    """The completing job ``k`` leaves and, stage/fifo-start written out
+    (start_next), the first waiting job starts on the server it frees: the
+    stages, the events and the sequence number after."""
+    jobs, n = st.jobs, st.busy - 1
+    jobs = jobs[:k] + jobs[k + 1:]
+    if n < len(jobs):
         waiting = jobs[n]
         due = (now + waiting.work, seq)
         jobs = jobs[:n] + (_set_started(waiting, now, due),) + jobs[n + 1:]
         events = insert_event(events, due, EVENT, s, waiting.job_id)
         n += 1
         seq += 1
-    stages = c.stages
-    stages = stages[:s] + (_set_jobs_busy(st, jobs, n),) + stages[s + 1:]
-    owner = job.owner
-    if owner is None or m.reads_estimates:
-        return finish_job(m, c, s, job, "stage/fifo-complete", stages, events, seq)
+    return stages[:s] + (_set_jobs_busy(st, jobs, n),) + stages[s + 1:], events, seq
+
+
+def _counted_and_ready(m: Machine, c: Configuration, s: int, job, now: float) -> tuple:
+    """jobs.finish_job for a session's job, written out: the statistics with
+    the completion counted at or after the warm-up, and the session made
+    ready at ``now`` (machine.ready_session, written out)."""
     stats = c.statistics
     if now >= m.warmup:
         counted = stats.stages
@@ -257,17 +274,13 @@ def complete_fast(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
         started = job.started
         stats = _set_stage_stats(stats, counted[:s] + (build(StageStats, (
             old.completed + 1, old.wait_sum + started - job.arrived, old.service_sum + now - started)),) + counted[s + 1:])
-    session = c.sessions[owner]
-    instant, count = session.readies  # machine.ready_session, written out
+    session = c.sessions[job.owner]
+    instant, count = session.readies
     if instant != now:
-        session = _set_ready(session, READY, (now, 1), None, None, None)
-    elif count < MAX_READIES_PER_INSTANT:
-        session = _set_ready(session, READY, (now, count + 1), None, None, None)
-    else:
-        session = ready_session(c, session)  # the backstop's error
-    ready = c.ready
-    return _set_finished_ready(c, c.sessions.set(owner, session), (ready[0], (owner, ready[1])), stats, stages,
-                               events, seq)
+        return stats, _set_ready(session, READY, (now, 1), None, None, None)
+    if count < MAX_READIES_PER_INSTANT:
+        return stats, _set_ready(session, READY, (now, count + 1), None, None, None)
+    return stats, ready_session(c._replace(time=now), session)  # the backstop's error
 
 
 def complete_step(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
@@ -288,31 +301,8 @@ def complete_step(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
         return m.settle(m, complete_fast(m, m.take_first_event(c), s, job_id))
     events = c.events
     now = events[0][0]
-    jobs, n, events, seq = jobs[:k] + jobs[k + 1:], st.busy - 1, events[1:], c.sequence
-    if n < len(jobs):  # stage/fifo-start, written out: start_next
-        waiting = jobs[n]
-        due = (now + waiting.work, seq)
-        jobs = jobs[:n] + (_set_started(waiting, now, due),) + jobs[n + 1:]
-        events = insert_event(events, due, EVENT, s, waiting.job_id)
-        n += 1
-        seq += 1
-    stages = c.stages
-    stages = stages[:s] + (_set_jobs_busy(st, jobs, n),) + stages[s + 1:]
-    stats = c.statistics
-    if now >= m.warmup:
-        counted = stats.stages
-        old = counted[s]
-        started = job.started
-        stats = _set_stage_stats(stats, counted[:s] + (build(StageStats, (
-            old.completed + 1, old.wait_sum + started - job.arrived, old.service_sum + now - started)),) + counted[s + 1:])
-    session = c.sessions[owner]
-    instant, count = session.readies  # machine.ready_session, written out
-    if instant != now:
-        session = _set_ready(session, READY, (now, 1), None, None, None)
-    elif count < MAX_READIES_PER_INSTANT:
-        session = _set_ready(session, READY, (now, count + 1), None, None, None)
-    else:
-        session = ready_session(c._replace(time=now), session)  # the backstop's error
+    stages, events, seq = _leave_and_start_next(c.stages, st, s, k, now, events[1:], c.sequence)
+    stats, session = _counted_and_ready(m, c, s, job, now)
     c = _set_advanced_finished(c, now, m.areas_at(c, now), c.taken + 1, c.sessions.set(owner, session), stats, stages,
                                events, seq)
     return m.settle_ready(m, c, owner)
