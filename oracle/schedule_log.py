@@ -168,7 +168,7 @@ def _order(record: dict) -> list[str]:
 def read_log(path: str) -> dict:
     """A schedule log: ``{"path", "header", "steps": {number: record}}``; a
     ProgramError at the line (and column) of anything not in the format."""
-    from .scenario import read_text
+    from semantics.textfile import read_text
 
     text = read_text(path)
     header, steps, last = None, {}, None

@@ -248,8 +248,8 @@ def command_fmt(args: argparse.Namespace) -> int:
     """``serq-ref fmt``: the canonical layout (semantics/syntax/printer.py). Every FILE is read first (a
     missing one is a usage error before anything is written); a FILE that does not parse gets `check`'s
     error and the others are still done; exit 1 if one did not parse or, with --check, is not canonical."""
-    from .pipeline import STDIN, read_stdin, read_text
     from .syntax.printer import format_text
+    from .textfile import STDIN, read_stdin, read_text
 
     if len(args.files) > 1 and not (args.check or args.in_place):
         raise UsageError("fmt prints one FILE; give --check or --in-place for several\n"
@@ -321,10 +321,10 @@ COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace
 
 
 def _source_of(path: str | None) -> str | None:
-    from . import pipeline
+    from . import textfile
 
-    if path == pipeline.STDIN:
-        return pipeline.stdin_text
+    if path == textfile.STDIN:
+        return textfile.stdin_text
     if path is None or not os.path.isfile(path):
         return None  # a campaign case's label (FILE.jsonl#INDEX) or a file gone: the location alone
     try:
