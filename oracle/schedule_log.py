@@ -52,7 +52,7 @@ MODES = ("prefill", "decode")
 def serq_log(data: dict, path: str = "<scenario>", older_rule: bool | None = None) -> tuple[dict, list[dict]]:
     """A scenario's answer and its schedule log on serq-ref (header first), under the vLLM rule
     ``run_scenario`` takes (``older_rule``; None: the one the scenario's corpus was recorded on)."""
-    from semantics.cli import SERQ_VERSION
+    from semantics import SERQ_VERSION
     from semantics.smallstep.driver import trace
 
     from .scenario import older_rule_for, run_scenario, scenario_program
