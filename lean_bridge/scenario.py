@@ -73,7 +73,7 @@ def base_name(path: str) -> str:
 
 
 def read_json(path: str) -> tuple[object, str]:
-    from semantics.pipeline import read_text  # a program's file reader: no UTF-8 is a located error, not a crash
+    from semantics.textfile import read_text  # a program's file reader: no UTF-8 is a located error, not a crash
 
     text = read_text(path)
     try:

@@ -23,12 +23,13 @@ import os
 import sys
 
 from semantics.arguments import whole
+from semantics.cli_common import overrides, print_warnings, program_arguments, with_statement_span
 from semantics.errors import SerqError, UsageError
 
 
-def add_parser(commands, parser_class, program_arguments, registry: dict) -> None:
+def add_parser(commands, parser_class, registry: dict) -> None:
     """Register ``peer`` on the main parser's subcommands (its options are
-    ``run``'s, from ``program_arguments``; its first argument is a program
+    ``run``'s, from ``cli_common.program_arguments``; its first argument is a program
     FILE, or one of the verbs ``check``, ``campaign``) and its command in
     ``registry`` (semantics/cli.py's COMMANDS)."""
     del parser_class  # peer has no subparsers of its own: `check` and `campaign` are read from FILE
@@ -66,12 +67,11 @@ def command(args: argparse.Namespace) -> int:
 
 def _one(args) -> int:
     from oracle import peer
-    from semantics.cli import _overrides, _print_warnings, _with_statement_span
     from semantics.pipeline import load
 
     _pyserq_or_usage()
-    loaded = load(args.file, _overrides(args), "run")
-    _print_warnings(loaded)
+    loaded = load(args.file, overrides(args), "run")
+    print_warnings(loaded)
     drawn = peer.draws(loaded.program)
     if drawn:
         print(f"note: the program draws ({', '.join(drawn)}); the two engines' random streams differ, so "
@@ -80,7 +80,7 @@ def _one(args) -> int:
         raise UsageError(f"{args.file}: a step stage has `self preemption continue`, which pyserq does not have (its "
                          "pass ends when a grower preempts itself); a program of examples/lib/vllm.sq runs under "
                          "that rule with --set older_rule=1")
-    here = _with_statement_span(loaded, lambda: peer.figures_here(loaded.program, loaded.base_dir))
+    here = with_statement_span(loaded, lambda: peer.figures_here(loaded.program, loaded.base_dir))
     try:
         there = peer.figures_on_pyserq(loaded.program, loaded.base_dir)
     except ValueError as e:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
-from semantics.pipeline import read_text  # a file's UTF-8 text, its errors as a program's file's
+from semantics.textfile import read_text  # a file's UTF-8 text, its errors as a program's file's
 from semantics.sourcemap import SourceMap
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -52,7 +52,7 @@ MODES = ("prefill", "decode")
 def serq_log(data: dict, path: str = "<scenario>", older_rule: bool | None = None) -> tuple[dict, list[dict]]:
     """A scenario's answer and its schedule log on serq-ref (header first), under the vLLM rule
     ``run_scenario`` takes (``older_rule``; None: the one the scenario's corpus was recorded on)."""
-    from semantics.cli import SERQ_VERSION
+    from semantics import SERQ_VERSION
     from semantics.smallstep.driver import trace
 
     from .scenario import older_rule_for, run_scenario, scenario_program
@@ -168,7 +168,7 @@ def _order(record: dict) -> list[str]:
 def read_log(path: str) -> dict:
     """A schedule log: ``{"path", "header", "steps": {number: record}}``; a
     ProgramError at the line (and column) of anything not in the format."""
-    from .scenario import read_text
+    from semantics.textfile import read_text
 
     text = read_text(path)
     header, steps, last = None, {}, None

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from typing import Sequence
 
 from . import SERQ_VERSION
 from .arguments import number, whole
-from .errors import ProgramErrors, RunError, SerqError, UsageError, format_diagnostic, render
-from .pipeline import Loaded, Overrides, load
+from .cli_common import overrides, print_warnings, program_arguments, source_of, with_statement_span
+from .errors import ProgramErrors, SerqError, UsageError, render
+from .pipeline import load
 from lean_bridge import cli as lean_cli
 from oracle import cli as oracle_cli
 
@@ -46,61 +46,11 @@ def _steps(text: str) -> int | None:
     return value
 
 
-def _positive_count(text: str) -> int:
-    value = whole(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1: an arrival limit of 0 would measure nothing")
-    return value
-
-
-def _horizon(text: str) -> float:
-    value = number(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive (a time, or inf with --arrivals N): {text}")
-    return value
-
-
-def _warmup(text: str) -> float:
-    value = number(text)
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a finite time, 0 or later: {text}")
-    return value
-
-
-def _assignment(text: str) -> tuple[str, float]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, found {text!r}")
-    return name.strip(), number(value.strip())
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="serq-ref", description="The reference semantics of serQ.")
     parser.add_argument("--version", action="version", version=f"serq-ref {SERQ_VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-
-    def program_arguments(p: argparse.ArgumentParser, optional_file: bool = False) -> None:
-        p.add_argument("file", metavar="FILE", nargs="?" if optional_file else None,
-                       help="the program: a .sq source or a .json IR file; - reads a program (either) from "
-                            "standard input")
-        p.add_argument("--set", dest="sets", action="append", type=_assignment, default=[], metavar="NAME=VALUE",
-                       help="replace the value of the constant `let NAME = …;` (a .sq program only; repeatable). "
-                            "Default: the file's values")
-        p.add_argument("--horizon", type=_horizon, metavar="T",
-                       help="the run's deadline, a positive time (inf with an arrival limit: until the arrivals "
-                            "drain); overrides `run { horizon T; }`. Default: the file's; a program without one "
-                            "needs this option to run or trace")
-        p.add_argument("--warmup", type=_warmup, metavar="T",
-                       help="the time the statistics start, 0 or later and before the horizon; overrides "
-                            "`run { warmup T; }`. Default: the file's, else 0")
-        p.add_argument("--seed", type=whole, metavar="N",
-                       help="the random seed, a whole number of 0 or more, read exactly; overrides "
-                            "`run { seed N; }`. Default: the file's, else 1")
-        p.add_argument("--arrivals", type=_positive_count, metavar="N",
-                       help="exactly N arrivals of an open workload, then the run drains them and ends; "
-                            "overrides `run { arrivals N; }`. Default: the file's, else no limit (the run ends at "
-                            "the horizon)")
 
     p = commands.add_parser("check", help="compile and link; print a one-line summary or the errors")
     program_arguments(p)
@@ -143,24 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     lean_cli.add_parser(commands)
     oracle_cli.add_parser(commands, _Parser)
     from oracle import peer_cli  # serq-ref peer: the reference implementation, imported when a program runs on it
-    peer_cli.add_parser(commands, _Parser, program_arguments, COMMANDS)
+    peer_cli.add_parser(commands, _Parser, COMMANDS)
     return parser
 
 
-def _overrides(args: argparse.Namespace) -> Overrides:
-    return Overrides(seed=args.seed, horizon=args.horizon, warmup=args.warmup, arrivals=args.arrivals,
-                     sets=tuple(args.sets))
-
-
-def _print_warnings(loaded: Loaded) -> None:
-    for w in loaded.warnings:
-        source = _source_of(w.span.file) if w.span else None
-        print(format_diagnostic("warning", w.message, w.span, w.file, source), file=sys.stderr)
-
-
 def command_check(args: argparse.Namespace) -> int:
-    loaded = load(args.file, _overrides(args), "check")
-    _print_warnings(loaded)
+    loaded = load(args.file, overrides(args), "check")
+    print_warnings(loaded)
     p = loaded.program
     print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} block(s)")
     return EXIT_OK
@@ -170,8 +109,8 @@ def command_ir(args: argparse.Namespace) -> int:
     from . import codec
     from .pipeline import validate_schema
 
-    loaded = load(args.file, _overrides(args), "ir")
-    _print_warnings(loaded)
+    loaded = load(args.file, overrides(args), "ir")
+    print_warnings(loaded)
     validate_schema(codec.encode_program(loaded.program), args.file)  # what other tools will read
     sys.stdout.write(codec.dumps(loaded.program))
     return EXIT_OK
@@ -181,17 +120,17 @@ def command_run(args: argparse.Namespace) -> int:
     from .report import build_report, check_dump, dumps_json, format_text, write_dump
     from .smallstep.driver import run
 
-    loaded = load(args.file, _overrides(args), "run")
+    loaded = load(args.file, overrides(args), "run")
     if args.dump:  # refused before the run, not after a long one
         check_dump(args.dump, loaded.program.observes, tuple(g.name for g in loaded.program.gauges))
-    _print_warnings(loaded)
+    print_warnings(loaded)
     bar = None
     if sys.stderr.isatty():
         from .progress import ProgressBar
 
         bar = ProgressBar(sys.stderr)
     try:
-        result = _with_statement_span(loaded, lambda: run(loaded.program, base_dir=loaded.base_dir, progress=bar))
+        result = with_statement_span(loaded, lambda: run(loaded.program, base_dir=loaded.base_dir, progress=bar))
     finally:
         if bar is not None:
             bar.close()
@@ -212,8 +151,8 @@ def command_trace(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.file is None:
         raise UsageError("trace needs a FILE (or --rules)\nusage: serq-ref trace FILE [options] | serq-ref trace --rules")
-    loaded = load(args.file, _overrides(args), "trace")
-    _print_warnings(loaded)
+    loaded = load(args.file, overrides(args), "trace")
+    print_warnings(loaded)
     steps = args.steps if args.steps is not _UNSET else (None if args.coverage else DEFAULT_TRACE_STEPS)
     records = lambda: trace(loaded.program, base_dir=loaded.base_dir, steps=steps, from_time=args.from_time)
     if args.coverage:
@@ -223,7 +162,7 @@ def command_trace(args: argparse.Namespace) -> int:
             for step in records():
                 counts[step["rule"]] += 1
 
-        _with_statement_span(loaded, count)
+        with_statement_span(loaded, count)
         sys.stdout.write(format_coverage(counts))
         return EXIT_OK
     printed = 0
@@ -235,7 +174,7 @@ def command_trace(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(step, separators=(",", ":")) + "\n")
             printed += 1
 
-    _with_statement_span(loaded, emit)
+    with_statement_span(loaded, emit)
     if steps is not None and printed == steps:
         sys.stdout.flush()
         print(f"serq-ref: the trace stopped after {printed:,} rules (--steps {steps}"
@@ -248,8 +187,8 @@ def command_fmt(args: argparse.Namespace) -> int:
     """``serq-ref fmt``: the canonical layout (semantics/syntax/printer.py). Every FILE is read first (a
     missing one is a usage error before anything is written); a FILE that does not parse gets `check`'s
     error and the others are still done; exit 1 if one did not parse or, with --check, is not canonical."""
-    from .pipeline import STDIN, read_stdin, read_text
     from .syntax.printer import format_text
+    from .textfile import STDIN, read_stdin, read_text
 
     if len(args.files) > 1 and not (args.check or args.in_place):
         raise UsageError("fmt prints one FILE; give --check or --in-place for several\n"
@@ -300,38 +239,8 @@ def format_coverage(counts: dict[str, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _with_statement_span(loaded: Loaded, action):
-    """Run ``action``; a RunError gets its statement's source span."""
-    try:
-        return action()
-    except RunError as e:
-        if e.span is None and e.stmt is not None:
-            e.span = loaded.smap.stmt(*e.stmt)
-        if e.span is None:
-            e.file = loaded.smap.file
-            if e.stmt is not None:
-                e.message = f"{e.message} (statement blocks[{e.stmt[0]}][{e.stmt[1]}])"
-        if e.time is not None:
-            e.message = f"{e.message} (at time {e.time:g})"
-        raise
-
-
 COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace,
             "fmt": command_fmt, "lean": lean_cli.command, "oracle": oracle_cli.command}
-
-
-def _source_of(path: str | None) -> str | None:
-    from . import pipeline
-
-    if path == pipeline.STDIN:
-        return pipeline.stdin_text
-    if path is None or not os.path.isfile(path):
-        return None  # a campaign case's label (FILE.jsonl#INDEX) or a file gone: the location alone
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -344,11 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ProgramErrors as e:
         for error in e.errors:
-            print(render(error, _source_of(error.span.file if error.span else None)), file=sys.stderr)
+            print(render(error, source_of(error.span.file if error.span else None)), file=sys.stderr)
         print(f"{len(e.errors)} errors", file=sys.stderr)
         return e.exit_code
     except SerqError as e:
-        print(render(e, _source_of(e.span.file if e.span else None)), file=sys.stderr)
+        print(render(e, source_of(e.span.file if e.span else None)), file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:
         # the reader went away (`serq-ref trace ... | head`): not an error of ours

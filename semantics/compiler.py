@@ -21,6 +21,7 @@ from .syntax import ast
 from .syntax.desugar import desugar_program
 from .syntax.lower import lower_kernel
 from .syntax.parser import parse_text
+from .textfile import read_text
 
 #: How deep ``use`` may nest before the front end calls it a cycle.
 MAX_USE_DEPTH = 32
@@ -92,6 +93,4 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
 def compile_file(path: str, *, sets: Mapping[str, float] | None = None,
                  arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
     """``compile_source`` of the file at ``path``."""
-    from .pipeline import read_text
-
     return compile_source(read_text(path), path, sets=sets, arrivals=arrivals)

@@ -18,12 +18,12 @@ import dataclasses
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 
 from . import ir
 from .errors import ErrorLog, ProgramError, Span, UsageError, Warning_
 from .sourcemap import SourceMap
+from .textfile import STDIN, read_stdin, read_text
 
 
 @dataclass(frozen=True)
@@ -44,37 +44,6 @@ class Overrides:
     warmup: float | None = None
     arrivals: int | None = None
     sets: tuple[tuple[str, float], ...] = ()
-
-
-#: The name a program read from standard input (FILE `-`) has in messages.
-STDIN = "<stdin>"
-#: That program's text, kept for the CLI's source lines under an error.
-stdin_text: str | None = None
-
-
-def read_stdin() -> str:
-    """A program given as `-`: standard input, as UTF-8, like a file."""
-    global stdin_text
-    data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
-    try:
-        stdin_text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", file=STDIN) from None
-    return stdin_text
-
-
-def read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, not a program") from None
-    except UnicodeDecodeError as e:
-        raise ProgramError(f"not UTF-8 text ({e.reason} at byte {e.start})", file=path) from None
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
 def validate_schema(obj: object, path: str) -> None:

@@ -21,7 +21,8 @@ first, alone: the others need every index in range. The checks:
    (``lints``);
 6. verdicts: index, guard, amount and cap properties over the attribute
    ranges, decided with Z3; an error when every admissible value trips it, a
-   warning with a witness when some does (``ranges``, ``verdicts``);
+   warning with a witness when some does (``ranges``, ``questions``,
+   ``verdicts``, ``solver``);
 7. a warning for ``self preemption continue`` where no run can preempt
    itself (``structure``).
 

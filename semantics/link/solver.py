@@ -15,18 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 import z3
 
 from .. import ir
 from .names import name_attribute, show_expr
 from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
+from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict
 from .ranges import EVERYTHING, Interval
-from .verdicts import ALWAYS, NEVER, SOMETIMES, Verdict
-
-if TYPE_CHECKING:
-    from .verdicts import Question
 
 #: Z3's deterministic work limit per query, and a wall-clock backstop (ms).
 RESOURCE_LIMIT = 2_000_000
