@@ -13,7 +13,6 @@ an unknown answer is no finding, so a verdict never depends on the machine.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 
 import z3
