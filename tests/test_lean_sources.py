@@ -181,3 +181,22 @@ def test_holders_is_evaluated_as_in_the_mirror() -> None:
     assert "  | .holders q => (m.pool q).holders.length\n" in (LEAN / "SerqRef" / "Eval.lean").read_text()
     assert "if kind is Holders:\n        return len(pool_of(m, e.pool).holders)" in \
         (ROOT / "lean_bridge" / "mirror" / "expr.py").read_text()
+
+
+def test_every_constructor_a_generated_theorem_uses_is_declared() -> None:
+    """Without a Lean toolchain here, a static check of the generated files
+    against the sources: every `.name` in a program term (the committed
+    theorems of SerqRefOracle, the shared scenarios and the campaign cases
+    with prefix caching) is a constructor Syntax.lean declares."""
+    declared = set(re.findall(r"^  \| (\w+)", (LEAN / "SerqRef" / "Syntax.lean").read_text(), re.M))
+    files = sorted((LEAN / "SerqRefOracle").rglob("Case*.lean")) + sorted((LEAN / "SerqRefOracle").rglob("[A-Z]*.lean"))
+    used = set()
+    for path in files:
+        text = path.read_text()
+        if "def program : Program :=" not in text:
+            continue
+        term = text.split("def program : Program :=", 1)[1].split("theorem recorded", 1)[0]
+        term = re.sub(r"/-.*?-/", "", term, flags=re.S)  # the names in comments
+        used |= set(re.findall(r"(?<![\w.])\.([a-z]\w*)", term))
+    assert {"cachedIn", "holders", "budgetLeft", "div", "hold", "continues", "ends"} <= used
+    assert used <= declared, sorted(used - declared)
