@@ -1,16 +1,18 @@
 """Scenarios and their recorded answers (../shared/oracle/README.md).
 
 A scenario ``NAME.json`` of oracle/vllm or oracle/serve is one vLLM engine
-and its requests. Its program is examples/oracle/vllm_request.sq compiled
+and its requests. Its program is the one-request program
+(oracle.scenario.request_program): examples/oracle/vllm_request.sq compiled
 with the engine's constants (``--set``), the serve order written into the
 step stage (``serve by (KEY);``) and the requests as explicit sessions
 (prompt, o = out, arrive): exactly the IR the reference compiler wrote to
 ``NAME.ir.json`` (tests/test_compile_oracle.py; tests/test_lean_emit.py
-checks the same of this module). A campaign case, and a scenario with
+checks the same of the builder). A campaign case, and a scenario with
 prefix caching (which vllm_request.sq does not have), is translated from
 the program the oracle harness runs: examples/oracle/vllm_scenario.sq on
 lib/vllm.sq's engine (oracle.scenario.compile_scenario), on the step clock.
-An IR file is read as it is.
+Both builders check the scenario (oracle.scenario.check_scenario), locating
+what is wrong at its JSON node. An IR file is read as it is.
 
 The answer is ``NAME.out.json`` beside it: first and done per request, the
 total preemptions.
@@ -18,25 +20,16 @@ total preemptions.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from oracle.scenario import cases_in, check_scenario, compile_scenario, older_rule_for, read_json_text, request_program
 from semantics import ir
 from semantics.errors import ProgramError, Span
-from semantics.sourcemap import SourceMap
+from semantics.jsonpos import positions
 
-from .jsonpos import positions
 from .translate import Locator, Translation, translate
-
-#: The program of one vLLM request (seed 002, section 7).
-PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "oracle" / "vllm_request.sq"
-#: Where the serve order is written into the program's step stage.
-SERVE_ANCHOR = "cost 1; memory kv;"
-#: Where vLLM 0.33.0's self-preemption rule is written into it.
-SELF_PREEMPTION_ANCHOR = "memory kv; }"
 
 Pairs = tuple[tuple[int, int], ...]
 
@@ -72,19 +65,9 @@ def base_name(path: str) -> str:
     return name
 
 
-def read_json(path: str) -> tuple[object, str]:
-    from semantics.textfile import read_text  # a program's file reader: no UTF-8 is a located error, not a crash
-
-    text = read_text(path)
-    try:
-        return json.loads(text), text
-    except json.JSONDecodeError as e:
-        raise ProgramError(f"not JSON: {e.msg}", Span(path, e.lineno, e.colno)) from None
-
-
 def read_answer(path: str) -> Answer:
     """``NAME.out.json``: first/done by request id, and preemptions."""
-    data, text = read_json(path)
+    data, text = read_json_text(path)
     where = positions(text)
 
     def at(*key) -> Span | None:
@@ -121,8 +104,6 @@ def continues_for(path: str, older_rule: bool | None = None) -> bool:
     else the rule of the vLLM its corpus was recorded on, as the oracle
     harness decides it (oracle.scenario.older_rule_for: ../shared/oracle the
     older revision's, oracle/data 0.33.0's)."""
-    from oracle.scenario import older_rule_for
-
     return not older_rule_for(path, older_rule)
 
 
@@ -131,7 +112,7 @@ def load(path: str, older_rule: bool | None = None) -> Scenario:
     ProgramError when it is outside), with its recorded answer if there is one.
     A scenario runs under the self-preemption rule of its corpus (``continues_for``);
     an IR file under its own."""
-    data, text = read_json(path)
+    data, text = read_json_text(path)
     if is_ir(data):
         program = load_ir(path)
         translation = translate(program, Locator.for_json(path, text))
@@ -166,20 +147,17 @@ def load_ir(path: str) -> ir.Program:
     return load_program(path).program
 
 
-_REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
-_OPTIONAL = ("chunk", "prefix_caching", "serve")
-
-
 def _program(path: str, data: object, text: str, continues: bool,
              harness: bool = False) -> tuple[ir.Program, Locator]:
     """A scenario's program and where the translation locates what it refuses:
     the harness's program (``harness_program``) for a campaign case
     (``harness``) and for a scenario with prefix caching, vllm_request.sq
-    (``scenario_program``) for the others."""
+    (oracle.scenario.request_program) for the others."""
     if harness or (isinstance(data, dict) and data.get("prefix_caching")):
         return harness_program(path, data, text, continues)
-    program, smap = scenario_program(path, data, text, continues)
-    return program, _at_the_key(program, Locator.for_source(smap), _validate(path, data, text), spliced=False)
+    at = check_scenario(data, path, text)
+    program, smap = request_program(data, path, text, continues)
+    return program, _at_the_key(program, Locator.for_source(smap), at, spliced=False)
 
 
 def _at_the_key(program: ir.Program, source: Locator, at, spliced: bool) -> Locator:
@@ -209,101 +187,12 @@ def harness_program(path: str, data: object, text: str, continues: bool = False)
     located at the scenario's serve key when it is in the key, else by the
     program's source map (with a serve key the library is spliced into the
     scenario program's text, so only the key has a place to point at)."""
-    from oracle.scenario import compile_scenario
-
-    at = _validate(path, data, text)
-    try:
-        program, smap = compile_scenario(data, path, older_rule=not continues)
-    except ProgramError as e:
-        if "serve" in data:
-            raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: "
-                               f"{e.message.split(' does not compile: ', 1)[-1]}", at("serve")) from None
-        raise
+    at = check_scenario(data, path, text)
+    program, smap = compile_scenario(data, path, older_rule=not continues, text=text)
     return program, _at_the_key(program, Locator.for_source(smap), at, spliced="serve" in data)
-
-
-def _validate(path: str, data: object, text: str):
-    """A ProgramError at the JSON node of what makes ``data`` no scenario;
-    else the function from a JSON key path to its Span."""
-    where = positions(text)
-
-    def at(*key) -> Span:
-        for n in range(len(key), -1, -1):
-            if key[:n] in where:
-                return Span(path, *where[key[:n]])
-        return Span(path, 1, 1)
-
-    if not isinstance(data, dict):
-        raise ProgramError("a scenario is a JSON object {budget, max_seqs, block_size, num_blocks, requests, …}", at())
-    for key in _REQUIRED:
-        if key not in data:
-            raise ProgramError(f"the scenario has no `{key}`", at())
-    for key in data:
-        if key not in _REQUIRED + _OPTIONAL:
-            raise ProgramError(f"`{key}` is not a field of a scenario (fields: {', '.join(_REQUIRED + _OPTIONAL)})",
-                               at(key))
-
-    def natural(value: object, *key) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not float(value).is_integer():
-            raise ProgramError(f"`{key[-1]}` is {json.dumps(value)}, not a natural number", at(*key))
-        return float(value)
-
-    for key in ("block_size", "budget", "max_seqs", "chunk"):
-        natural(data.get(key, 0), key)
-    if natural(data["num_blocks"], "num_blocks") < 2:
-        raise ProgramError("`num_blocks` counts vLLM's null block: at least 2", at("num_blocks"))
-    if "serve" in data and not isinstance(data["serve"], str):
-        raise ProgramError("`serve` is a serve-by key in serQ syntax", at("serve"))
-    if not isinstance(data["requests"], list) or not data["requests"]:
-        raise ProgramError("`requests` is a non-empty list of {prompt, out, arrive?}", at("requests"))
-    for k, r in enumerate(data["requests"]):
-        if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
-            raise ProgramError("a request is {prompt, out, arrive?}", at("requests", k))
-        for key in ("prompt", "out", "arrive"):
-            natural(r.get(key, 0), "requests", k, key)
-    return at
-
-
-def scenario_program(path: str, data: object, text: str, continues: bool = False) -> tuple[ir.Program, SourceMap]:
-    """The IR of a scenario without prefix caching: vllm_request.sq with its
-    engine and requests; ``continues``: with ``self preemption continue;`` in
-    its step stage (vLLM 0.33.0's rule; without it, the older revision's)."""
-    from semantics.compiler import compile_source
-    from semantics.link import link
-
-    at = _validate(path, data, text)
-    if data.get("prefix_caching"):
-        raise AssertionError("a scenario with prefix caching is the harness's program (harness_program)")
-    sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,
-            "max_seqs": float(data["max_seqs"]), "chunk": float(data.get("chunk", 0))}
-    program_text = PROGRAM.read_text(encoding="utf-8")
-    if "serve" in data:
-        if SERVE_ANCHOR not in program_text:
-            raise AssertionError(f"{PROGRAM} no longer has `{SERVE_ANCHOR}`")
-        program_text = program_text.replace(SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
-    if continues:
-        if SELF_PREEMPTION_ANCHOR not in program_text:
-            raise AssertionError(f"{PROGRAM} no longer has `{SELF_PREEMPTION_ANCHOR}`")
-        program_text = program_text.replace(SELF_PREEMPTION_ANCHOR, "memory kv; self preemption continue; }")
-    try:
-        program, smap = compile_source(program_text, str(PROGRAM), sets=sets)
-    except ProgramError as e:
-        if "serve" in data:
-            raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: {e.message}",
-                               at("serve")) from None
-        raise
-    slot = {name: program.attrs.index(name) for name in ("prompt", "o", "arrive")}
-    specs = tuple(ir.SessionSpec(((slot["prompt"], float(r["prompt"])), (slot["o"], float(r["out"])),
-                                  (slot["arrive"], float(r.get("arrive", 0)))), None)
-                  for r in data["requests"])
-    program = dataclasses.replace(program, arrival=ir.Sessions(specs))
-    link(program, smap)
-    return program, smap
 
 
 def scenarios_in(directory: str) -> list[str]:
     """Every ``NAME.json`` in ``directory`` with a recorded answer ``NAME.out.json``, by name: the cases
     ``oracle check`` takes there but the IR files."""
-    from oracle.scenario import cases_in
-
     return [path for path in cases_in(directory) if not path.endswith(".ir.json")]

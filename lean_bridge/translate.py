@@ -20,10 +20,10 @@ from typing import Callable
 
 from semantics import ir
 from semantics.errors import ProgramError, Span
+from semantics.jsonpos import nearest, positions
 from semantics.sourcemap import SourceMap
 
 from . import syntax as L
-from .jsonpos import positions
 
 #: How every refusal of the translation begins.
 REFUSED = "outside the Lean fragment"
@@ -88,11 +88,8 @@ class Locator:
         table = positions(text)
 
         def find(path: tuple) -> Span | None:
-            for n in range(len(path), -1, -1):
-                if path[:n] in table:
-                    line, col = table[path[:n]]
-                    return Span(file, line, col)
-            return None
+            line_col = nearest(table, path)
+            return Span(file, *line_col) if line_col else None
 
         return Locator(file, find)
 

@@ -143,7 +143,7 @@ USAGE = {
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from .scenario import read_json, run_scenario, run_ir
+    from .scenario import read_json_text, run_scenario, run_ir
 
     if args.vllm_python is not None and not args.real:
         raise UsageError("--vllm-python goes with --real (serq-ref runs the scenario without it)")
@@ -154,7 +154,8 @@ def command_run(args: argparse.Namespace) -> int:
         real.find_python(args.vllm_python)
         if args.scenario.endswith(".ir.json"):
             raise UsageError("--real takes a scenario NAME.json (the real scheduler does not run IR)")
-        answer, log = vllm_log(read_json(args.scenario), args.scenario, args.vllm_python, bool(args.older_rule))
+        data, text = read_json_text(args.scenario)
+        answer, log = vllm_log(data, args.scenario, args.vllm_python, bool(args.older_rule), text=text)
         answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps")}
         if args.log is not None:
             write_log(log, args.log)
@@ -165,15 +166,16 @@ def command_run(args: argparse.Namespace) -> int:
             raise UsageError("--log takes a scenario NAME.json (the schedule log is the scenario program's)")
         from .schedule_log import serq_log, write_log
 
-        data = read_json(args.scenario)
-        answer, log = serq_log(data, args.scenario, args.older_rule)
+        data, text = read_json_text(args.scenario)
+        answer, log = serq_log(data, args.scenario, args.older_rule, text=text)
         write_log(log, args.log)
         if args.log == "-":
             return 0
     elif args.scenario.endswith(".ir.json"):
         answer = run_ir(args.scenario)
     else:
-        answer = run_scenario(read_json(args.scenario), args.scenario, args.older_rule)
+        data, text = read_json_text(args.scenario)
+        answer = run_scenario(data, args.scenario, args.older_rule, text=text)
     if args.json:
         print(json.dumps(answer))
         return 0

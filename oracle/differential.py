@@ -4,9 +4,9 @@ step engine against pyserq").
 
 A scenario is a dict of ../shared/oracle/README.md's form (budget, max_seqs,
 block_size, num_blocks, chunk, serve, requests of prompt, out, arrive). Its
-program is lean_bridge.scenario.scenario_program's: examples/oracle/
-vllm_request.sq compiled with the scenario's engine, the requests as explicit
-sessions, exactly the reference compiler's IR. Both engines run that one IR;
+program is the one-request program (oracle.scenario.request_program):
+examples/oracle/vllm_request.sq compiled with the scenario's engine, the
+requests as explicit sessions, exactly the reference compiler's IR. Both engines run that one IR;
 each answers, per request (the session's serial is its index in
 ``requests``), the times of its ``first`` and ``done`` observations, with the
 kv pool's preemptions and the step stage's iterations. pyserq's report keeps
@@ -144,11 +144,10 @@ def fits_alone(scenario: dict) -> bool:
 # --------------------------------------------------------------------------
 
 def program_of(scenario: dict) -> ir.Program:
-    """The scenario's IR (lean_bridge.scenario.scenario_program)."""
-    from lean_bridge.scenario import scenario_program
+    """The scenario's IR (oracle.scenario.request_program)."""
+    from .scenario import request_program
 
-    text = json.dumps(scenario)
-    program, _ = scenario_program("<scenario>", scenario, text)
+    program, _ = request_program(scenario, "<scenario>", json.dumps(scenario))
     return program
 
 

@@ -1,14 +1,26 @@
 """A vLLM scheduler scenario as a serQ program, run on the small-step
 semantics, answered in the recorded format (../shared/oracle/README.md).
 
-A scenario ``{budget, max_seqs, block_size, num_blocks, chunk?,
-prefix_caching?, serve?, requests: [{prompt, out, arrive?}]}`` is the engine
-of examples/lib/vllm.sq (section 7 of seed 002) through
-examples/oracle/vllm_scenario.sq, with the scenario's constants set
-(``num_blocks - 1`` usable blocks: one is vLLM's null block), iteration cost 1
-(so a time is a step), its ``serve`` key, if any, written into the engine
-(``serve by (KEY);``), and its requests as explicit sessions (prompt, o =
-out, arrive).
+A scenario is ``{budget, max_seqs, block_size, num_blocks, chunk?,
+prefix_caching?, serve?, requests: [{prompt, out, arrive?}]}``
+(``check_scenario``: what is wrong with one is located at its JSON node).
+It has two programs:
+
+- the harness's (``compile_scenario``, ``scenario_program``), which
+  ``serq-ref oracle run/check`` runs and lean_bridge translates for a
+  campaign case and for a scenario with prefix caching: the engine of
+  examples/lib/vllm.sq (section 7 of seed 002) through
+  examples/oracle/vllm_scenario.sq, with the scenario's constants set
+  (``num_blocks - 1`` usable blocks: one is vLLM's null block), iteration
+  cost 1 (so a time is a step), its ``serve`` key, if any, written into the
+  engine (``serve by (KEY);``), and its requests as explicit sessions
+  (prompt, o = out, arrive);
+- the one-request program's (``request_program``): examples/oracle/
+  vllm_request.sq, which has no prefix cache, with the same constants,
+  serve key and sessions; the program the reference compiler compiled
+  ../shared/oracle's scenarios from (its ``NAME.ir.json``,
+  tests/test_lean_emit.py), which lean_bridge translates for the others and
+  oracle/differential.py runs on both engines.
 
 The vLLM rule: lib/vllm.sq follows vLLM 0.33.0; ``older_rule`` sets its
 switch (``older_rule = 1``: a request that preempts itself ends the pass, the
@@ -33,20 +45,33 @@ import os
 import re
 from pathlib import Path
 
+from typing import Callable
+
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
+from semantics.jsonpos import nearest, positions
 from semantics.textfile import read_text  # a file's UTF-8 text, its errors as a program's file's
 from semantics.sourcemap import SourceMap
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The program of a scenario (lib/vllm.sq's engine, one request per session).
+#: The harness's program of a scenario (lib/vllm.sq's engine, one request per session).
 SCENARIO_PROGRAM = ROOT / "examples" / "oracle" / "vllm_scenario.sq"
 #: Where a serve order is written into lib/vllm.sq's engine.
 SERVE_ANCHOR = "serve admission;"
 LIBRARY = ROOT / "examples" / "lib" / "vllm.sq"
+#: The one-request program (seed 002, section 7), the reference compiler's (``request_program``).
+REQUEST_PROGRAM = ROOT / "examples" / "oracle" / "vllm_request.sq"
+#: Where the serve order is written into the one-request program's step stage.
+REQUEST_SERVE_ANCHOR = "cost 1; memory kv;"
+#: Where vLLM 0.33.0's self-preemption rule is written into it.
+REQUEST_SELF_PREEMPTION_ANCHOR = "memory kv; }"
 
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
-OPTIONAL = ("chunk", "prefix_caching", "serve", "arrive")
+OPTIONAL = ("chunk", "prefix_caching", "serve")
+#: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
+CASE_FIELDS = ("kind",)
+#: A scenario's numbers: natural numbers.
+NUMBERS = ("budget", "max_seqs", "block_size", "num_blocks", "chunk")
 
 
 def step_clock_sets() -> dict[str, float]:
@@ -113,72 +138,95 @@ def older_rule_of(version: str | None) -> bool:
     return True
 
 
-def check_scenario(data: object, path: str = "<scenario>") -> dict:
-    """``data`` if it is a scenario; a ProgramError naming what is wrong otherwise."""
-    where = Span(path, 1, 1)
+def check_scenario(data: object, path: str = "<scenario>", text: str | None = None) -> Callable[..., Span]:
+    """Nothing if ``data`` is a scenario, else a ProgramError saying what is
+    wrong, located at the offending JSON node when ``text``, the JSON text
+    ``data`` was read from, is given (a scenario file: its line and column),
+    else at ``path`` (a label) line 1, column 1. Returns the function from a
+    key path (``at("requests", 2, "out")``) to its Span, the nearest node's
+    the text has, with which both programs' builders locate a serve key that
+    does not compile."""
+    table = positions(text) if text is not None else {}
+
+    def at(*key) -> Span:
+        line_col = nearest(table, key)
+        return Span(path, *line_col) if line_col else Span(path, 1, 1)
+
     if not isinstance(data, dict):
-        raise ProgramError("a scenario is a JSON object {budget, max_seqs, block_size, num_blocks, requests, ...}", where)
+        raise ProgramError("a scenario is a JSON object {budget, max_seqs, block_size, num_blocks, requests, ...}", at())
     for key in REQUIRED:
         if key not in data:
-            raise ProgramError(f"the scenario has no `{key}`", where)
-    unknown = [key for key in data if key not in REQUIRED + OPTIONAL + ("kind",)]
-    if unknown:
-        raise ProgramError(f"`{unknown[0]}` is not a field of a scenario (fields: {', '.join(REQUIRED + OPTIONAL)})",
-                           where)
-    for key in ("budget", "max_seqs", "block_size", "num_blocks"):
-        _natural(data[key], key, where)
+            raise ProgramError(f"the scenario has no `{key}`", at())
+    for key in data:
+        if key not in REQUIRED + OPTIONAL + CASE_FIELDS:
+            raise ProgramError(f"`{key}` is not a field of a scenario (fields: {', '.join(REQUIRED + OPTIONAL)})",
+                               at(key))
+    for key in NUMBERS:
+        if key in data:
+            _natural(data[key], key, at(key))
     if data["num_blocks"] < 2:
-        raise ProgramError("`num_blocks` counts vLLM's null block: at least 2", where)
+        raise ProgramError("`num_blocks` counts vLLM's null block: at least 2", at("num_blocks"))
+    if "serve" in data and not isinstance(data["serve"], str):
+        raise ProgramError("`serve` is a serve-by key in serQ syntax, e.g. \"-admission\"", at("serve"))
     if not isinstance(data["requests"], list) or not data["requests"]:
-        raise ProgramError("`requests` is a non-empty list of {prompt, out, arrive?}", where)
+        raise ProgramError("`requests` is a non-empty list of {prompt, out, arrive?}", at("requests"))
     for k, r in enumerate(data["requests"]):
         if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
-            raise ProgramError(f"request {k} is not {{prompt, out, arrive?}}", where)
+            raise ProgramError(f"request {k} is not {{prompt, out, arrive?}}", at("requests", k))
         for key in ("prompt", "out", "arrive"):
             if key in r:
-                _natural(r[key], f"requests[{k}].{key}", where)
-    if "serve" in data and not isinstance(data["serve"], str):
-        raise ProgramError("`serve` is a serve-by key in serQ syntax, e.g. \"-admission\"", where)
-    return data
+                _natural(r[key], f"requests[{k}].{key}", at("requests", k, key))
+    return at
 
 
 def _natural(value: object, what: str, where: Span) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 \
             or not float(value).is_integer():
-        raise ProgramError(f"`{what}` is {json.dumps(value)}, not a whole number", where)
+        raise ProgramError(f"`{what}` is {json.dumps(value)}, not a natural number", where)
 
 
 def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = False,
-                     older_rule: bool = False) -> ir.Program:
-    """The program of a scenario, compiled and linked (without the range
-    verdicts, which only warn: tests/test_oracle_harness.py links the
-    recorded scenarios with them); ``older_rule``: lib/vllm.sq's switch."""
-    return compile_scenario(data, path, verdicts, older_rule)[0]
+                     older_rule: bool = False, text: str | None = None) -> ir.Program:
+    """The harness's program of a scenario, compiled and linked (without the
+    range verdicts, which only warn: tests/test_oracle_harness.py links the
+    recorded scenarios with them); ``older_rule``: lib/vllm.sq's switch;
+    ``text``: the JSON text of ``data``, to locate its errors in."""
+    return compile_scenario(data, path, verdicts, older_rule, text)[0]
 
 
 def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = False,
-                     older_rule: bool = False) -> tuple[ir.Program, SourceMap]:
+                     older_rule: bool = False, text: str | None = None) -> tuple[ir.Program, SourceMap]:
     """``scenario_program`` and its source map (lean_bridge translates the
     program and locates what it refuses with the map). With a serve key the
     library's text is spliced into the scenario program's (``_with_serve``),
     so the map's lines are those of that text, not of either file."""
-    from semantics.compiler import compile_source
-    from semantics.link import link
-
-    data = check_scenario(data, path)
-    text = SCENARIO_PROGRAM.read_text(encoding="utf-8")
+    at = check_scenario(data, path, text)
+    program_text = SCENARIO_PROGRAM.read_text(encoding="utf-8")
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
                        data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)))
     if older_rule:
         sets["older_rule"] = 1.0
     if "serve" in data:
-        text = _with_serve(text, data["serve"])
+        program_text = _with_serve(program_text, data["serve"])
+    return _build(data, at, program_text, SCENARIO_PROGRAM, sets, verdicts)
+
+
+def _build(data: dict, at: Callable[..., Span], program_text: str, file: Path, sets: dict[str, float],
+           verdicts: bool) -> tuple[ir.Program, SourceMap]:
+    """A scenario's program: ``program_text`` (``file``'s, the scenario's serve key
+    written in) compiled with ``sets``, the requests as its explicit sessions
+    (prompt, o = out, arrive), linked (with the range verdicts when
+    ``verdicts``); with its source map. That it does not
+    compile with a serve key is the key's fault, located at the key (``at``)."""
+    from semantics.compiler import compile_source
+    from semantics.link import link
+
     try:
-        program, smap = compile_source(text, str(SCENARIO_PROGRAM), sets=sets)
+        program, smap = compile_source(program_text, str(file), sets=sets)
     except ProgramError as e:
         if "serve" in data:
-            raise ProgramError(f"{path}: the serve key `{data['serve']}` does not compile: {e.message}",
-                               Span(path, 1, 1)) from None
+            raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: {e.message}",
+                               at("serve")) from None
         raise
     slot = program.attrs.index
     sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
@@ -187,6 +235,32 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
     return program, smap
+
+
+def request_program(data: object, path: str = "<scenario>", text: str | None = None,
+                    continues: bool = False) -> tuple[ir.Program, SourceMap]:
+    """The one-request program of a scenario without prefix caching, linked
+    (with the range verdicts), and its source map: examples/oracle/vllm_request.sq with the scenario's
+    engine constants (``--set``), its serve key written into the step stage,
+    its requests as explicit sessions; ``continues``: with ``self preemption
+    continue;`` in its step stage (vLLM 0.33.0's rule; without it, the older
+    revision's, as the reference compiler compiled it). ``text``: the JSON
+    text of ``data``, to locate its errors in (``check_scenario``)."""
+    at = check_scenario(data, path, text)
+    if data.get("prefix_caching"):
+        raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
+    sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,
+            "max_seqs": float(data["max_seqs"]), "chunk": float(data.get("chunk", 0))}
+    program_text = REQUEST_PROGRAM.read_text(encoding="utf-8")
+    if "serve" in data:
+        if REQUEST_SERVE_ANCHOR not in program_text:
+            raise AssertionError(f"{REQUEST_PROGRAM} no longer has `{REQUEST_SERVE_ANCHOR}`")
+        program_text = program_text.replace(REQUEST_SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
+    if continues:
+        if REQUEST_SELF_PREEMPTION_ANCHOR not in program_text:
+            raise AssertionError(f"{REQUEST_PROGRAM} no longer has `{REQUEST_SELF_PREEMPTION_ANCHOR}`")
+        program_text = program_text.replace(REQUEST_SELF_PREEMPTION_ANCHOR, "memory kv; self preemption continue; }")
+    return _build(data, at, program_text, REQUEST_PROGRAM, sets, verdicts=True)
 
 
 def _with_serve(text: str, key: str) -> str:
@@ -225,12 +299,14 @@ def older_rule_for(path: str, older_rule: bool | None = None) -> bool:
     return older_rule
 
 
-def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None = None) -> dict:
+def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None = None,
+                 text: str | None = None) -> dict:
     """A scenario's answer on the small-step semantics; ``older_rule`` None:
-    the rule of the vLLM the file's corpus was recorded on (``recorded_vllm``)."""
+    the rule of the vLLM the file's corpus was recorded on (``recorded_vllm``);
+    ``text``: the JSON text of ``data``, to locate its errors in."""
     from semantics.smallstep.driver import run
 
-    program = scenario_program(data, path, older_rule=older_rule_for(path, older_rule))
+    program = scenario_program(data, path, older_rule=older_rule_for(path, older_rule), text=text)
     result = run(program)
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
@@ -256,9 +332,16 @@ def run_ir(path: str) -> dict:
 
 
 def read_json(path: str):
+    """A JSON file's value (``read_json_text``)."""
+    return read_json_text(path)[0]
+
+
+def read_json_text(path: str) -> tuple[object, str]:
+    """A JSON file's value and its text (to locate what is wrong in the value
+    with); a file that is no UTF-8 or no JSON is a located ProgramError."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return json.loads(text), text
     except json.JSONDecodeError as e:
         raise ProgramError(f"not JSON: {e.msg}", Span(path, e.lineno, e.colno)) from None
 

@@ -49,17 +49,19 @@ MODES = ("prefill", "decode")
 # serq-ref's log
 # --------------------------------------------------------------------------
 
-def serq_log(data: dict, path: str = "<scenario>", older_rule: bool | None = None) -> tuple[dict, list[dict]]:
+def serq_log(data: dict, path: str = "<scenario>", older_rule: bool | None = None,
+             text: str | None = None) -> tuple[dict, list[dict]]:
     """A scenario's answer and its schedule log on serq-ref (header first), under the vLLM rule
-    ``run_scenario`` takes (``older_rule``; None: the one the scenario's corpus was recorded on)."""
+    ``run_scenario`` takes (``older_rule``; None: the one the scenario's corpus was recorded on);
+    ``text``: the JSON text of ``data``, to locate its errors in."""
     from semantics import SERQ_VERSION
     from semantics.smallstep.driver import trace
 
     from .scenario import older_rule_for, run_scenario, scenario_program
 
     older_rule = older_rule_for(path, older_rule)
-    answer = run_scenario(data, path, older_rule)
-    program = scenario_program(data, path, older_rule=older_rule)
+    answer = run_scenario(data, path, older_rule, text)
+    program = scenario_program(data, path, older_rule=older_rule, text=text)
     header = {"format": FORMAT, "version": VERSION, "engine": f"serq-ref {SERQ_VERSION}",
               "scenario": path.replace("\\", "/").rsplit("/", 1)[-1]}
     return answer, [header] + steps_of_trace(trace(program))
@@ -363,16 +365,18 @@ def diverge(a: dict, b: dict) -> tuple[list[str], bool]:
 # the real vLLM scheduler's log
 # --------------------------------------------------------------------------
 
-def vllm_log(data: dict, path: str = "<scenario>", python=None, older_rule: bool = False) -> tuple[dict, list[dict]]:
+def vllm_log(data: dict, path: str = "<scenario>", python=None, older_rule: bool = False,
+             text: str | None = None) -> tuple[dict, list[dict]]:
     """A scenario's answer and schedule log on the real vLLM 0.33.0 scheduler
     (oracle/real/driver.py, its ``step_trace``; with ``older_rule`` its
     self-preemption rule patched to the older one, D1): per ``schedule()``
     call the tokens of each request and the preempted ids, which the driver
-    sorts; it says nothing of admissions and finishes."""
+    sorts; it says nothing of admissions and finishes. ``text``: the JSON
+    text of ``data``, to locate its errors in."""
     from . import real
     from .scenario import check_scenario
 
-    check_scenario(data, path)
+    check_scenario(data, path, text)
     job = real.scenario_job({k: v for k, v in data.items() if k != "kind"}, step_trace=True,
                             **({"self_preempt_ends_pass": True} if older_rule else {}))
     (answer,) = real.answer_all([job], python)

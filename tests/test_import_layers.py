@@ -10,6 +10,14 @@ subcommands; what they share is ``semantics.cli_common``, serq-ref's version
 ``semantics.textfile``), and the linker's solver and verdicts (what is asked
 and the answers are ``semantics.link.questions``). The imports that closed
 them are named below, so that a failure says which came back.
+
+The packages stack, too: ``semantics`` at the bottom, ``oracle`` above it,
+``lean_bridge`` on top. No module imports one of a package above its own,
+but the top command line (``semantics.cli``), which registers the oracle's,
+the peer's and the Lean bridge's subcommands. (The one-request program of a
+vLLM scenario, which oracle/differential.py runs, was built in
+``lean_bridge.scenario``; it is ``oracle.scenario``'s now, with the check of
+a scenario, and the JSON positions are ``semantics.jsonpos``'s.)
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ CUT = [
     ("semantics.compiler", "semantics.pipeline"),
     ("semantics.link.solver", "semantics.link.verdicts"),
 ]
+
+#: The packages from the bottom up: a module imports nothing of a package above its own.
+STACK = ("semantics", "oracle", "lean_bridge")
+#: The one module that imports upward: the top command line registers the subcommands above it.
+TOP_COMMAND_LINE = "semantics.cli"
 
 
 def graph() -> dict[str, set[str]]:
@@ -80,6 +93,17 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def upward(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) for every import of a module of a package higher in STACK, in name order."""
+    level = {package: k for k, package in enumerate(STACK)}
+
+    def height(module: str) -> int:
+        return level.get(module.split(".")[0], -1)
+
+    return [(a, b) for a in sorted(edges) for b in sorted(edges[a])
+            if height(a) >= 0 and height(b) > height(a)]
+
+
 def is_rule_module(name: str) -> bool:
     return name.startswith(RULES_RECURSION) and name[len(RULES_RECURSION):].split(".")[0] in RECURSIVE_RULES
 
@@ -113,3 +137,30 @@ def test_the_finder_finds_a_circle():
     found = circles(edges)
     for a, b in CUT:
         assert any(a in c and b in c for c in found), (a, b)
+
+
+def test_the_packages_stack():
+    """semantics < oracle < lean_bridge: only the top command line imports upward."""
+    found = upward(graph())
+    assert [(a, b) for a, b in found if a != TOP_COMMAND_LINE] == [], "an import of a package above the importer's"
+    # the command line's registrations are seen (the check reads function-level imports too)
+    assert {("semantics.cli", "lean_bridge.cli"), ("semantics.cli", "oracle.cli"),
+            ("semantics.cli", "oracle.peer_cli")} <= set(found)
+
+
+def test_the_oracle_imports_nothing_of_the_lean_bridge():
+    edges = graph()
+    found = [(a, b) for a in sorted(edges) if a.split(".")[0] == "oracle"
+             for b in sorted(edges[a]) if b.split(".")[0] == "lean_bridge"]
+    assert found == [], f"oracle/ imports lean_bridge/: {found}"
+    assert "semantics.jsonpos" in edges["oracle.scenario"] and "oracle.scenario" in edges["lean_bridge.scenario"]
+
+
+def test_the_stack_check_can_fail():
+    """An import up the stack is seen: the oracle's of the bridge's scenario builder that was moved
+    down, a semantics module's of the oracle's."""
+    edges = graph()
+    edges["oracle.differential"].add("lean_bridge.scenario")
+    edges["semantics.jsonpos"].add("oracle.scenario")
+    assert {("oracle.differential", "lean_bridge.scenario"), ("semantics.jsonpos", "oracle.scenario")} <= \
+        set(upward(edges))

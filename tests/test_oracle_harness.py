@@ -84,11 +84,65 @@ def test_a_scenario_with_a_serve_order_and_prefix_caching_runs():
 
 
 def test_a_bad_scenario_is_a_located_program_error(capsys, tmp_path):
+    """Located at the JSON node that is wrong: here the request without `out`, its `{`."""
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"budget": 64, "max_seqs": 2, "block_size": 16, "num_blocks": 10, "requests": [{"prompt": 3}]}))
+    text = json.dumps({"budget": 64, "max_seqs": 2, "block_size": 16, "num_blocks": 10, "requests": [{"prompt": 3}]},
+                      indent=1)
+    path.write_text(text)
+    lines = text.splitlines()
+    line = lines.index('   "prompt": 3')  # the line above it (1-based: this index) holds the request's `{`
+    assert lines[line - 1] == "  {"
     code, out, err = cli(capsys, "oracle", "run", str(path))
     assert code == 1 and out == ""
-    assert err.startswith(f"{path}:1:1: error: request 0 is not {{prompt, out, arrive?}}")
+    assert err.splitlines()[:3] == [f"{path}:{line}:3: error: request 0 is not {{prompt, out, arrive?}}",
+                                    "    {", "    ^"]  # the line, indented by two, and a caret under col 3
+
+
+#: A scenario with one thing wrong, the line of the node it is located at (1-based), what the error says.
+BAD_SCENARIOS = [
+    ({"requests": [{"prompt": 3, "out": -1}]}, '   "out": -1', "`requests[0].out` is -1, not a natural number"),
+    ({"budget": 0.5}, ' "budget": 0.5,', "`budget` is 0.5, not a natural number"),
+    ({"chunk": None}, ' "chunk": null', "`chunk` is null, not a natural number"),
+    ({"num_blocks": 1}, ' "num_blocks": 1,', "`num_blocks` counts vLLM's null block: at least 2"),
+    ({"serve": 3}, ' "serve": 3', '`serve` is a serve-by key in serQ syntax, e.g. "-admission"'),
+    ({"arrive": 3}, ' "arrive": 3', "`arrive` is not a field of a scenario (fields: budget, max_seqs, "
+                                    "block_size, num_blocks, requests, chunk, prefix_caching, serve)"),
+    ({"serve": "free("}, ' "serve": "free("', "the scenario's serve key `free(` does not compile: "),
+]
+
+
+@pytest.mark.parametrize("change,line,message", BAD_SCENARIOS)
+def test_one_check_of_a_scenario_locates_its_error_for_the_oracle_and_the_lean_bridge(change, line, message, capsys,
+                                                                                      tmp_path):
+    """`oracle run` and `lean` check a scenario with the one check (oracle.scenario.check_scenario): the
+    same error at the offending JSON node, its line and a caret under it, exit 1."""
+    scenario = dict({"budget": 64, "max_seqs": 2, "block_size": 16, "num_blocks": 10,
+                     "requests": [{"prompt": 3, "out": 4}]}, **change)
+    path = tmp_path / "bad.json"
+    text = json.dumps(scenario, indent=1)
+    path.write_text(text)
+    number = text.splitlines().index(line) + 1
+    column = len(line) - len(line.split(": ", 1)[1]) + 1  # the value's first character
+    errors = []
+    for command in (["oracle", "run"], ["lean"]):
+        code, out, err = cli(capsys, *command, str(path))
+        assert code == 1 and out == "", (command, err)
+        first, source, caret = err.splitlines()[:3]
+        assert first.startswith(f"{path}:{number}:{column}: error: {message}"), (command, first)
+        assert source == "  " + line and caret == " " * (column + 1) + "^"
+        errors.append(err)
+    assert errors[0] == errors[1]
+
+
+def test_a_scenario_without_its_text_is_located_at_its_label():
+    """A scenario that is no file (a campaign case, a generated one): at its label, line 1, column 1."""
+    from oracle.scenario import check_scenario
+    from semantics.errors import ProgramError, Span
+
+    with pytest.raises(ProgramError) as raised:
+        check_scenario({"budget": 64, "max_seqs": 2, "block_size": 16, "num_blocks": 10, "requests": []}, "cases.jsonl#4")
+    assert raised.value.span == Span("cases.jsonl#4", 1, 1)
+    assert raised.value.message == "`requests` is a non-empty list of {prompt, out, arrive?}"
 
 
 def test_a_missing_file_is_a_usage_error(capsys, tmp_path):

@@ -2,7 +2,7 @@
 oracle program (issue 9; seed 002 §3 Stages and Pools, §7).
 
 Every scenario is examples/oracle/vllm_request.sq compiled with its engine
-(lean_bridge.scenario.scenario_program, the reference compiler's IR) and run
+(oracle.scenario.request_program, the reference compiler's IR) and run
 by serq-ref's small-step engine and by pyserq 0.1.6 on the same IR. They must
 give every request the same first-token and done times, the kv pool the same
 preemptions and the step stage the same iteration count (oracle/differential.py).
@@ -199,14 +199,14 @@ def test_a_withdrawn_decode_leaves_the_same_computed_position_in_both(monkeypatc
     oracle program with `observe comp = computed;` at the top of the hold's
     body (the position each execution of the hold starts from) gives the same
     samples in both engines."""
-    import lean_bridge.scenario as scenario_module
+    import oracle.scenario as scenario_module
 
-    text = scenario_module.PROGRAM.read_text()
+    text = scenario_module.REQUEST_PROGRAM.read_text()
     probe = tmp_path / "vllm_request.sq"
     probe.write_text(text.replace("prefill (known) growing kv;", "observe comp = computed;\n    prefill (known) growing kv;"))
     assert probe.read_text() != text
     assert {"withdraw_decode", "preempted_decode"} <= diff.features(diff.program_of(WITHDRAWN_DECODE), 2)
-    monkeypatch.setattr(scenario_module, "PROGRAM", probe)
+    monkeypatch.setattr(scenario_module, "REQUEST_PROGRAM", probe)
     program = diff.program_of(WITHDRAWN_DECODE)
 
     here = sorted((time, serial, value) for record in driver.run(program).observes if record.name == "comp"

@@ -1,6 +1,8 @@
 """Where each value of a JSON text starts (line and column, 1-based), by its
-path: ``("blocks", 3, 0, "Hold", "pools")``. An IR file has no source map;
-this is what lets an error about an IR node read ``FILE:LINE:COL: error:``.
+path: ``("blocks", 3, 0, "Hold", "pools")``. A JSON file has no source map;
+this is what lets an error about one of its nodes read ``FILE:LINE:COL:
+error:``: an IR node the Lean translation refuses (lean_bridge/translate.py),
+a field of a vLLM scenario that is no scenario's (oracle/scenario.py).
 
 A small scanner over text that ``json.loads`` has already accepted: it finds
 where values start and skips over them, decoding nothing but keys.
@@ -75,3 +77,12 @@ def positions(text: str) -> dict[Path, tuple[int, int]]:
 
     value(0, ())
     return out
+
+
+def nearest(table: dict[Path, tuple[int, int]], path: Path) -> tuple[int, int] | None:
+    """The (line, column) of ``path`` in ``table`` (``positions``), else of its
+    nearest ancestor there; None when not even the document is."""
+    for n in range(len(path), -1, -1):
+        if path[:n] in table:
+            return table[path[:n]]
+    return None
