@@ -221,6 +221,8 @@ class Machine:
         #: per pool: whether a stage serves it (``admit via``), so that settle does not retry its admissions
         self.admitted_via_stage = tuple(p.admit_via is not None for p in program.pools)
         self.keeps_ended_attrs = any(p.evict is not None or p.spill is not None for p in program.pools)
+        #: no session can hold a pool twice (``holders(p)`` is then the holdings' count; fast forms only)
+        self.holds_once = holds_once(program)
 
     # -- names for messages -------------------------------------------------
 
@@ -407,3 +409,37 @@ def _kind_name(s: int, stage: ir.Stage, flow_stages: frozenset) -> str:
     if isinstance(stage.kind, ir.Ps):
         return "delay" if stage.kind.capacity == ir.Ctx("N") else "ps"  # delay is written ps(present)
     return "step"
+
+
+def holds_once(program: ir.Program) -> bool:
+    """Whether every holding in a pool is another session's in every run: a
+    holding joins a pool only at the admission of a hold, one per pool the
+    hold names, and leaves it at the hold's exit or release unless a lease
+    keeps it. So a session holds a pool twice only if some hold has a lease,
+    names two pools that can be the same one (a family's members included),
+    or is entered inside another hold's body; a program with none of these
+    holds each pool at most once per session. ``holders(p)`` is the count of
+    sessions (observables.holding_sessions); with this fact the fast forms
+    count the holdings instead, and the written-out time/advance is checked
+    against the definition on every reachable configuration
+    (tests/test_smallstep_properties.py)."""
+    def inside(block: int) -> bool:  # a hold anywhere in the block or the blocks it opens
+        for stmt in program.blocks[block]:
+            if isinstance(stmt, ir.Hold):
+                return True
+            if isinstance(stmt, ir.Branch) and (inside(stmt.then_block) or inside(stmt.else_block)):
+                return True
+            if isinstance(stmt, (ir.Loop, ir.While)) and inside(stmt.block):
+                return True
+        return False
+
+    for block in program.blocks:
+        for stmt in block:
+            if not isinstance(stmt, ir.Hold):
+                continue
+            if stmt.lease is not None or inside(stmt.body):
+                return False
+            named = [q for use in stmt.pools for q in range(use.ref.base, use.ref.base + use.ref.count)]
+            if len(named) != len(set(named)):
+                return False
+    return True

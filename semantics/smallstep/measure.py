@@ -100,7 +100,8 @@ def _integration_lines(m: Machine) -> list[str]:
         for p in range(len(m.program.pools)):
             lines.append(f"        p{p} = pools[{p}]")
             terms += [f"areas[{k}] + p{p}.allocated * dt", f"areas[{k + 1}] + p{p}.cached * dt",
-                      f"areas[{k + 2}] + len(p{p}.queue) * dt", f"areas[{k + 3}] + holding_sessions(p{p}) * dt"]
+                      f"areas[{k + 2}] + len(p{p}.queue) * dt",
+                      f"areas[{k + 3}] + {'len(p%d.holders)' % p if m.holds_once else 'holding_sessions(p%d)' % p} * dt"]
             k += 4
         for s, kind in enumerate(m.stage_kinds):
             lines.append(f"        s{s} = stages[{s}]")
