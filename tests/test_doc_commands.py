@@ -41,7 +41,8 @@ How a line is read (``variants``):
 What is decided per command:
 
 - PARSE, every command: its subcommand exists and every option it uses is one
-  the parser accepts, its values of the option's type: ``semantics.cli``'s
+  the parser accepts, by its full name (not an abbreviation argparse would
+  take), its values of the option's type: ``semantics.cli``'s
   ``build_parser().parse_args``; ``lean``'s own parsers (``lean``, ``lean
   check``, ``lean prove`` are built inside ``lean_bridge.cli``'s commands, so
   the command runs with their ``parse_args`` made to stop right after
@@ -383,24 +384,38 @@ def collect(root: str = ROOT) -> list[DocCommand]:
 
 
 class _Parsed(Exception):
-    def __init__(self, namespace):
+    def __init__(self, namespace, parser=None):
         super().__init__("parsed")
         self.namespace = namespace
+        self.parser = parser
 
 
 def _stop_after_parse(self, args=None, namespace=None):
-    raise _Parsed(argparse.ArgumentParser.parse_args(self, args, namespace))
+    raise _Parsed(argparse.ArgumentParser.parse_args(self, args, namespace), self)
 
 
 def _stop(args):
     raise _Parsed(args)
 
 
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
+def _full_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """argparse takes a unique prefix of a long option (``--max-seq`` for ``--max-seqs``); a doc shows
+    the option's name."""
+    for word in argv:
+        if word.startswith("--") and word.split("=", 1)[0] not in parser._option_string_actions:
+            raise ProblemWith(f"{word} is not an option's full name (argparse took it as an abbreviation)")
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse ``serq-ref ARGV`` as the command line would, running nothing; a UsageError (or
-    ``ProblemWith``) if it does not parse."""
+    ``ProblemWith``) if it does not parse or names an option by an abbreviation."""
+    top = cli.build_parser()
     try:
-        args = cli.build_parser().parse_args(argv)
+        args = top.parse_args(argv)
     except SystemExit as e:  # --help, --version: no doc command is one
         raise ProblemWith(f"the parser exited ({e.code}) instead of parsing") from None
     if args.command == "lean":
@@ -408,8 +423,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
             try:
                 lean_cli.command(args)
             except _Parsed as p:
+                _full_names(p.parser, args.rest)
                 return p.namespace
         raise ProblemWith("lean did not reach one of its parsers")
+    parser = _subparser(top, args.command)
+    if args.command == "oracle":
+        parser = _subparser(parser, args.oracle_command)
+    _full_names(parser, argv)
     if args.command == "peer":
         with mock.patch.object(peer_cli, "_check", _stop), mock.patch.object(peer_cli, "_campaign", _stop), \
                 mock.patch.object(peer_cli, "_one", _stop):
@@ -581,6 +601,11 @@ def test_a_made_up_option_is_caught():
     assert [(c.line, c.concrete) for c in found] == [(3, True), (4, False), (5, True), (7, False)]
     with pytest.raises(SerqError, match="no-such-option"):
         parse(found[0].variants[0])
+    # an abbreviation argparse would take is not the option's name
+    with pytest.raises(ProblemWith, match="--max-seq "):
+        parse(["oracle", "replay", "x.csv", "--spacing", "3", "--budget", "64", "--max-seq", "4", "--blocks", "20"])
+    with pytest.raises(ProblemWith, match="--var "):
+        parse(["lean", "check", "examples", "--var"])
     # both alternatives of `N|all` parse
     assert found[1].variants == [["trace", "examples/pools/preempt.sq", "--steps", "3"],
                                  ["trace", "examples/pools/preempt.sq", "--steps", "all"]]
