@@ -245,7 +245,13 @@ COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if argv[:1] == ["lean"]:
+            # lean reads its arguments with its own parsers (lean_bridge/cli.py); handed over as they are, since
+            # argparse gives an argument list that starts with an option (--help, --out X FILE) to no REMAINDER
+            args = argparse.Namespace(command="lean", rest=argv[1:])
+        else:
+            args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except UsageError as e:
         print(f"serq-ref: {e.message}" if e.message.startswith("usage:") or "\nusage:" in e.message

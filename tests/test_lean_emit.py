@@ -342,3 +342,19 @@ def test_a_campaign_case_outside_the_fragment_has_no_theorem_and_is_counted(tmp_
     assert code == 0 and stdout.strip() == f"wrote 1 theorem file(s) and Camp.All to {out}"
     assert err == (f"serq-ref: 1 case(s) outside the fragment, no theorem: {tmp_path.name}/serve.jsonl#1 (the "
                    f"first: outside the Lean fragment: the function `free`)\n")
+
+
+def test_lean_takes_help_and_options_before_its_file(tmp_path, capsys) -> None:
+    """`serq-ref lean --help` and an option ahead of FILE reach lean's own
+    parsers (the main parser once refused a leading option after `lean`)."""
+    for flag in ("--help", "-h"):
+        code, out, _ = run_cli(capsys, "lean", flag)
+        assert code == 0 and out.startswith("usage: serq-ref lean FILE")
+    path = tmp_path / "cached.json"
+    path.write_text(json.dumps(CACHED))
+    code, out, err = run_cli(capsys, "lean", "--answer", "mirror", str(path))
+    assert code == 0, err
+    assert theorem_of(out)[2] == [(0, 61), (1, 43)]
+    target = tmp_path / "Cached.lean"
+    code, _, err = run_cli(capsys, "lean", "--out", str(target), "--answer", "mirror", str(path))
+    assert code == 0 and target.read_text() == out
