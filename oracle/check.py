@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from semantics.errors import SerqError, UsageError
 
-from .scenario import answer_path, cases_in, read_json, run_ir, run_scenario
+from .scenario import answer_path, cases_in, read_json, request_key, run_ir, run_scenario
 
 #: The figures of an answer besides its requests, compared when recorded.
 FIGURES = ("preemptions", "steps")
@@ -264,7 +264,7 @@ def differences(label: str, recorded: dict, ours: dict, who: str = "serq-ref") -
     ``recorded`` (numbers compare by value: 3 and 3.0 are the same step)."""
     lines = []
     requests = sorted(set(recorded.get("first", {})) | set(recorded.get("done", {})) | set(ours["first"])
-                      | set(ours["done"]), key=_request_key)
+                      | set(ours["done"]), key=request_key)
     for request in requests:
         want = (recorded.get("first", {}).get(request), recorded.get("done", {}).get(request))
         got = (ours["first"].get(request), ours["done"].get(request))
@@ -275,14 +275,6 @@ def differences(label: str, recorded: dict, ours: dict, who: str = "serq-ref") -
         if figure in recorded and recorded[figure] != ours.get(figure):
             lines.append(f"{label}: {figure}: recorded {recorded[figure]}, {who} {_show(ours.get(figure))}")
     return lines
-
-
-def _request_key(request: str) -> tuple:
-    """Request ids in number order; an id that is no number after them, by text."""
-    try:
-        return (0, int(request), "")
-    except ValueError:
-        return (1, 0, request)
 
 
 def _show(value) -> str:

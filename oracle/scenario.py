@@ -274,6 +274,15 @@ def _with_serve(text: str, key: str) -> str:
     return text.replace('use "../lib/vllm.sq";', library)
 
 
+def request_key(request: str) -> tuple:
+    """The order of request ids in answers and logs: ids in number order; an
+    id that is no number after them, by text."""
+    try:
+        return (0, int(request), "")
+    except ValueError:
+        return (1, 0, request)
+
+
 def answer_of(result, program: ir.Program) -> dict:
     """The answer of a finished run of a scenario program, in the recorded format."""
     by_name = {o.name: o for o in result.observes}

@@ -38,6 +38,8 @@ import sys
 
 from semantics.errors import ProgramError, Span, UsageError
 
+from .scenario import request_key
+
 FORMAT = "serq-schedule-log"
 VERSION = 1
 #: The fields of a step record, besides ``step``; the four compared.
@@ -257,7 +259,7 @@ def step_differences(a: dict, b: dict, fields=COMPARED, ordered=("preempted",)) 
     out: list[tuple[str, str | None]] = []
     sa = {e["request"]: e for e in a["scheduled"]} if "scheduled" in fields else {}
     sb = {e["request"]: e for e in b["scheduled"]} if "scheduled" in fields else {}
-    for request in sorted(set(sa) | set(sb), key=_request_key):
+    for request in sorted(set(sa) | set(sb), key=request_key):
         ea, eb = sa.get(request), sb.get(request)
         if ea is None or eb is None or ea["tokens"] != eb["tokens"]:
             out.append((f"request {request}: scheduled {_tokens(ea)} against {_tokens(eb)}", request))
@@ -266,25 +268,18 @@ def step_differences(a: dict, b: dict, fields=COMPARED, ordered=("preempted",)) 
     for key in [k for k in ("admitted", "finished", "preempted") if k in fields]:
         if key == "preempted" and key in ordered:
             continue
-        only_a = sorted(set(a[key]) - set(b[key]), key=_request_key)
-        only_b = sorted(set(b[key]) - set(a[key]), key=_request_key)
+        only_a = sorted(set(a[key]) - set(b[key]), key=request_key)
+        only_b = sorted(set(b[key]) - set(a[key]), key=request_key)
         for request in only_a:
             out.append((f"request {request}: {key} in A only", request))
         for request in only_b:
             out.append((f"request {request}: {key} in B only", request))
     if "preempted" in fields and "preempted" in ordered and a["preempted"] != b["preempted"]:
-        concerned = sorted(set(a["preempted"]) ^ set(b["preempted"]), key=_request_key) \
-            or sorted(set(a["preempted"]), key=_request_key)
+        concerned = sorted(set(a["preempted"]) ^ set(b["preempted"]), key=request_key) \
+            or sorted(set(a["preempted"]), key=request_key)
         out.append((f"preempted {_ids(a['preempted'])} against {_ids(b['preempted'])}", None))
         out += [("", request) for request in concerned]
     return out
-
-
-def _request_key(request: str) -> tuple:
-    try:
-        return (0, int(request), "")
-    except ValueError:
-        return (1, 0, request)
 
 
 def _tokens(entry: dict | None) -> str:
@@ -355,7 +350,7 @@ def diverge(a: dict, b: dict) -> tuple[list[str], bool]:
         if not step["rules"]:
             continue
         lines.append(f"  the rules of {side} at step {number}:")
-        for request in concerned or sorted(step["rules"], key=_request_key):
+        for request in concerned or sorted(step["rules"], key=request_key):
             rules = step["rules"].get(request)
             lines.append(f"    request {request}: " + (", ".join(rules) if rules else "no rule applied to it"))
     return lines, True
