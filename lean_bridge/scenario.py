@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from oracle.scenario import cases_in, check_scenario, compile_scenario, older_rule_for, read_json_text, request_program
+from oracle.scenario import cases_in, compile_scenario, older_rule_for, read_json_text, request_program
 from semantics import ir
 from semantics.errors import ProgramError, Span
 from semantics.jsonpos import positions
@@ -155,9 +155,8 @@ def _program(path: str, data: object, text: str, continues: bool,
     (oracle.scenario.request_program) for the others."""
     if harness or (isinstance(data, dict) and data.get("prefix_caching")):
         return harness_program(path, data, text, continues)
-    at = check_scenario(data, path, text)
-    program, smap = request_program(data, path, text, continues)
-    return program, _at_the_key(program, Locator.for_source(smap), at, spliced=False)
+    built = request_program(data, path, text, continues)
+    return built.program, _at_the_key(built.program, Locator.for_source(built.smap), built.at, spliced=False)
 
 
 def _at_the_key(program: ir.Program, source: Locator, at, spliced: bool) -> Locator:
@@ -187,9 +186,9 @@ def harness_program(path: str, data: object, text: str, continues: bool = False)
     located at the scenario's serve key when it is in the key, else by the
     program's source map (with a serve key the library is spliced into the
     scenario program's text, so only the key has a place to point at)."""
-    at = check_scenario(data, path, text)
-    program, smap = compile_scenario(data, path, older_rule=not continues, text=text)
-    return program, _at_the_key(program, Locator.for_source(smap), at, spliced="serve" in data)
+    built = compile_scenario(data, path, older_rule=not continues, text=text)
+    return built.program, _at_the_key(built.program, Locator.for_source(built.smap), built.at,
+                                      spliced="serve" in data)
 
 
 def scenarios_in(directory: str) -> list[str]:

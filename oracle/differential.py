@@ -147,8 +147,7 @@ def program_of(scenario: dict) -> ir.Program:
     """The scenario's IR (oracle.scenario.request_program)."""
     from .scenario import request_program
 
-    program, _ = request_program(scenario, "<scenario>", json.dumps(scenario))
-    return program
+    return request_program(scenario, "<scenario>", json.dumps(scenario)).program
 
 
 def answer_here(program: ir.Program) -> Answer:

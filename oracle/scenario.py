@@ -45,7 +45,7 @@ import os
 import re
 from pathlib import Path
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
@@ -191,11 +191,21 @@ def scenario_program(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     range verdicts, which only warn: tests/test_oracle_harness.py links the
     recorded scenarios with them); ``older_rule``: lib/vllm.sq's switch;
     ``text``: the JSON text of ``data``, to locate its errors in."""
-    return compile_scenario(data, path, verdicts, older_rule, text)[0]
+    return compile_scenario(data, path, verdicts, older_rule, text).program
+
+
+class Built(NamedTuple):
+    """A scenario's program, its source map, and where a key path of the
+    scenario's JSON is (``check_scenario``'s locator: lean_bridge locates what
+    it refuses in the serve key there)."""
+
+    program: ir.Program
+    smap: SourceMap
+    at: Callable[..., Span]
 
 
 def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = False,
-                     older_rule: bool = False, text: str | None = None) -> tuple[ir.Program, SourceMap]:
+                     older_rule: bool = False, text: str | None = None) -> Built:
     """``scenario_program`` and its source map (lean_bridge translates the
     program and locates what it refuses with the map). With a serve key the
     library's text is spliced into the scenario program's (``_with_serve``),
@@ -212,7 +222,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
 
 
 def _build(data: dict, at: Callable[..., Span], program_text: str, file: Path, sets: dict[str, float],
-           verdicts: bool) -> tuple[ir.Program, SourceMap]:
+           verdicts: bool) -> Built:
     """A scenario's program: ``program_text`` (``file``'s, the scenario's serve key
     written in) compiled with ``sets``, the requests as its explicit sessions
     (prompt, o = out, arrive), linked (with the range verdicts when
@@ -234,11 +244,11 @@ def _build(data: dict, at: Callable[..., Span], program_text: str, file: Path, s
                      for r in data["requests"])
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
-    return program, smap
+    return Built(program, smap, at)
 
 
 def request_program(data: object, path: str = "<scenario>", text: str | None = None,
-                    continues: bool = False) -> tuple[ir.Program, SourceMap]:
+                    continues: bool = False) -> Built:
     """The one-request program of a scenario without prefix caching, linked
     (with the range verdicts), and its source map: examples/oracle/vllm_request.sq with the scenario's
     engine constants (``--set``), its serve key written into the step stage,
