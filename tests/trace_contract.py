@@ -15,6 +15,13 @@ docs/step-trace.md, "Checked by the tests"; tests/conftest.py installs it).
   test. docs/data/rule_coverage.json is the report of such a run, and
   tests/test_trace_coverage.py holds it and docs/semantics.md's summary of it
   to the registry.
+- Under pytest-xdist (pyproject.toml's ``-n``) every worker counts its own
+  tests' traces and hands its counts over at its end (``worker_counts``);
+  the controller adds them up (``add_worker_counts``) and writes the one
+  report. A rule's first test is the least test name that applied it, so the
+  set of rules applied, never and unregistered do not depend on the number
+  of workers; the counts of records can, where a test module caches a trace
+  another module also makes.
 
 The wrapper replaces ``semantics.smallstep.driver.trace`` when this module is
 imported, before any test module imports the name, so that every way a test
@@ -93,7 +100,35 @@ def _whole_suite(session) -> bool:
             and not config.option.deselect)
 
 
+#: the key of a worker's counts in its workeroutput (pytest-xdist)
+WORKER_OUTPUT = "serq_rule_coverage"
+
+
+def worker_counts() -> dict:
+    """This process's counts, as plain JSON values a pytest-xdist worker hands to the controller."""
+    return {"counts": dict(_counts), "tests": {rule: sorted(tests) for rule, tests in _tests.items()},
+            "tracing": sorted(_tracing_tests)}
+
+
+def add_worker_counts(data: dict) -> None:
+    """Add a worker's counts (``worker_counts``) to this process's."""
+    _counts.update(data["counts"])
+    for rule, tests in data["tests"].items():
+        _tests[rule].update(tests)
+    _tracing_tests.update(data["tracing"])
+
+
+def pytest_testnodedown(node, error):
+    """(pytest-xdist, on the controller) a worker has finished: its counts join the report."""
+    data = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if data is not None:
+        add_worker_counts(data)
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller writes the report
+        session.config.workeroutput[WORKER_OUTPUT] = worker_counts()
+        return
     data = report()
     path = pathlib.Path(os.environ.get("SERQ_REF_RULE_COVERAGE", DEFAULT_REPORT))
     path.parent.mkdir(parents=True, exist_ok=True)
