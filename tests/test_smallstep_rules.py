@@ -3,13 +3,20 @@
 The registry (semantics.smallstep.rules.REGISTRY), the names the step traces
 print, and the rule tables of docs/semantics.md are the same set: a rule that
 is registered but never printed, printed but not registered, or documented
-under another name fails here. The traces are those of every example that
-runs, of the reference implementation's vLLM programs under ../shared/oracle,
-and of the programs below, which between them apply every rule.
+under another name fails here. The traces are those of the reference
+implementation's vLLM programs under ../shared/oracle and of the programs
+below, which between them apply every rule, and those of every example that
+runs. An example is traced to EXAMPLE_HORIZON here; to CAMPAIGN_HORIZON
+(some 1.2 million records, a minute of a core) under the campaign marker,
+which records the rules each example applies in docs/data/example_rules.json,
+held here to the registry and to the short traces:
+
+    python3 -m pytest -m campaign -o timeout=0 tests/test_smallstep_rules.py
 """
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 
@@ -25,6 +32,10 @@ from semantics.smallstep.driver import all_rules, trace
 from semantics.smallstep.rules import REGISTRY
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+#: how far the default run traces every example, and the campaign
+EXAMPLE_HORIZON, CAMPAIGN_HORIZON = 20.0, 200.0
+#: the campaign's record: per example, the rules its trace to CAMPAIGN_HORIZON applied
+EXAMPLE_RULES = ROOT / "docs" / "data" / "example_rules.json"
 
 #: Programs that between them apply every rule (text syntax).
 PROGRAMS = {
@@ -141,26 +152,36 @@ def printed_names(program, base_dir=None) -> set[str]:
         return set()
 
 
-def example_programs():
+def example_programs(horizon: float = EXAMPLE_HORIZON):
+    """Every example that loads (not the libraries), by its path under examples/, to ``horizon``."""
     for path in sorted((ROOT / "examples").rglob("*.sq")):
         if path.parent.name == "lib":
             continue
         try:
-            loaded = load(str(path), Overrides(horizon=200.0, arrivals=None, seed=None, warmup=0.0, sets=()))
+            loaded = load(str(path), Overrides(horizon=horizon, arrivals=None, seed=None, warmup=0.0, sets=()))
         except ProgramError:
             continue
-        yield path.name, loaded.program, loaded.base_dir
+        yield path.relative_to(ROOT / "examples").as_posix(), loaded.program, loaded.base_dir
 
 
-def all_printed() -> set[str]:
+def example_rules(horizon: float = EXAMPLE_HORIZON) -> dict[str, list[str]]:
+    """Per example, the rules its trace to ``horizon`` applies (none: the run stopped with a RunError)."""
+    return {name: sorted(printed_names(program, base_dir)) for name, program, base_dir in example_programs(horizon)}
+
+
+def recorded_example_rules() -> dict:
+    return json.loads(EXAMPLE_RULES.read_text())
+
+
+def all_printed(examples: dict[str, list[str]]) -> set[str]:
     names = set()
     for source in PROGRAMS.values():
         names |= printed_names(compile_source(source, "<rules>")[0])
     names |= printed_names(while_program())
     for program in oracle_programs():
         names |= printed_names(program)
-    for _, program, base_dir in example_programs():
-        names |= printed_names(program, base_dir)
+    for rules in examples.values():
+        names |= set(rules)
     return names
 
 
@@ -187,7 +208,7 @@ def test_every_rule_is_registered_once_under_its_trace_name():
 
 def test_the_registry_the_traces_and_the_docs_name_the_same_rules():
     registered = set(REGISTRY)
-    printed = all_printed()
+    printed = all_printed({"recorded " + name: rules for name, rules in recorded_example_rules()["examples"].items()})
     assert printed - registered == set(), "printed by a trace but registered as no rule"
     assert registered - printed == set(), "registered but applied by none of the programs: add one that applies it"
     assert documented() == registered, (f"docs/semantics.md lacks {sorted(registered - documented())}, "
@@ -198,3 +219,27 @@ def test_the_registry_the_traces_and_the_docs_name_the_same_rules():
 def test_the_rule_programs_run(name):
     program, _ = compile_source(PROGRAMS[name], f"<{name}>")
     assert printed_names(program), f"{name} stopped with a RunError"
+
+
+def test_every_example_traced_applies_what_its_recorded_campaign_trace_applied_first():
+    """The short traces (EXAMPLE_HORIZON) of every example are the beginnings of the campaign's
+    (CAMPAIGN_HORIZON, the same seed): each applies registered rules only, and only rules the
+    recorded long trace applied; the record names exactly the examples there are."""
+    recorded = recorded_example_rules()
+    assert recorded["horizon"] == CAMPAIGN_HORIZON
+    short = example_rules()
+    assert list(short) == list(recorded["examples"]), \
+        "an example was added or removed: record again (python3 -m pytest -m campaign tests/test_smallstep_rules.py)"
+    for name, rules in short.items():
+        assert set(rules) <= set(REGISTRY), (name, sorted(set(rules) - set(REGISTRY)))
+        assert set(rules) <= set(recorded["examples"][name]), (name, sorted(set(rules) - set(recorded["examples"][name])))
+    assert sum(map(len, short.values())) > 0
+
+
+@pytest.mark.campaign
+def test_campaign_every_example_to_the_campaign_horizon():
+    """Every example traced to CAMPAIGN_HORIZON, every record through the trace contract; the rules
+    each applied written to docs/data/example_rules.json (the same for the same code: no times)."""
+    examples = example_rules(CAMPAIGN_HORIZON)
+    EXAMPLE_RULES.write_text(json.dumps({"horizon": CAMPAIGN_HORIZON, "examples": examples}, indent=1) + "\n")
+    assert all_printed(examples) == set(REGISTRY)
