@@ -20,12 +20,18 @@ Step stages are not implemented yet: their located RunError is a clean
 outcome too. Left out on purpose: rates and works so small (1e-300) that the
 program is 10^300 events, too heavy to run rather than wrong.
 
+The default run draws DEFAULT_EXAMPLES programs; the campaign
+(``python3 -m pytest -m campaign -o timeout=0 tests/test_run_fuzz.py``)
+draws CAMPAIGN_EXAMPLES, derandomized, and records how each ended in
+docs/data/run_fuzz_campaign.json, which the default run checks.
+
 Below the property, one regression test per crash the fuzzer found.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import tempfile
 from pathlib import Path
@@ -341,11 +347,45 @@ def programs(draw) -> str:
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+#: examples of the default run, and of the campaign (derandomized, its counts in CAMPAIGN_DATA)
+DEFAULT_EXAMPLES, CAMPAIGN_EXAMPLES = 100, 2000
+CAMPAIGN_DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "run_fuzz_campaign.json"
+OUTCOMES = ("result", "program error", "run error")
+
+
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(programs())
 def test_a_program_runs_or_stops_with_a_program_error_or_a_run_error(text: str) -> None:
     """The outcome of any program is a report, a ProgramError or a RunError, within the wall-clock budget."""
     outcome_of(text)
+
+
+@pytest.mark.campaign
+def test_campaign_a_program_runs_or_stops_with_a_program_error_or_a_run_error() -> None:
+    """The property above on CAMPAIGN_EXAMPLES programs, derandomized (the same programs each time);
+    the outcomes counted to docs/data/run_fuzz_campaign.json, written only when every one was clean
+    (a crash or a hang raises before)."""
+    outcomes: dict[str, int] = dict.fromkeys(OUTCOMES, 0)
+
+    @settings(max_examples=CAMPAIGN_EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def prop(text: str) -> None:
+        outcomes[outcome_of(text)] += 1
+
+    prop()
+    CAMPAIGN_DATA.write_text(json.dumps({"examples": CAMPAIGN_EXAMPLES, "outcomes": outcomes}, indent=1) + "\n")
+    assert sum(outcomes.values()) >= CAMPAIGN_EXAMPLES
+
+
+def test_the_recorded_campaign_ran_every_example_cleanly() -> None:
+    """docs/data/run_fuzz_campaign.json: the campaign's programs all ended in one of the clean
+    outcomes, and each outcome happened (the generator reaches reports, program errors and run errors)."""
+    data = json.loads(CAMPAIGN_DATA.read_text())
+    assert data["examples"] == CAMPAIGN_EXAMPLES > DEFAULT_EXAMPLES
+    assert set(data["outcomes"]) == set(OUTCOMES) and all(data["outcomes"][o] > 0 for o in OUTCOMES)
+    assert sum(data["outcomes"].values()) >= CAMPAIGN_EXAMPLES
 
 
 # ---------------------------------------------------------------- regressions
