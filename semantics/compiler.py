@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import lru_cache
 from typing import Mapping
 
 from . import ir
@@ -46,13 +47,23 @@ def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[
             raise ProgramError(f"`use` nests deeper than {MAX_USE_DEPTH} files", item.span)
         text = read_used_file(path, item)
         read.add(path)
-        library = parse_text(text, path)
+        library = parse_library(text, path)
         for used in library.items:
             if isinstance(used, (ast.Workload, ast.SessionItem, ast.ServerItem, ast.RunBlock)):
                 raise ProgramError("a library used by another file holds definitions only (let, def, pool, stage, "
                                    "queue, gauge)", used.span)
         items.extend(resolve_uses(library, read, depth + 1))
     return tuple(items)
+
+
+@lru_cache(maxsize=16)
+def parse_library(text: str, path: str) -> ast.Program:
+    """A used file's parse, kept for the next program that uses the same
+    text from the same path (the oracle harness compiles thousands of
+    scenario programs on lib/vllm.sq). The key is the text itself, so an
+    edited library is parsed afresh; the AST is frozen, so sharing it is
+    safe."""
+    return parse_text(text, path)
 
 
 def read_used_file(path: str, item: ast.Use) -> str:
