@@ -88,15 +88,17 @@ class CaseProgress:
 
     ``advance(n)`` after each n cases done (in any order), ``close()`` at the
     end (the line is cleared); also a context manager. ``done`` counts the
-    cases advanced, bar or not.
+    cases advanced, bar or not; ``draw`` False: never a bar (a caller of the
+    library rather than the command line), ``write`` still writes.
     """
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None, unit: str = "case", done: int = 0):
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, unit: str = "case", done: int = 0,
+                 draw: bool = True):
         self.stream = sys.stderr if stream is None else stream
         self.total = total
         self.done = done
         self.bar = None
-        if check_terminal(self.stream):
+        if draw and check_terminal(self.stream):
             from tqdm import tqdm
 
             self.bar = tqdm(total=total, initial=done, desc=label, unit=unit, file=self.stream, leave=False,
