@@ -595,10 +595,19 @@ def command(args: argparse.Namespace) -> int:
     results: list[dict] = []
     with CaseProgress(len(runs), "sweep", unit="run") as progress:
         try:
-            for case, result in zip(runs, run_cases(run_point, runs, workers=args.workers, ray=args.ray,
-                                                    progress=progress, journal=journal)):
-                for line in result["warnings"]:
-                    progress.write(line)
+            outcomes = run_cases(run_point, runs, workers=args.workers, ray=args.ray, progress=progress,
+                                 journal=journal)
+        except UsageError as e:
+            if journal is not None:
+                journal.close()
+            raise UsageError(f"{e.message}\n{USAGE}") from None
+        try:
+            warned: set[str] = set()
+            for case, result in zip(runs, outcomes):
+                for line in result["warnings"]:  # each warning once, however many points it holds at
+                    if line not in warned:
+                        warned.add(line)
+                        progress.write(line)
                 results.append(result["figures"])
                 tests.update(result["tests"])
         except SerqError as e:

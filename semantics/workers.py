@@ -85,8 +85,11 @@ def describe(start: int, count: int, labels: Sequence[str] | None) -> str:
     return f"case {start}" if count == 1 else f"cases {start}-{start + count - 1}"
 
 
-def run_batch(task: Callable[[Any], Any], cases: Sequence[Any]) -> list[tuple[str, Any]]:
-    """A batch in a worker: ``("ok", result)`` or ``("error", exception)`` per case."""
+def run_batch(task: Callable[[Any], Any], cases: Sequence[Any], cwd: str | None = None) -> list[tuple[str, Any]]:
+    """A batch in a worker: ``("ok", result)`` or ``("error", exception)`` per case; ``cwd``: the
+    driver's working directory, which relative paths in the cases are read from (a Ray worker's is its own)."""
+    if cwd is not None and os.getcwd() != cwd:
+        os.chdir(cwd)
     out: list[tuple[str, Any]] = []
     for case in cases:
         try:
@@ -126,6 +129,12 @@ def run_cases(task: Callable[[Any], Any], cases: Sequence[Any], *, workers: int 
     reported (default: standard error, or above the progress bar)."""
     if note is None:
         note = progress.write if progress is not None else (lambda line: print(line, file=sys.stderr, flush=True))
+    if ray is not None:
+        connect_ray(ray)  # a missing Ray or an address nobody answers: a usage error now, before any case
+    return _results(task, cases, workers, ray, progress, journal, labels, note)
+
+
+def _results(task, cases, workers, ray, progress, journal, labels, note) -> Iterator[Any]:
     done: dict[int, Any] = dict(journal.results) if journal is not None else {}
     todo = [i for i in range(len(cases)) if i not in done]
     if progress is not None and done:
@@ -292,6 +301,7 @@ def connect_ray(address: str):
         raise UsageError("--ray needs Ray, an optional extra: python3 -m pip install -e '.[ray]'") from None
     if ray.is_initialized():
         return ray
+    check_reachable(address)
     root = project_root()
     path = os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     try:
@@ -304,6 +314,23 @@ def connect_ray(address: str):
     return ray
 
 
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A HOST:PORT that no server answers is a usage error at once (ray.init would wait minutes for it)."""
+    import socket
+
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"--ray {address}: an address is HOST:PORT (the head's, as `ray start --head` printed it), "
+                         "or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise UsageError(f"--ray {address}: no Ray cluster answered ({e.strerror or e}); start one with "
+                         "`ray start --head` (then --ray auto) or give the head's address") from None
+
+
 def _on_ray(task, cases, todo, address, workers, labels, note) -> Iterator[tuple[int, list]]:
     ray = connect_ray(address)
     from ray import exceptions
@@ -312,12 +339,13 @@ def _on_ray(task, cases, todo, address, workers, labels, note) -> Iterator[tuple
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     pending = _batches(todo, max(cpus, workers))
     task_ref = ray.put(task)
+    cwd = os.getcwd()
     running: dict[Any, tuple[int, int]] = {}
     retries: dict[int, int] = {}
 
     def submit(batch: tuple[int, int]) -> None:
         start, count = batch
-        running[remote.remote(task_ref, [cases[i] for i in range(start, start + count)])] = batch
+        running[remote.remote(task_ref, [cases[i] for i in range(start, start + count)], cwd)] = batch
 
     try:
         for batch in pending:
