@@ -123,3 +123,48 @@ def test_ray_missing_or_unreachable_is_a_usage_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the extra were not installed
     with pytest.raises(UsageError, match=r"\.\[ray\]"):
         list(run_cases(square, [1, 2], ray="auto"))
+
+
+# --------------------------------------------------------------------------
+# the commands that take --workers: the same output with 2 processes as in one
+
+
+def run_main(argv, capsys, monkeypatch):
+    from pathlib import Path
+
+    from semantics.cli import main
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    status = main(argv)
+    return status, capsys.readouterr().out
+
+
+def test_oracle_check_on_two_workers_is_the_same_bytes(capsys, monkeypatch):
+    argv = ["oracle", "check", "../shared/oracle/vllm", "../shared/oracle/serve"]
+    one = run_main(argv, capsys, monkeypatch)
+    two = run_main(argv + ["--workers", "2"], capsys, monkeypatch)
+    assert one == two and one[1].endswith(" failed\n")
+
+
+def test_oracle_campaign_on_two_workers_reports_the_same(capsys, monkeypatch, tmp_path):
+    argv = ["oracle", "campaign", "40", "--seed", "1", "--kind", "serve", "--recorded",
+            "oracle/data/campaign/serve.jsonl"]
+    one = run_main(argv + ["--report", str(tmp_path / "1.jsonl")], capsys, monkeypatch)
+    two = run_main(argv + ["--report", str(tmp_path / "2.jsonl"), "--workers", "2"], capsys, monkeypatch)
+    assert one[0] == two[0] == 0
+    assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()
+    assert len((tmp_path / "1.jsonl").read_text().splitlines()) == 40
+
+
+def test_peer_campaign_on_two_workers_and_resumed_reports_the_same(capsys, monkeypatch, tmp_path):
+    argv = ["peer", "campaign", "3", "--seed", "1"]  # program 2 differs (P-known): its minimising is in the report
+    journal = tmp_path / "j.jsonl"
+    one = run_main(argv + ["--report", str(tmp_path / "1.json"), "--resume", str(journal)], capsys, monkeypatch)
+    two = run_main(argv + ["--report", str(tmp_path / "2.json"), "--workers", "2"], capsys, monkeypatch)
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + 3
+    journal.write_text("\n".join(lines[:3]) + "\n")  # as if stopped after two programs
+    three = run_main(argv + ["--report", str(tmp_path / "3.json"), "--resume", str(journal)], capsys, monkeypatch)
+    assert one == two == three
+    assert len({(tmp_path / f"{k}.json").read_bytes() for k in (1, 2, 3)}) == 1
+    assert '"disagreements": [' in (tmp_path / "1.json").read_text()
