@@ -311,6 +311,15 @@ def connect_ray(address: str):
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"--ray {address}: no Ray cluster answered ({first}); start one with `ray start --head` "
                          "(then --ray auto) or give the head's address") from None
+    # Ray prints a dead worker's error on the driver's standard output (ray/_private/worker.py,
+    # listen_error_messages: print_to_stdstream with is_err False), which is the command's output here;
+    # run_cases names the dead worker on standard error itself. Ray's switch for it is a module global.
+    try:
+        import ray._private.worker as ray_worker
+
+        ray_worker._worker_logs_enabled = False
+    except (ImportError, AttributeError):
+        pass
     return ray
 
 
