@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from semantics import SERQ_VERSION
 from semantics.errors import SerqError, UsageError
 
 from . import campaign_cases
@@ -596,8 +597,14 @@ class _Lazy:
             self.scheduler.close()
 
 
+def serq_answer_case(kind: str, older_rule: bool, case: dict) -> dict:
+    """``serq_answer`` as a case of ``semantics.workers.run_cases``."""
+    return serq_answer(kind, case, older_rule)
+
+
 def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None = None, python=None,
-        explain_known: bool = False, max_tries: int = 1000, report=print, older_rule: bool = False) -> list[Outcome]:
+        explain_known: bool = False, max_tries: int = 1000, report=print, older_rule: bool = False,
+        workers: int = 1, ray: str | None = None, resume: str | None = None, progress: bool = False) -> list[Outcome]:
     """Draw ``count`` cases of ``kind`` from ``seed`` (indices ``start`` on),
     answer each with serq-ref and with the real scheduler (or the records of
     ``recorded``), both under vLLM 0.33.0's rule or, with ``older_rule``,
@@ -605,7 +612,17 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
     (``report``, a line at a time). With the real scheduler, every divergence
     (also a documented one, with ``explain_known``) gets its first differing
     step and a minimal reproduction; against recorded answers that needs the
-    real scheduler too, and is left out without it."""
+    real scheduler too, and is left out without it.
+
+    serq-ref's answers are cases of ``semantics.workers.run_cases``: on
+    ``workers`` processes or a Ray cluster (``ray``), recorded in the journal
+    ``resume`` (a campaign started again with it does not answer them again);
+    the real scheduler's answers and the shrinking stay in this process."""
+    import functools
+
+    from semantics.progress import CaseProgress
+    from semantics.workers import Journal, fingerprint, run_cases
+
     from . import real
 
     cases = [draw(kind, seed, index) for index in range(start, start + count)]
@@ -630,11 +647,20 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
         stream = real.iter_answers(_jobs(kind, cases), python)
     outcomes = []
     rule = rule_of(older_rule)
+    journal = None
+    if resume is not None:
+        journal = Journal(resume, fingerprint("oracle campaign", kind, seed, start, count, bool(older_rule),
+                                              SERQ_VERSION), count)
+    bar = CaseProgress(count, f"campaign {kind}", draw=progress)
+    ours_stream = run_cases(functools.partial(serq_answer_case, kind, older_rule), cases, workers=workers, ray=ray,
+                            progress=bar, journal=journal,
+                            labels=[f"{kind} {seed}/{index}" for index in range(start, start + count)],
+                            note=bar.write)
     try:
         for index, case in zip(range(start, start + count), cases):
             answer = next(stream)
             older = next(stream) if kind == "serve" else None
-            ours = serq_answer(kind, case, older_rule)
+            ours = next(ours_stream)
             current = real_fields(kind, answer)
             # the FCFS path (every kind but serve) has the one rule
             known = {"0.33.0": current, "older rule": real_fields(kind, older) if older is not None else current}
@@ -661,6 +687,10 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
                 report_outcome(outcome, report, explained=vllm.enabled)
             outcomes.append(outcome)
     finally:
+        ours_stream.close()
+        bar.close()
+        if journal is not None:
+            journal.close()
         vllm.close()
         if hasattr(stream, "close"):
             stream.close()

@@ -30,6 +30,7 @@ rule it has.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -299,9 +300,16 @@ def judge(case: Case, answer: dict | None, reason: str | None, who: str) -> Outc
 
 
 def check(paths: list[str], command: str | None = None, jobs: int = 1, timeout: float = 60.0,
-          report=None, older_rule: bool | None = None) -> list[Outcome]:
+          report=None, older_rule: bool | None = None, workers: int = 1, ray: str | None = None,
+          resume: str | None = None, progress: bool = False) -> list[Outcome]:
     """Every case of every path answered by serq-ref (``command`` None) or by
-    ``command``; ``report(outcome)`` is called for each, in the cases' order."""
+    ``command``; ``report(outcome)`` is called for each, in the cases' order.
+    ``workers`` processes or a Ray cluster (``ray``) answer the cases
+    (semantics/workers.py), ``resume`` a journal of the cases answered;
+    ``progress``: a bar on a terminal's stderr."""
+    from semantics.progress import CaseProgress
+    from semantics.workers import Journal, fingerprint, run_cases
+
     cases = []
     for path in paths:
         found = cases_of(path, command is not None)
@@ -310,24 +318,39 @@ def check(paths: list[str], command: str | None = None, jobs: int = 1, timeout: 
                              if os.path.isdir(path) else f"{path} has no case")
         cases += found
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="serq-ref-check-") as workdir:
-        if command is None:
-            engine = SerqRef(older_rule)
-            results = (judge(case, *engine.answer(case), engine.name) for case in cases)
-            pool = None
-        else:
-            engine = Command(command, timeout, workdir)
+    journal = None
+    if resume is not None:
+        key = fingerprint("oracle check", command, older_rule, [(c.label, c.recorded, c.variants) for c in cases])
+        journal = Journal(resume, key, len(cases), encode=lambda o: [o.label, o.lines, o.variant],
+                          decode=lambda j: Outcome(*j))
+    with tempfile.TemporaryDirectory(prefix="serq-ref-check-") as workdir, \
+            CaseProgress(len(cases), "oracle check", draw=progress) as bar:
+        engine = SerqRef(older_rule) if command is None else Command(command, timeout, workdir)
+        pool = None
+        if command is not None and jobs > 1:
             pool = ThreadPoolExecutor(max_workers=jobs)
-            results = pool.map(lambda case: judge(case, *engine.answer(case), engine.name), cases)
+            results = pool.map(functools.partial(answer_and_judge, engine), cases)
+        else:
+            results = run_cases(functools.partial(answer_and_judge, engine), cases, workers=workers, ray=ray,
+                                progress=bar, journal=journal, labels=[case.label for case in cases])
         try:
             for outcome in results:
                 outcomes.append(outcome)
+                if pool is not None:
+                    bar.advance()
                 if report is not None:
                     report(outcome)
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
+            if journal is not None:
+                journal.close()
     return outcomes
+
+
+def answer_and_judge(engine, case: Case) -> Outcome:
+    """A case answered by ``engine`` and judged: a case of ``semantics.workers.run_cases``."""
+    return judge(case, *engine.answer(case), engine.name)
 
 
 def variant_line(outcome: Outcome) -> str:

@@ -26,6 +26,7 @@ import sys
 
 from semantics.arguments import number, positive, whole
 from semantics.errors import UsageError
+from semantics.workers import add_arguments as add_worker_arguments
 
 
 def add_parser(commands, parser_class) -> None:
@@ -53,6 +54,7 @@ def add_parser(commands, parser_class) -> None:
     c.add_argument("--timeout", type=number, default=60.0, metavar="S",
                    help="seconds the engine may take on one scenario (default 60)")
     _older_rule(c)
+    add_worker_arguments(c)  # --workers N, --ray ADDRESS|auto, --resume FILE (semantics/workers.py)
     d = sub.add_parser("diverge", help="the first step at which two schedule logs differ, what each did there, "
                                        "and the named rules of serq-ref's side")
     d.add_argument("logs", nargs=2, metavar="LOG")
@@ -101,6 +103,7 @@ def add_parser(commands, parser_class) -> None:
                    help="serq-ref with lib/vllm.sq's older_rule = 1 against vLLM's older rule (a request that preempts "
                         "itself ends the pass; the records' answer_older_rule) instead of 0.33.0's")
     _vllm_python(k)
+    add_worker_arguments(k)  # serq-ref's answers on processes or a Ray cluster, a journal to resume from
 
 
 def _older_rule(parser) -> None:
@@ -192,6 +195,8 @@ def command_check(args: argparse.Namespace) -> int:
         raise UsageError("--jobs and --timeout go with --engine (serq-ref answers in process)")
     if not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout {args.timeout:g}: a finite number of seconds above 0")
+    if args.jobs > 1 and (args.workers > 1 or args.ray is not None):
+        raise UsageError("--jobs runs the engine on threads; --workers and --ray on processes or a cluster: give one")
 
     def report(outcome) -> None:
         for line in outcome.lines:
@@ -199,7 +204,8 @@ def command_check(args: argparse.Namespace) -> int:
         if outcome.variant is not None:
             print(variant_line(outcome), flush=True)
 
-    outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule)
+    outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule, workers=args.workers,
+                     ray=args.ray, resume=args.resume, progress=True)
     passed = sum(o.passed for o in outcomes)
     variants: dict[str, int] = {}
     for o in outcomes:
@@ -320,7 +326,8 @@ def command_campaign(args: argparse.Namespace) -> int:
 
     outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
                                            args.vllm_python, args.explain_known, args.max_tries,
-                                           report=lambda line: print(line, flush=True), older_rule=args.older_rule)
+                                           report=lambda line: print(line, flush=True), older_rule=args.older_rule,
+                                           workers=args.workers, ray=args.ray, resume=args.resume, progress=True)
     if args.report is not None:
         try:
             with open(args.report, "w", encoding="utf-8") as f:

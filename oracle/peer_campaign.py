@@ -114,42 +114,72 @@ def minimise(program: dict, outcome: Outcome, budget: int = 150) -> tuple[dict, 
     return current, current_outcome
 
 
+def program_case(seed: int, minimise_budget: int, k: int) -> dict:
+    """Program ``k`` of seed ``seed`` on both engines: its status, what stopped
+    both (numbers masked), its features and, for a disagreement, its entry
+    with the minimal program (a case of ``semantics.workers.run_cases``: JSON)."""
+    program = program_at(seed, k)
+    outcome = outcome_of(program)
+    result = {"status": outcome.status, "features": list(peer_programs.features(program))}
+    if outcome.status == "error both":  # what stopped both: the messages, numbers masked
+        result["both"] = " | ".join(re.sub(r"[0-9]+(\.[0-9]+)?", "N", line) for line in outcome.detail)
+    if outcome.status in ("differ", "error here", "error there"):
+        small, small_outcome = minimise(program, outcome, minimise_budget)
+        result["entry"] = {"index": k, "class": outcome.key, "first": list(outcome.detail[:2]),
+                           "minimal": peer_programs.render(small), "sessions": small["sessions"],
+                           "minimal_first": list(small_outcome.detail[:3])}
+    return result
+
+
 def campaign(seed: int, count: int, progress: Callable[[int, int], None] | None = None,
-             minimise_budget: int = 150) -> dict:
+             minimise_budget: int = 150, workers: int = 1, ray: str | None = None, resume: str | None = None,
+             bar=None) -> dict:
     """``count`` programs of seed ``seed``; their outcomes, the features they
     exercised and, per class of disagreement, how many and the smallest
-    minimal program."""
+    minimal program. The programs are cases of ``semantics.workers.run_cases``
+    (``workers`` processes, a Ray cluster ``ray``, a journal ``resume``;
+    ``bar`` a ``CaseProgress``): the result is the same whichever."""
+    import functools
+
+    from semantics import SERQ_VERSION
+    from semantics.workers import Journal, fingerprint, run_cases
+
     statuses: dict[str, int] = {}
     both_errors: dict[str, int] = {}
     features: dict[str, dict[str, int]] = {}
     classes: dict[str, dict] = {}
     disagreements = []
-    for k in range(count):
-        program = program_at(seed, k)
-        outcome = outcome_of(program)
-        statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
-        if outcome.status == "error both":  # what stopped both: the messages, numbers masked
-            said = " | ".join(re.sub(r"[0-9]+(\.[0-9]+)?", "N", line) for line in outcome.detail)
-            both_errors[said] = both_errors.get(said, 0) + 1
-        disagree = outcome.status in ("differ", "error here", "error there")
-        for name in peer_programs.features(program):
-            counts = features.setdefault(name, {"programs": 0, "disagreed": 0})
-            counts["programs"] += 1
-            counts["disagreed"] += disagree
-        if disagree:
-            small, small_outcome = minimise(program, outcome, minimise_budget)
-            entry = {"index": k, "class": outcome.key, "first": list(outcome.detail[:2]),
-                     "minimal": peer_programs.render(small), "sessions": small["sessions"],
-                     "minimal_first": list(small_outcome.detail[:3])}
-            disagreements.append(entry)
-            c = classes.setdefault(outcome.key, {"count": 0})
-            c["count"] += 1
-            size = len(entry["minimal"])
-            if "smallest" not in c or size < len(c["smallest"]["minimal"]):
-                c["smallest"] = {"index": k, "minimal": entry["minimal"], "sessions": entry["sessions"],
-                                 "differences": entry["minimal_first"]}
-        if progress:
-            progress(k + 1, len(disagreements))
+    journal = None
+    if resume is not None:
+        journal = Journal(resume, fingerprint("peer campaign", seed, count, minimise_budget, SERQ_VERSION), count)
+    results = run_cases(functools.partial(program_case, seed, minimise_budget), list(range(count)), workers=workers,
+                        ray=ray, progress=bar, journal=journal, labels=[f"program {seed}/{k}" for k in range(count)])
+    try:
+        for k, result in enumerate(results):
+            status = result["status"]
+            statuses[status] = statuses.get(status, 0) + 1
+            if "both" in result:
+                both_errors[result["both"]] = both_errors.get(result["both"], 0) + 1
+            disagree = "entry" in result
+            for name in result["features"]:
+                counts = features.setdefault(name, {"programs": 0, "disagreed": 0})
+                counts["programs"] += 1
+                counts["disagreed"] += disagree
+            if disagree:
+                entry = result["entry"]
+                disagreements.append(entry)
+                c = classes.setdefault(entry["class"], {"count": 0})
+                c["count"] += 1
+                size = len(entry["minimal"])
+                if "smallest" not in c or size < len(c["smallest"]["minimal"]):
+                    c["smallest"] = {"index": k, "minimal": entry["minimal"], "sessions": entry["sessions"],
+                                     "differences": entry["minimal_first"]}
+            if progress:
+                progress(k + 1, len(disagreements))
+    finally:
+        results.close()
+        if journal is not None:
+            journal.close()
     titles = {known.id: known.title for known in peer_known.KNOWN}
     for key, c in classes.items():
         parts = key.split("+")

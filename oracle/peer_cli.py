@@ -25,6 +25,7 @@ import sys
 from semantics.arguments import whole
 from semantics.cli_common import overrides, print_warnings, program_arguments, with_statement_span
 from semantics.errors import SerqError, UsageError
+from semantics.workers import add_arguments as add_worker_arguments
 
 
 def add_parser(commands, parser_class, registry: dict) -> None:
@@ -40,6 +41,7 @@ def add_parser(commands, parser_class, registry: dict) -> None:
                    help="after `check`: the directories; after `campaign`: the number of programs")
     p.add_argument("--report", metavar="FILE",
                    help="campaign: also write the results as JSON to FILE (docs/data/peer_campaign.json's format)")
+    add_worker_arguments(p)  # campaign: the programs on processes or a Ray cluster, a journal to resume from
     registry["peer"] = command
 
 
@@ -62,6 +64,8 @@ def command(args: argparse.Namespace) -> int:
                          "usage: serq-ref peer FILE [options] | peer check DIR ... | peer campaign N --seed S")
     if args.report:
         raise UsageError("--report applies to `peer campaign`")
+    if args.workers != 1 or args.ray is not None or args.resume is not None:
+        raise UsageError("--workers, --ray and --resume apply to `peer campaign`")
     return _one(args)
 
 
@@ -211,13 +215,10 @@ def _campaign(args) -> int:
         raise UsageError(f"campaign N: {e}") from None
     seed = 1 if args.seed is None else args.seed
 
-    def progress(k: int, disagreements: int) -> None:
-        if sys.stderr.isatty():
-            print(f"\r{k}/{count} programs, {disagreements} disagreement(s)", end="", file=sys.stderr, flush=True)
+    from semantics.progress import CaseProgress
 
-    result = campaign(seed, count, progress)
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
+    with CaseProgress(count, "peer campaign", unit="program") as bar:
+        result = campaign(seed, count, workers=args.workers, ray=args.ray, resume=args.resume, bar=bar)
     print(f"{count} programs (seed {seed}): " + ", ".join(f"{n} {k}" for k, n in result["outcomes"].items()))
     for key, c in result["classes"].items():
         print(f"  {key}: {c['count']} ({c['title']})")

@@ -1,4 +1,18 @@
-"""A progress bar for long runs, drawn on a terminal's stream only.
+"""Progress bars for long runs, drawn on a terminal's stream only.
+
+Two kinds:
+
+- ``ProgressBar(stream)``, one run's: the fraction of simulated time done;
+- ``CaseProgress(total, label)``, a command over many independent cases or
+  points (``serq-ref sweep``, the oracle's and the peer's campaigns, ``oracle
+  check``): cases done of the total, the rate and an estimate of the time
+  left, drawn by tqdm (a well-kept library: its rate smoothing and time-left
+  estimate are what a hand-written bar would have to redo).
+
+Both write to standard error and only when it is a terminal; anywhere else
+(a file, a pipe, CI, a test's buffer) they write nothing, so what a command
+prints on standard output, and on standard error besides the bar, is the same
+bytes whether or not a bar was drawn.
 
 ``ProgressBar(stream)`` is called with the fraction of the run done (simulated
 time over the horizon, as the driver sees it) and redraws one line in place
@@ -10,6 +24,7 @@ after it is the same bytes wherever it goes.
 from __future__ import annotations
 
 import math
+import sys
 from typing import TextIO
 
 #: Characters of the bar between its brackets.
@@ -65,3 +80,49 @@ def format_bar(percent: int) -> str:
     """``[####......]  42%``: a bar of ``BAR_WIDTH`` cells and the percentage."""
     filled = percent * BAR_WIDTH // 100
     return "[" + "#" * filled + "." * (BAR_WIDTH - filled) + f"] {percent:3d}%"
+
+
+class CaseProgress:
+    """``label: 42%|####      | 2100/5000 [00:40<00:55, 52.1 case/s]`` on
+    ``stream`` (default: standard error) when it is a TTY; nothing otherwise.
+
+    ``advance(n)`` after each n cases done (in any order), ``close()`` at the
+    end (the line is cleared); also a context manager. ``done`` counts the
+    cases advanced, bar or not; ``draw`` False: never a bar (a caller of the
+    library rather than the command line), ``write`` still writes.
+    """
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, unit: str = "case", done: int = 0,
+                 draw: bool = True):
+        self.stream = sys.stderr if stream is None else stream
+        self.total = total
+        self.done = done
+        self.bar = None
+        if draw and check_terminal(self.stream):
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc=label, unit=unit, file=self.stream, leave=False,
+                            dynamic_ncols=True, mininterval=0.25, smoothing=0.1)
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+        if self.bar is not None:
+            self.bar.update(count)
+
+    def write(self, line: str) -> None:
+        """A line on the bar's stream above the bar (a warning while cases run), the bar redrawn below it."""
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> "CaseProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -20,6 +20,11 @@ the vLLM ones, the campaigns, and those the command line's own -k, -m or
 collect and deselect; each hands its deselections to the controller at its
 end, which prints the summary and counts them in the closing line ("N passed,
 M deselected in ...") as a run without workers does.
+
+A local Ray cluster: a test that starts one (``ray start --head`` on
+loopback) is marked ``ray``. It runs when SERQ_RAY=1 and Ray is installed
+(the optional extra ``ray``); otherwise it is deselected and the summary says
+so, like the ``vllm`` tests.
 """
 
 import os
@@ -33,8 +38,10 @@ if os.environ.get("CI"):
 
 #: The environment variable that names the vLLM environment's python (oracle.real.PYTHON_VARIABLE).
 VLLM_VARIABLE = "SERQ_VLLM_PYTHON"
+#: The environment variable that lets the tests start a local Ray head.
+RAY_VARIABLE = "SERQ_RAY"
 #: the kinds of deselected tests, in the order the summary names them
-VLLM, CAMPAIGN, OTHER = "vllm", "campaign", "other"
+VLLM, RAY, CAMPAIGN, OTHER = "vllm", "ray", "campaign", "other"
 #: the key of a worker's deselections in its workeroutput (pytest-xdist)
 WORKER_OUTPUT = "serq_deselected"
 
@@ -48,14 +55,27 @@ def _record(items, kind=None) -> None:
         _deselected.setdefault(item.nodeid, (kind or (CAMPAIGN if campaign else OTHER), campaign))
 
 
-def pytest_collection_modifyitems(config, items):
-    if os.environ.get(VLLM_VARIABLE):
-        return
-    dropped = [item for item in items if item.get_closest_marker("vllm") is not None]
+def _ray_usable() -> bool:
+    if os.environ.get(RAY_VARIABLE) != "1":
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
+
+
+def _deselect(config, items, marker: str) -> None:
+    dropped = [item for item in items if item.get_closest_marker(marker) is not None]
     if dropped:
-        _record(dropped, VLLM)
+        _record(dropped, marker)
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if item.get_closest_marker("vllm") is None]
+        items[:] = [item for item in items if item.get_closest_marker(marker) is None]
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.environ.get(VLLM_VARIABLE):
+        _deselect(config, items, VLLM)
+    if not _ray_usable():
+        _deselect(config, items, RAY)
 
 
 def pytest_deselected(items):
@@ -76,6 +96,12 @@ def summary_lines(deselected: dict[str, tuple[str, bool]]) -> list[str]:
             + f": {VLLM_VARIABLE} is not set (an optional extra: bash oracle/real/setup-vllm.sh, then export "
             f"{VLLM_VARIABLE}=VENV/bin/python); what they answered is recorded in oracle/data/, which the "
             "default suite replays")
+    ray = kinds.count(RAY)
+    if ray:
+        lines.append(
+            f"{ray} tests that start a local Ray cluster were deselected: {RAY_VARIABLE}=1 is not set or ray is not "
+            "installed (an optional extra: pip install -e '.[ray]', then export SERQ_RAY=1; the head takes about "
+            "20 s and 1 GB to start)")
     campaigns = kinds.count(CAMPAIGN)
     if campaigns:
         lines.append(

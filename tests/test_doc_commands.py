@@ -122,6 +122,12 @@ PLACEHOLDERS = {
     "LEANFILE": "Out.lean",
     "LEANDIR": "out",
     "PREFIX": "Out",
+    "NAME=V1,V2,...": "lambda=0.5,0.8",
+    "NAME=V1,V2,…": "lambda=0.5,0.8",
+    "NAME=V1,V2,": "lambda=0.5,0.8",  # NAME=V1,V2,... once its "..." is read as "one X"
+    "OUT": "out.csv",
+    "OUT.png": "out.png",
+    "ADDRESS": "127.0.0.1:6379",
     "I,J,…": "1,2",
     "I,J,...": "1,2",
     # numbers: counts, seeds, times, sizes
@@ -145,6 +151,11 @@ CHEAP_PROGRAMS = {
     "examples/single-turn/mm1.sq --horizon 50000": 2.4,  # README's first command
 }
 
+#: sweeps cheap enough to run (CPU measured on 2026-12-03 on the 2-core host)
+CHEAP_SWEEPS = {
+    "examples/single-turn/mm1.sq --set lambda=0.5:0.9:0.2 --horizon 2000 --warmup 0 --seeds 3 --y sojourn,slow": 1.4,
+}
+
 #: the exit status a doc says a command has, where it is not 0: (file, the command's words) -> status
 EXPIT = {
     # "Exit status 0 when the logs agree, 1 when they differ" (the text below the command)
@@ -155,7 +166,7 @@ EXPIT = {
 SUBCOMMANDS = ("check", "ir", "run", "trace", "fmt", "lean", "oracle", "peer")
 VERBS = {"lean": ("check", "prove"), "oracle": ("run", "check", "diverge", "replay", "regenerate", "campaign"),
          "peer": ("check", "campaign")}
-WRITES = ("--out", "--report", "--dump", "--log")
+WRITES = ("--out", "--report", "--dump", "--log", "--csv", "--plot", "--resume")
 PATH_LIKE = re.compile(r"/|\.(sq|json|jsonl|csv|log|py)$")
 LOOKS_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(\.[a-z]+)?$|^[A-Z_]+=[A-Z_]+$|^[A-Z],[A-Z]")
 
@@ -478,7 +489,8 @@ def missing_files(argv: list[str], written: frozenset = frozenset()) -> list[str
 
 def cheap(argv: list[str]) -> bool:
     """Whether a concrete command is on the allow-list of commands run (the module docstring)."""
-    if any(w in argv for w in ("--real", "--vllm-python", "-i", "--in-place", "--out", "--report", "--dump")):
+    if any(w in argv for w in ("--real", "--vllm-python", "-i", "--in-place", "--out", "--report", "--dump", "--csv",
+                               "--plot", "--resume", "--ray")):
         return False
     if "--log" in argv and argv[argv.index("--log") + 1] != "-":
         return False
@@ -506,6 +518,8 @@ def cheap(argv: list[str]) -> bool:
         return rest[0] == "check" or rest[0].endswith(".json")
     if command == "peer":
         return rest[0] == "check"
+    if command == "sweep":
+        return " ".join(rest) in CHEAP_SWEEPS
     return False
 
 

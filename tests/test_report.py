@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from semantics import SERQ_VERSION
 from semantics.errors import UsageError
-from semantics.progress import ProgressBar
+from semantics.progress import CaseProgress, ProgressBar
 from semantics.report import build_report, dumps_json, format_compact, format_text, to_json, write_dump
 from semantics.results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord
 
@@ -261,6 +261,27 @@ def test_progress_bar_draws_on_a_terminal_once_per_percent():
     assert stream.getvalue().endswith("\r" + " " * 47 + "\r")
     bar(0.5)
     assert stream.getvalue().endswith(" " * 47 + "\r")
+
+
+def test_case_progress_draws_nothing_off_a_terminal_but_counts():
+    stream = io.StringIO()
+    with CaseProgress(5000, "oracle check", stream) as bar:
+        for _ in range(5000):
+            bar.advance()
+        assert bar.done == 5000
+    assert stream.getvalue() == ""
+
+
+def test_case_progress_on_a_terminal_shows_cases_done_and_the_time_left():
+    stream = Terminal()
+    bar = CaseProgress(10, "sweep", stream, unit="point")
+    bar.advance(4)
+    bar.bar.refresh()
+    drawn = stream.getvalue()
+    assert "sweep" in drawn and "4/10" in drawn and "point/s" in drawn
+    assert "<" in drawn  # tqdm's elapsed<left
+    bar.close()
+    assert bar.bar is None
 
 
 # --- properties --------------------------------------------------------------
