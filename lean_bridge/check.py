@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from semantics.errors import SerqError
 
 from .interpreter import InterpreterUnavailable, interpreter_answer
-from .mirror.exec import outcome, ticks_to_halt
+from .mirror.exec import initial, outcome_of, tick
 from .scenario import Answer, load, scenarios_in
 
 #: The most ticks a check lets the mirror run (a scenario that does not halt by then fails).
@@ -69,10 +69,18 @@ def describe(answer: Answer | None) -> str:
 
 
 def mirror_answer(program) -> Answer:
-    ticks = ticks_to_halt(program, TICK_LIMIT)
-    if ticks is None:
-        raise RuntimeError(f"the mirror does not halt within {TICK_LIMIT} ticks")
-    firsts, dones, preemptions = outcome(program, ticks)
+    """``outcome program fuel`` with the fuel the run takes to halt: the
+    machine is run once, tick by tick until it halts (``Exec.run`` with that
+    fuel is the same ticks), and the outcome read off it."""
+    m = initial(program)
+    for _ in range(TICK_LIMIT):
+        if m.halted:
+            break
+        m = tick(program, m)
+    else:
+        if not m.halted:
+            raise RuntimeError(f"the mirror does not halt within {TICK_LIMIT} ticks")
+    firsts, dones, preemptions = outcome_of(program, m)
     return Answer(firsts, dones, preemptions)
 
 

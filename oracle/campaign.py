@@ -49,11 +49,11 @@ from pathlib import Path
 from semantics import SERQ_VERSION
 from semantics.errors import SerqError, UsageError
 
-from . import campaign_cases
+from . import campaign_cases, campaign_space
 
-KINDS = ("scenario", "serve", "replay")
+KINDS = ("scenario", "serve", "replay", "space")
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
-FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl"}
+FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl"}
 FIELDS = ("first", "done", "preemptions", "steps")
 
 AGREE, D11, DIFFERS = "agree", "D11", "differs"
@@ -88,9 +88,10 @@ def rule_of(older_rule: bool) -> str:
 
 
 def draw(kind: str, seed: int, index: int) -> dict:
-    """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it."""
+    """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it (``space``:
+    oracle/campaign_space.py, every knob over its whole range)."""
     return {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
-            "replay": campaign_cases.replay}[kind](seed, index)
+            "replay": campaign_cases.replay, "space": campaign_space.scenario}[kind](seed, index)
 
 
 def read_recorded(path: str | os.PathLike) -> dict[tuple[int, int], dict]:
@@ -634,7 +635,8 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
             if record is None:
                 raise UsageError(f"{recorded} has no case {seed}/{index} (a campaign file of --kind {kind}?)")
             if record["case"] != case:
-                raise UsageError(f"{recorded}: case {seed}/{index} is not the {kind} case oracle/campaign_cases.py "
+                generator = "oracle/campaign_space.py" if kind == "space" else "oracle/campaign_cases.py"
+                raise UsageError(f"{recorded}: case {seed}/{index} is not the {kind} case {generator} "
                                  f"draws (a campaign file of another --kind?)")
             answers.append(record["answer"])
             if kind == "serve":

@@ -7,7 +7,7 @@
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
                           [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
     serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
-    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--older-rule]
+    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space] [--start I] [--older-rule]
                             [--recorded FILE] [--vllm-python PY] [--explain-known] [--report FILE]
 
 The commands that run the real vLLM scheduler (replay --real, regenerate,
@@ -88,8 +88,9 @@ def add_parser(commands, parser_class) -> None:
                                         "minimal reproduction")
     k.add_argument("count", type=positive, metavar="N")
     k.add_argument("--seed", type=whole, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
-    k.add_argument("--kind", choices=("scenario", "serve", "replay"), default="scenario",
-                   help="scenarios (default), serve-by scenarios, or multi-turn replays")
+    k.add_argument("--kind", choices=("scenario", "serve", "replay", "space"), default="scenario",
+                   help="scenarios (default), serve-by scenarios, multi-turn replays, or scenarios over the "
+                        "whole space of every knob (oracle/campaign_space.py)")
     k.add_argument("--start", type=whole, default=0, metavar="I", help="the first case's index (default 0)")
     k.add_argument("--recorded", metavar="FILE",
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
@@ -139,7 +140,7 @@ def command(args: argparse.Namespace) -> int:
 #: The usage line of the commands of the real scheduler, after their errors.
 USAGE = {
     "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
-    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--older-rule] "
+    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space] [--start I] [--older-rule] "
                 "[--recorded FILE] "
                 "[--vllm-python PY]",
 }

@@ -4,6 +4,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record shared             the recorded scenarios and the prefix-cache replay
     python -m oracle.record replays [--spacings 4 8 ...]
     python -m oracle.record campaign --kind scenario --count 2000 --seed 1
+    python -m oracle.record campaign --kind space --count 5000 --seed 1
     python -m oracle.record coverage           campaign/coverage.json from the campaign files
     python -m oracle.record manifest           recompute every listed file's sha256
 
@@ -41,7 +42,8 @@ FULL_MAX_STEPS = 2_000_000
 #: The prefix-cache scenario of ../shared/oracle/prefix_cache.
 CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_size": 16}
 
-CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl"}
+CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl",
+                  "space": "space.jsonl"}
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -200,12 +202,12 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
     (serve cases also "answer_older_rule": the same case with a running
     request that preempts itself ending the pass, as before 0.33.0).
     With ``hours`` it stops after that long and says how many it recorded."""
-    from oracle import campaign_cases
+    from oracle import campaign_cases, campaign_space
 
     out = DATA / "campaign" / CAMPAIGN_FILES[kind]
     out.parent.mkdir(parents=True, exist_ok=True)
     draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
-            "serve": campaign_cases.serve_scenario}[kind]
+            "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario}[kind]
     cases = [draw(seed, index) for index in range(count)]
     jobs = [campaign_cases.as_job(case) for case in cases]
     if kind == "serve":
@@ -235,7 +237,8 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
     elapsed = time.perf_counter() - started
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record campaign --kind {kind} --count {count} --seed {seed}",
-             generator="oracle/campaign_cases.py", seed=seed, cases=sum(1 for _ in out.open()),
+             generator="oracle/campaign_space.py" if kind == "space" else "oracle/campaign_cases.py", seed=seed,
+             cases=sum(1 for _ in out.open()),
              seconds=round(elapsed, 1))
     save_manifest(manifest)
     print(f"{out.relative_to(DATA)}: {recorded} {kind}s in {elapsed:.0f} s")
@@ -261,7 +264,7 @@ def record_coverage() -> None:
             "preemptions": sum(f["preemptions"] for f in features),
             "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
         }
-        if kind in ("scenario", "serve"):
+        if kind in ("scenario", "serve", "space"):
             cases = [r["case"] for r in records]
             entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
             entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
