@@ -149,7 +149,8 @@ def serq_answer(kind: str, case: dict, older_rule: bool = False) -> dict:
         if kind == "replay":
             with _TraceFile(case) as path:
                 rows = replay(path, case["spacing"], case["budget"], case["max_seqs"], case["blocks"],
-                              case.get("block_size", 16), None, case.get("chunk", 0) or 0)
+                              case.get("block_size", 16), None, case.get("chunk", 0) or 0,
+                              asynchronous=bool(case.get("async", False)))
             return {"rows": [list(row) for row in rows]}
         return run_scenario(_scenario(case), older_rule=older_rule)
     except SerqError as e:
