@@ -233,7 +233,8 @@ def serq_steps(kind: str, case: dict, older_rule: bool = False) -> list[list]:
 
         with _TraceFile(case) as path:
             program, _ = replay_program(path, case["spacing"], case["budget"], case["max_seqs"], case["blocks"],
-                                        case.get("block_size", 16), None, case.get("chunk", 0) or 0)
+                                        case.get("block_size", 16), None, case.get("chunk", 0) or 0,
+                                        asynchronous=bool(case.get("async", False)))
             numbers = trace_session_numbers(path)
             records = list(trace(program))
     else:
@@ -265,13 +266,14 @@ def serq_steps(kind: str, case: dict, older_rule: bool = False) -> list[list]:
         elif rule == "step/grow" and r["outcome"] == "grew":
             key = rid(r["session"])
             tokens[key] = growing.pop(key)
-        elif rule == "pool/preempt":
+        elif rule in ("pool/preempt", "step/preempt-parked"):
             preempted.append(rid(r["session"]))
         elif rule == "step/withdraw":
             tokens.pop(rid(r["session"]), None)
         elif rule == "step/iteration":
             time_ = start + 1 if kind != "replay" else start
-            steps.append([_number(time_), dict(sorted(tokens.items())), sorted(preempted)])
+            if tokens or preempted:  # as the driver records: an empty batch (schedule ahead) decides nothing
+                steps.append([_number(time_), dict(sorted(tokens.items())), sorted(preempted)])
             start = None
         elif rule == "step/idle":
             start = None

@@ -934,14 +934,17 @@ def run_replay(job) -> dict:
             in_flight = queue.in_flight_tokens()
 
             def on_schedule(output):
-                # A batch that ran tokens takes one time unit: its tokens are
-                # sampled at its end (the clock after it).
+                # A batch takes one time unit if it ran tokens or was formed
+                # while a batch that ran tokens was in flight (the batch
+                # formed before finished requests are applied, though empty:
+                # serQ's schedule ahead, docs/design/async-scheduling.md);
+                # its tokens are sampled at its end (the clock after it).
                 nonlocal clock, steps
                 if step_trace is not None:
                     record_step(step_trace, clock, output)
                 for new in output.scheduled_new_reqs:
                     cached_at_admission.setdefault(new.req_id, new.num_computed_tokens)
-                if output.total_num_scheduled_tokens > 0:
+                if output.total_num_scheduled_tokens > 0 or queue.in_flight_tokens():
                     steps += 1
                     clock += 1.0
                 return clock

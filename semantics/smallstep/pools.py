@@ -34,7 +34,7 @@ import heapq
 import math
 from typing import NamedTuple
 
-from .configuration import (AT_STAGE, ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
+from .configuration import (AT_STAGE, ENDED, FINISHING, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
                             Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, own_entry_index,
                             remove_event, ready_from, ready_serials, replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
@@ -812,6 +812,11 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
             return grow_wait(m, c, serial, p, amount, need), WAITS
         if m.observer:
             m.choices[("victim", p)] = (serial,) + explain_victim(m, c, p)
+        if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
+            from .stages.step import preempt_parked  # the semantics' own recursion
+
+            c = preempt_parked(m, c, victim, p)
+            continue
         c = preempt(m, c, victim, p)
         if victim == serial:
             return c, PREEMPTED
@@ -825,7 +830,9 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
     pool is the memory of and was admitted last — by the session's latest
     admission" (a holder away from the engine is in no running list); for any
     other pool, its most recently admitted holder in a scope. A lease is never
-    a victim. None: no victim."""
+    a victim. None: no victim. Under schedule ahead a session parked at such
+    an engine (step/park) is still running there, and a candidate
+    (docs/design/async-scheduling.md)."""
     engines = m.engines_of_memory[p]
     if engines:
         best = None
@@ -833,13 +840,18 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
             if holding.leased:
                 continue
             s = c.sessions[holding.serial]
-            if s.job is not None and s.job[0] in engines and (best is None or s.admission > best.admission):
+            if (s.job is not None and s.job[0] in engines or s.status == FINISHING and _parked_at(c, engines, s.serial)) \
+                    and (best is None or s.admission > best.admission):
                 best = s
         return None if best is None else best.serial
     for holding in reversed(c.pools[p].holders):
         if not holding.leased:
             return holding.serial
     return None
+
+
+def _parked_at(c: Configuration, engines: tuple[int, ...], serial: int) -> bool:
+    return any(serial in c.stages[e].parked for e in engines)
 
 
 def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int, ...]]:
@@ -853,7 +865,8 @@ def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int
         residents = {}
         for holding in c.pools[p].holders:
             s = c.sessions[holding.serial]
-            if not holding.leased and s.job is not None and s.job[0] in engines:
+            if not holding.leased and (s.job is not None and s.job[0] in engines
+                                       or s.status == FINISHING and _parked_at(c, engines, s.serial)):
                 residents[s.serial] = s.admission
         return "memory", tuple(sorted(residents, key=residents.get))
     return "holders", tuple(h.serial for h in c.pools[p].holders if not h.leased)

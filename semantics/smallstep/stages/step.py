@@ -704,7 +704,7 @@ def parks(m: Machine, c: Configuration, serial: int, pools: set) -> int | None:
 
 
 @rule("step/park", "under schedule ahead, a session whose run on the engine completed at the end of an iteration and that exits its hold on the engine's memory before the next iteration is formed waits at the exit, its units held: it counts among the residents the next iteration is formed with (not served, not a victim) until step/apply",
-      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 AsyncScheduler: schedule(k+1) runs before update_from_output(k) (vllm/v1/engine/core.py:708-825); a request whose last token batch k sampled is skipped by schedule(k+1) (vllm/v1/core/sched/scheduler.py:800-814) and keeps its blocks and its running slot until update_from_output(k) frees it (scheduler.py:2473-2476, 2524-2525)")
+      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 AsyncScheduler: schedule(k+1) runs before update_from_output(k) (vllm/v1/engine/core.py:708-825); a request whose last token batch k sampled is skipped by schedule(k+1) (vllm/v1/core/sched/scheduler.py:800-814) and keeps its blocks and its running slot, counted among the running (get_request_counts, scheduler.py:756-758, 2920-2922), until update_from_output(k) frees it (scheduler.py:2476, 2543-2544)")
 def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
     from ..configuration import FINISHING  # a parked session's status
 
@@ -718,7 +718,7 @@ def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
 
 
 @rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more",
-      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-790)")
+      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-769, 778-796)")
 def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     from ..machine import make_ready  # the parked sessions go on (the semantics' own recursion)
 
@@ -729,3 +729,24 @@ def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     if m.observer:
         m.notify("step/apply", c, {"stage": m.stage_name(s), "sessions": list(parked)})
     return c
+
+
+@rule("step/preempt-parked", "under schedule ahead, a growth that does not fit chooses a parked session as its victim (it was admitted last): it is no longer parked, the preemption is counted (the iteration admits nothing), and its hold exits at once (session/hold-exit: its units go back, its computed prefix cached), its session going on; it is not run again",
+      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 preempts running[-1] even when its last token is in flight (vllm/v1/core/sched/scheduler.py:938, 970; _preempt_request 1799-1843: blocks freed); update_from_output then delivers the stale token, which stops the request while PREEMPTED (scheduler.py:2318-2323, 2494, 2545-2548)")
+def preempt_parked(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
+    from ..machine import count_pool, make_ready  # the pool's count, the session goes on (the semantics' own recursion)
+    from ..sessions import run_session  # its hold exits at once (the semantics' own recursion)
+
+    s = next(e for e in m.engines_of_memory[p] if serial in c.stages[e].parked)
+    st = c.stages[s]
+    st = st._replace(parked=tuple(x for x in st.parked if x != serial))
+    if st.iteration is not None and st.iteration.due is None:  # forming: "no admission in a step that preempted"
+        st = st._replace(iteration=st.iteration._replace(preempted=True))
+    c = c._replace(stages=replace_at(c.stages, s, st))
+    c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
+    c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
+    if m.observer:
+        grower, by, candidates = m.choices.pop(("victim", p))
+        m.notify("step/preempt-parked", c, {"stage": m.stage_name(s), "session": serial, "pool": m.pool_name(p),
+                                            "grower": grower, "by": by, "candidates": candidates})
+    return run_session(m, c, serial)
