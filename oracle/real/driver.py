@@ -489,8 +489,14 @@ def serve_keys(job) -> list:
 
 def is_decoding(request) -> bool:
     """serQ's ``decoding`` as vLLM observes it: the request has sampled a
-    token and has at most one token left to compute (its last sample)."""
-    return request.num_output_tokens > 0 and request.num_tokens - request.num_computed_tokens <= 1
+    token and has at most one token left to compute (its last sample). Under
+    asynchronous scheduling a token sampled by a batch whose output is not
+    applied yet is an output placeholder (async_scheduler.py:24-56): it
+    counts as sampled (num_output_placeholders is 0 on the synchronous
+    engine, so this reads as it always did there)."""
+    placeholders = request.num_output_placeholders
+    return (request.num_output_tokens + placeholders > 0
+            and request.num_tokens + placeholders - request.num_computed_tokens <= 1)
 
 
 def evaluate_key(expr, request, admission: int) -> float:
