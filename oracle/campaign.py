@@ -86,10 +86,13 @@ def rule_of(older_rule: bool) -> str:
 # Drawing and reading cases
 
 
-def draw(kind: str, seed: int, index: int) -> dict:
-    """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it."""
-    return {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
+def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
+    """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it; with
+    ``asynchronous`` it says ``"async": true`` (vLLM 0.33.0's default engine,
+    the async-*.jsonl files; without, the synchronous engine's)."""
+    case = {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
             "replay": campaign_cases.replay}[kind](seed, index)
+    return {**case, "async": True} if asynchronous else case
 
 
 def read_recorded(path: str | os.PathLike) -> dict[tuple[int, int], dict]:
@@ -600,7 +603,8 @@ class _Lazy:
 
 
 def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None = None, python=None,
-        explain_known: bool = False, max_tries: int = 1000, report=print, older_rule: bool = False) -> list[Outcome]:
+        explain_known: bool = False, max_tries: int = 1000, report=print, older_rule: bool = False,
+        asynchronous: bool = False) -> list[Outcome]:
     """Draw ``count`` cases of ``kind`` from ``seed`` (indices ``start`` on),
     answer each with serq-ref and with the real scheduler (or the records of
     ``recorded``), both under vLLM 0.33.0's rule or, with ``older_rule``,
@@ -611,7 +615,7 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
     real scheduler too, and is left out without it."""
     from . import real
 
-    cases = [draw(kind, seed, index) for index in range(start, start + count)]
+    cases = [draw(kind, seed, index, asynchronous) for index in range(start, start + count)]
     if recorded is not None:
         records = read_recorded(recorded)
         answers = []

@@ -327,6 +327,8 @@ def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     st = c.stages[s]
     it = Iteration(st.count + 1, c.time, budget, chunk, budget, (), (), None, False, True, facts.exclusive, None,
                    context, None)
+    if st.finishing:  # schedule ahead: the next iteration is being formed; a session that did not park goes on
+        c = _with_state(c, s, st._replace(finishing=()))
     c = _with_iteration(c, s, it)
     if m.observer:
         m.notify("step/iteration-start", c, {"stage": m.stage_name(s), "iteration": it.number, "budget": budget,
@@ -357,7 +359,7 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                     continue
         formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
         c = close_iteration(m, c, s) if formed else drop_iteration(m, c, s)
-        if m.steps[s].ahead and (c.stages[s].finishing or c.stages[s].parked):
+        if c.stages[s].parked:  # schedule ahead: the ended iteration's finished requests exit now
             c = apply_ended(m, c, s)
         return c
 
@@ -717,13 +719,13 @@ def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
     return c
 
 
-@rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more",
+@rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more (step/iteration-start ended the finishing of those that did not park)",
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-769, 778-796)")
 def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     from ..machine import make_ready  # the parked sessions go on (the semantics' own recursion)
 
     parked = c.stages[s].parked
-    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(finishing=(), parked=())))
+    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=())))
     for serial in parked:
         c = make_ready(m, c, c.sessions[serial])
     if m.observer:
