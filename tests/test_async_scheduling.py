@@ -245,3 +245,30 @@ def test_the_full_async_replay_reproduces(spacing):
     ])
     recorded = gzip.decompress((DATA / "replay" / f"async-short_base-s{spacing:02d}.csv.gz").read_bytes()).decode()
     assert answer["csv"] == recorded
+
+
+def assert_full_async_trace_agrees(spacing: int) -> None:
+    import csv
+    import io
+
+    from oracle.replay import replay
+
+    rows = [tuple(r) for r in replay(str(SHARED / "traces" / "short_base.csv"), spacing, 512, 64, 8010,
+                                     asynchronous=True)]
+    text = gzip.decompress((DATA / "replay" / f"async-short_base-s{spacing:02d}.csv.gz").read_bytes()).decode()
+    real_rows = [(int(r["session"]), int(r["turn"]), float(r["sent"]), float(r["first"]), float(r["done"]),
+                  int(r["prompt"]), int(r["cached"]), int(r["out"])) for r in csv.DictReader(io.StringIO(text))]
+    assert len(rows) == len(real_rows) == 3321
+    differing = [(ours, theirs) for ours, theirs in zip(rows, real_rows) if ours != theirs]
+    assert differing == [], f"{len(differing)} of 3321 requests differ; the first: {differing[0]}"
+
+
+def test_the_full_trace_on_the_asynchronous_engine_agrees_at_spacing_24():
+    # every request's send, first-token and finish time and cached tokens, all 3 321, exactly
+    assert_full_async_trace_agrees(24)
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("spacing", [4, 8, 12, 16, 20, 22, 23, 28, 32, 40])
+def test_the_full_trace_on_the_asynchronous_engine_agrees(spacing):
+    assert_full_async_trace_agrees(spacing)

@@ -660,11 +660,13 @@ def _computed(a: Allocation) -> float:
 
 
 def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None,
-                 preempted: bool = False) -> Configuration:
+                 preempted: bool = False, unhashed: tuple[int, float] | None = None) -> Configuration:
     """Every allocation of the session's hold ``hold_id`` goes back, one pool
     at a time, except a leased one (pool/lease); the hold is left empty. A
     preempted hold caches only what it computed (its position: the consumed
-    prefix, advanced by loads), not its allocation."""
+    prefix, advanced by loads), not its allocation; ``unhashed`` (pool,
+    units): that many units at the end of the position on that pool are not
+    cached (schedule ahead: _in_flight_decode)."""
     while True:
         s = c.sessions[serial]
         h = next(i for i, x in enumerate(s.holds) if x.hold_id == hold_id)
@@ -678,6 +680,8 @@ def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_
             c = start_lease(m, c, serial, hold, a)
         else:
             computed = a.position if preempted else _computed(a)
+            if unhashed is not None and a.pool == unhashed[0]:
+                computed -= unhashed[1]
             c = release_units(m, c, serial, a.pool, a.units, computed, hold.stmt, hold.hold_id)
 
 
@@ -850,6 +854,25 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
     return None
 
 
+def _in_flight_decode(m: Machine, c: Configuration, serial: int, p: int) -> float:
+    """Under schedule ahead: 1 when ``serial``, a victim on ``p``, the memory
+    of a schedule-ahead engine, was given a decode token by the engine's
+    last ended iteration and not yet by the one being formed (its
+    ``decoded``), else 0. vLLM caches a block only once the ids of its
+    tokens are known (kv_cache_manager.py:615-625, scheduler.py:2403-2415);
+    the token that decode's KV is for was sampled by the batch before, whose
+    output is applied only after the next batch is formed: its position is
+    not cached yet when the request is preempted while that batch is formed
+    (docs/design/async-scheduling.md)."""
+    for e in m.engines_of_memory[p]:
+        st = c.stages[e]
+        if m.steps[e].ahead and serial in st.decoded:
+            it = st.iteration
+            served = it is not None and it.due is None and any(a.serial == serial for a in it.assigned)
+            return 0.0 if served else 1.0
+    return 0.0
+
+
 def _parked_at(c: Configuration, engines: tuple[int, ...], serial: int) -> bool:
     return any(serial in c.stages[e].parked for e in engines)
 
@@ -933,6 +956,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     s = c.sessions[victim]
     h, k = innermost_hold(s, p)
     computed = s.holds[h].allocations[k].position
+    unhashed = _in_flight_decode(m, c, victim, p)
     previous = dict(s.preempted_at).get(p)
     if previous is not None and computed <= previous + EPSILON and s.stuck < 0:
         s = s._replace(stuck=p)
@@ -948,7 +972,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     target = s.holds[h]
     while True:
         inner = c.sessions[victim].holds[-1]
-        c = release_hold(m, c, victim, inner.hold_id, preempted=True)
+        c = release_hold(m, c, victim, inner.hold_id, preempted=True, unhashed=(p, unhashed))
         s = c.sessions[victim]
         frames = s.frames
         while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):

@@ -120,6 +120,9 @@ class StepState(NamedTuple):
     #: memory, in the order they parked (step/park), until then (step/apply)
     finishing: tuple[int, ...] = ()
     parked: tuple[int, ...] = ()
+    #: schedule ahead only: the sessions the last ended iteration gave a decode token (their position's last
+    #: token is not cached yet while the next iteration is formed: pools._in_flight_decode)
+    decoded: tuple[int, ...] = ()
 
 
 class StepStats(NamedTuple):
@@ -644,7 +647,8 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     residents = tuple(jobs[r.job_id] for r in st.jobs)
     st = st._replace(jobs=residents, iteration=None)
     if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
-        st = st._replace(finishing=tuple(r.owner for r in done))
+        st = st._replace(finishing=tuple(r.owner for r in done),
+                         decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE))
     c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st))
     c = _note_tokens(m, c, s, it, jobs)
     if m.observer:
