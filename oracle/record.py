@@ -258,7 +258,7 @@ def record_coverage() -> None:
     each feature the driver counts, and how long recording took."""
     manifest = load_manifest()
     coverage = {}
-    for kind, name in CAMPAIGN_FILES.items():
+    for kind, name in [*CAMPAIGN_FILES.items(), *((k, "async-" + n) for k, n in CAMPAIGN_FILES.items())]:
         path = DATA / "campaign" / name
         if not path.exists():
             continue
