@@ -272,3 +272,12 @@ def test_the_full_trace_on_the_asynchronous_engine_agrees_at_spacing_24():
 @pytest.mark.parametrize("spacing", [4, 8, 12, 16, 20, 22, 23, 28, 32, 40])
 def test_the_full_trace_on_the_asynchronous_engine_agrees(spacing):
     assert_full_async_trace_agrees(spacing)
+
+
+def test_a_parked_request_preempted_finishes_with_its_token_in_flight():
+    # async-scenarios.jsonl case 128: at step 31 request 3 must grow, and the victim is request 1, whose last
+    # token batch 30 sampled (vLLM: running[-1] preempted, its stale token then stops it while PREEMPTED)
+    (record,) = [r for r in records("scenario") if r["index"] == 128]
+    rules = [r for r in trace(scenario_program(campaign._scenario(record["case"]))) if r["rule"] == "step/preempt-parked"]
+    assert [(r["time"], r["session"]) for r in rules] == [(30.0, 1), (40.0, 2)]
+    assert run_scenario(campaign._scenario(record["case"])) == {k: record["answer"][k] for k in campaign.FIELDS}
