@@ -300,6 +300,10 @@ class _Translator:
             raise self.refuse(path + ("serve",), "serve exclusive prefill")
         if step.memory is None:
             raise self.refuse(path + ("memory",), "a step engine without a memory pool")
+        if step.schedule_ahead:
+            raise self.refuse(path + ("schedule_ahead",), "`schedule ahead` (vLLM 0.33.0's asynchronous scheduling); "
+                                                          "the fragment's engine applies an iteration before it forms "
+                                                          "the next")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)

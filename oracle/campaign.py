@@ -87,11 +87,14 @@ def rule_of(older_rule: bool) -> str:
 # Drawing and reading cases
 
 
-def draw(kind: str, seed: int, index: int) -> dict:
+def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
     """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it (``space``:
-    oracle/campaign_space.py, every knob over its whole range)."""
-    return {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
+    oracle/campaign_space.py, every knob over its whole range); with
+    ``asynchronous`` it says ``"async": true`` (vLLM 0.33.0's default engine,
+    the async-*.jsonl files; without, the synchronous engine's)."""
+    case = {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
             "replay": campaign_cases.replay, "space": campaign_space.scenario}[kind](seed, index)
+    return {**case, "async": True} if asynchronous else case
 
 
 def read_recorded(path: str | os.PathLike) -> dict[tuple[int, int], dict]:
@@ -151,7 +154,8 @@ def serq_answer(kind: str, case: dict, older_rule: bool = False) -> dict:
         if kind == "replay":
             with _TraceFile(case) as path:
                 rows = replay(path, case["spacing"], case["budget"], case["max_seqs"], case["blocks"],
-                              case.get("block_size", 16), None, case.get("chunk", 0) or 0)
+                              case.get("block_size", 16), None, case.get("chunk", 0) or 0,
+                              asynchronous=bool(case.get("async", False)))
             return {"rows": [list(row) for row in rows]}
         return run_scenario(_scenario(case), older_rule=older_rule)
     except SerqError as e:
@@ -234,7 +238,8 @@ def serq_steps(kind: str, case: dict, older_rule: bool = False) -> list[list]:
 
         with _TraceFile(case) as path:
             program, _ = replay_program(path, case["spacing"], case["budget"], case["max_seqs"], case["blocks"],
-                                        case.get("block_size", 16), None, case.get("chunk", 0) or 0)
+                                        case.get("block_size", 16), None, case.get("chunk", 0) or 0,
+                                        asynchronous=bool(case.get("async", False)))
             numbers = trace_session_numbers(path)
             records = list(trace(program))
     else:
@@ -266,13 +271,14 @@ def serq_steps(kind: str, case: dict, older_rule: bool = False) -> list[list]:
         elif rule == "step/grow" and r["outcome"] == "grew":
             key = rid(r["session"])
             tokens[key] = growing.pop(key)
-        elif rule == "pool/preempt":
+        elif rule in ("pool/preempt", "step/preempt-parked"):
             preempted.append(rid(r["session"]))
         elif rule == "step/withdraw":
             tokens.pop(rid(r["session"]), None)
         elif rule == "step/iteration":
             time_ = start + 1 if kind != "replay" else start
-            steps.append([_number(time_), dict(sorted(tokens.items())), sorted(preempted)])
+            if tokens or preempted:  # as the driver records: an empty batch (schedule ahead) decides nothing
+                steps.append([_number(time_), dict(sorted(tokens.items())), sorted(preempted)])
             start = None
         elif rule == "step/idle":
             start = None
@@ -605,7 +611,8 @@ def serq_answer_case(kind: str, older_rule: bool, case: dict) -> dict:
 
 def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None = None, python=None,
         explain_known: bool = False, max_tries: int = 1000, report=print, older_rule: bool = False,
-        workers: int = 1, ray: str | None = None, resume: str | None = None, progress: bool = False) -> list[Outcome]:
+        workers: int = 1, ray: str | None = None, resume: str | None = None, progress: bool = False,
+        asynchronous: bool = False) -> list[Outcome]:
     """Draw ``count`` cases of ``kind`` from ``seed`` (indices ``start`` on),
     answer each with serq-ref and with the real scheduler (or the records of
     ``recorded``), both under vLLM 0.33.0's rule or, with ``older_rule``,
@@ -626,7 +633,7 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
 
     from . import real
 
-    cases = [draw(kind, seed, index) for index in range(start, start + count)]
+    cases = [draw(kind, seed, index, asynchronous) for index in range(start, start + count)]
     if recorded is not None:
         records = read_recorded(recorded)
         answers = []

@@ -103,6 +103,9 @@ def add_parser(commands, parser_class) -> None:
     k.add_argument("--older-rule", action="store_true",
                    help="serq-ref with lib/vllm.sq's older_rule = 1 against vLLM's older rule (a request that preempts "
                         "itself ends the pass; the records' answer_older_rule) instead of 0.33.0's")
+    k.add_argument("--async", dest="asynchronous", action="store_true",
+                   help="cases with \"async\": true: vLLM 0.33.0's default, asynchronous scheduling, on both sides "
+                        "(the records of oracle/data/campaign/async-*.jsonl); without it the synchronous engine")
     _vllm_python(k)
     add_worker_arguments(k)  # serq-ref's answers on processes or a Ray cluster, a journal to resume from
 
@@ -328,7 +331,8 @@ def command_campaign(args: argparse.Namespace) -> int:
     outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
                                            args.vllm_python, args.explain_known, args.max_tries,
                                            report=lambda line: print(line, flush=True), older_rule=args.older_rule,
-                                           workers=args.workers, ray=args.ray, resume=args.resume, progress=True)
+                                           workers=args.workers, ray=args.ray, resume=args.resume, progress=True,
+                                           asynchronous=args.asynchronous)
     if args.report is not None:
         try:
             with open(args.report, "w", encoding="utf-8") as f:
@@ -338,5 +342,6 @@ def command_campaign(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot write {args.report}: {e.strerror}") from None
     against = f"the answers recorded in {args.recorded}" if args.recorded else "vLLM 0.33.0's scheduler"
     against += " (the older rule)" if args.older_rule else ""
+    against += " (asynchronous scheduling)" if args.asynchronous else ""
     print(f"{campaign.summary(args.kind, outcomes, seconds)}, against {against}")
     return 1 if any(o["verdict"] == campaign.DIFFERS for o in outcomes) else 0

@@ -46,6 +46,10 @@ def encode_for_pyserq(program: ir.Program, base_dir: str | None = None) -> dict:
         if isinstance(stage.kind, ir.Step) and stage.kind.self_preemption != "End":
             raise ProgramError(f"stage {stage.name} has `self preemption continue`, which pyserq does not have (its "
                                f"pass ends when a grower preempts itself): this program cannot be run on pyserq")
+        if isinstance(stage.kind, ir.Step) and stage.kind.schedule_ahead:
+            raise ProgramError(f"stage {stage.name} has `schedule ahead` (vLLM's asynchronous scheduling), which pyserq "
+                               f"does not have: this program cannot be run on pyserq (--set async_scheduling=0 for "
+                               f"lib/vllm.sq's synchronous engine)")
     encoded = codec.encode_program(program)
     encoded["version"] = PYSERQ_IR_VERSION
     for block in encoded["blocks"]:

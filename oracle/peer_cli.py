@@ -81,9 +81,10 @@ def _one(args) -> int:
         print(f"note: the program draws ({', '.join(drawn)}); the two engines' random streams differ, so "
               "their figures are compared as they are and need not agree")
     if continues(loaded.program):
-        raise UsageError(f"{args.file}: a step stage has `self preemption continue`, which pyserq does not have (its "
-                         "pass ends when a grower preempts itself); a program of examples/lib/vllm.sq runs under "
-                         "that rule with --set older_rule=1")
+        raise UsageError(f"{args.file}: a step stage has `self preemption continue` or `schedule ahead`, which "
+                         "pyserq does not have (its pass ends when a grower preempts itself, and it applies an "
+                         "iteration before it forms the next); a program of examples/lib/vllm.sq runs under those "
+                         "rules with --set older_rule=1 --set async_scheduling=0")
     here = with_statement_span(loaded, lambda: peer.figures_here(loaded.program, loaded.base_dir))
     try:
         there = peer.figures_on_pyserq(loaded.program, loaded.base_dir)
@@ -151,13 +152,20 @@ def check_one(path: str) -> tuple[str, str]:
     if continues(loaded.program):
         # pyserq has the seed's rule only (the pass ends when a grower preempts itself); a program of
         # examples/lib/vllm.sq chooses it with --set older_rule=1, and is compared under it, said so
-        try:
-            loaded = load(path, Overrides(sets=(("older_rule", 1.0),)), "run") if path.endswith(".sq") else None
-        except SerqError:
-            loaded = None
+        # (and the synchronous engine: --set async_scheduling=0, where the program has that switch)
+        loaded = None
+        for sets in ((("older_rule", 1.0), ("async_scheduling", 0.0)), (("older_rule", 1.0),)):
+            try:
+                loaded = load(path, Overrides(sets=sets), "run") if path.endswith(".sq") else None
+                break
+            except SerqError:
+                loaded = None
         if loaded is None or continues(loaded.program):
-            return "skipped", "self preemption continue (pyserq has only the seed's rule: the pass ends)"
-        note = "with --set older_rule=1 (pyserq has only the seed's self-preemption rule); "
+            return "skipped", ("self preemption continue or schedule ahead (pyserq has only the seed's rules: the "
+                               "pass ends, an iteration is applied before the next is formed)")
+        note = ("with --set older_rule=1 --set async_scheduling=0 (pyserq has only the seed's self-preemption rule "
+                "and synchronous engine); " if len(sets) == 2 else
+                "with --set older_rule=1 (pyserq has only the seed's self-preemption rule); ")
     try:
         here = peer.figures_here(loaded.program, loaded.base_dir)
     except SerqError as e:
@@ -177,10 +185,13 @@ def check_one(path: str) -> tuple[str, str]:
 
 def continues(program) -> bool:
     """A step stage of ``program`` goes on with its pass after a grower
-    preempted itself (``self preemption continue``), which pyserq cannot run."""
+    preempted itself (``self preemption continue``) or forms an iteration
+    before the last one is applied (``schedule ahead``), which pyserq cannot
+    run."""
     from semantics import ir
 
-    return any(isinstance(s.kind, ir.Step) and s.kind.self_preemption != "End" for s in program.stages)
+    return any(isinstance(s.kind, ir.Step) and (s.kind.self_preemption != "End" or s.kind.schedule_ahead)
+               for s in program.stages)
 
 
 def _check(args) -> int:

@@ -164,26 +164,33 @@ def replay_summary(answer: dict) -> dict:
     }
 
 
-def record_replays(spacings, python=None, max_steps=FULL_MAX_STEPS) -> None:
+def record_replays(spacings, python=None, max_steps=FULL_MAX_STEPS, asynchronous: bool = False) -> None:
+    """The full trace at ``spacings``: replay/short_base-sNN.csv.gz and
+    replay/summary.json (the synchronous engine), or with ``asynchronous``
+    (vLLM 0.33.0's default engine) replay/async-short_base-sNN.csv.gz and
+    replay/async-summary.json."""
     trace = (SHARED / FULL_TRACE).read_text()
     command = "python -m oracle.record replays --spacings " + " ".join(str(s) for s in spacings)
+    command += " --async" if asynchronous else ""
+    prefix = "async-" if asynchronous else ""
+    extra = {"async": True} if asynchronous else {}
     jobs = [
-        real.replay_job(trace, spacing=spacing, max_steps=max_steps, id=f"s{spacing:02d}", **FULL_ENGINE)
+        real.replay_job(trace, spacing=spacing, max_steps=max_steps, id=f"s{spacing:02d}", **FULL_ENGINE, **extra)
         for spacing in spacings
     ]
-    summary_path = DATA / "replay" / "summary.json"
+    summary_path = DATA / "replay" / f"{prefix}summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     for spacing, answer in zip(spacings, real.iter_answers(jobs, python)):
         if "error" in answer:
             raise SystemExit(f"spacing {spacing}: {answer['error']}")
-        out = DATA / "replay" / f"short_base-s{spacing:02d}.csv.gz"
+        out = DATA / "replay" / f"{prefix}short_base-s{spacing:02d}.csv.gz"
         write_gzip(out, answer["csv"])
         entry = replay_summary(answer)
         summary[f"{spacing:02d}"] = {"spacing": spacing, **FULL_ENGINE, "max_steps": max_steps, **entry}
         write_text(summary_path, json.dumps(dict(sorted(summary.items())), indent=1) + "\n")
         manifest = load_manifest()
         register(manifest, out, command, trace=f"../shared/{FULL_TRACE}", spacing=spacing, **FULL_ENGINE,
-                 status=entry["status"], steps=entry["steps"])
+                 status=entry["status"], steps=entry["steps"], **extra)
         register(manifest, summary_path, command)
         save_manifest(manifest)
         print(f"spacing {spacing}: {entry['status']}, {entry['steps']} steps, "
@@ -196,19 +203,23 @@ def record_replays(spacings, python=None, max_steps=FULL_MAX_STEPS) -> None:
 
 
 def record_campaign(kind: str, count: int, seed: int, python=None, hours: float | None = None,
-                    append: bool = False) -> None:
+                    append: bool = False, asynchronous: bool = False) -> None:
     """Draw ``count`` cases of ``kind`` from ``seed`` and record each with its
     real answer, one JSON line per case: {"seed", "index", "case", "answer"}
     (serve cases also "answer_older_rule": the same case with a running
     request that preempts itself ending the pass, as before 0.33.0).
-    With ``hours`` it stops after that long and says how many it recorded."""
+    With ``hours`` it stops after that long and says how many it recorded.
+    ``asynchronous``: every case says ``"async": true`` (vLLM 0.33.0's
+    default engine), written to campaign/async-NAME.jsonl."""
     from oracle import campaign_cases, campaign_space
 
-    out = DATA / "campaign" / CAMPAIGN_FILES[kind]
+    out = DATA / "campaign" / (("async-" if asynchronous else "") + CAMPAIGN_FILES[kind])
     out.parent.mkdir(parents=True, exist_ok=True)
     draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
             "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario}[kind]
     cases = [draw(seed, index) for index in range(count)]
+    if asynchronous:
+        cases = [{**case, "async": True} for case in cases]
     jobs = [campaign_cases.as_job(case) for case in cases]
     if kind == "serve":
         # each case twice: vLLM 0.33.0's rule, then the older one
@@ -236,10 +247,10 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
                 break
     elapsed = time.perf_counter() - started
     manifest = load_manifest()
-    register(manifest, out, f"python -m oracle.record campaign --kind {kind} --count {count} --seed {seed}",
+    register(manifest, out, f"python -m oracle.record campaign --kind {kind} --count {count} --seed {seed}"
+             + (" --async" if asynchronous else ""),
              generator="oracle/campaign_space.py" if kind == "space" else "oracle/campaign_cases.py", seed=seed,
-             cases=sum(1 for _ in out.open()),
-             seconds=round(elapsed, 1))
+             cases=sum(1 for _ in out.open()), seconds=round(elapsed, 1), **({"async": True} if asynchronous else {}))
     save_manifest(manifest)
     print(f"{out.relative_to(DATA)}: {recorded} {kind}s in {elapsed:.0f} s")
 
@@ -249,7 +260,7 @@ def record_coverage() -> None:
     each feature the driver counts, and how long recording took."""
     manifest = load_manifest()
     coverage = {}
-    for kind, name in CAMPAIGN_FILES.items():
+    for kind, name in [*CAMPAIGN_FILES.items(), *((k, "async-" + n) for k, n in CAMPAIGN_FILES.items())]:
         path = DATA / "campaign" / name
         if not path.exists():
             continue
@@ -304,11 +315,15 @@ def main(argv=None) -> int:
     replays = commands.add_parser("replays")
     replays.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
     replays.add_argument("--max-steps", type=int, default=FULL_MAX_STEPS)
+    replays.add_argument("--async", dest="asynchronous", action="store_true",
+                         help="vLLM 0.33.0's asynchronous scheduling (replay/async-*)")
     campaign = commands.add_parser("campaign")
     campaign.add_argument("--kind", choices=tuple(CAMPAIGN_FILES), required=True)
     campaign.add_argument("--count", type=int, required=True)
     campaign.add_argument("--seed", type=int, default=1)
     campaign.add_argument("--hours", type=float)
+    campaign.add_argument("--async", dest="asynchronous", action="store_true",
+                          help="every case with \"async\": true (campaign/async-NAME.jsonl)")
     commands.add_parser("coverage")
     commands.add_parser("manifest")
     args = parser.parse_args(argv)
@@ -316,9 +331,10 @@ def main(argv=None) -> int:
         if args.command == "shared":
             record_shared(args.vllm_python)
         elif args.command == "replays":
-            record_replays(args.spacings, args.vllm_python, args.max_steps)
+            record_replays(args.spacings, args.vllm_python, args.max_steps, args.asynchronous)
         elif args.command == "campaign":
-            record_campaign(args.kind, args.count, args.seed, args.vllm_python, args.hours)
+            record_campaign(args.kind, args.count, args.seed, args.vllm_python, args.hours,
+                            asynchronous=args.asynchronous)
         elif args.command == "coverage":
             record_coverage()
         else:

@@ -48,9 +48,12 @@ class Row(NamedTuple):
 
 
 def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float,
-                   block_size: float = 16, sessions: int | None = None, chunk: float = 0, older_rule: bool = False):
+                   block_size: float = 16, sessions: int | None = None, chunk: float = 0, older_rule: bool = False,
+                   asynchronous: bool = False):
     """The replay program of ``trace`` (a CSV path) and its trace's sessions; ``older_rule``: lib/vllm.sq's
-    older self-preemption rule (docs/divergences.md, D1), which under its FCFS order answers the same."""
+    older self-preemption rule (docs/divergences.md, D1), which under its FCFS order answers the same;
+    ``asynchronous``: vLLM's asynchronous scheduling (lib/vllm.sq's default), else the synchronous engine
+    (every replay recorded before async-replays.jsonl)."""
     from semantics.compiler import compile_file
     from semantics.link import link
     from semantics.smallstep.workload import read_trace
@@ -66,7 +69,7 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
                         ("--blocks", blocks), ("--block-size", block_size), ("--chunk", chunk)):
         if not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} {value:g}: a finite number, at least 0")
-    sets = {**engine_sets(budget, max_seqs, block_size, blocks, chunk, prefix_caching=True),
+    sets = {**engine_sets(budget, max_seqs, block_size, blocks, chunk, prefix_caching=True, asynchronous=asynchronous),
             "spacing": float(spacing), "sessions": float(count), **({"older_rule": 1.0} if older_rule else {})}
     program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
     link(program, smap, verdicts=False)  # range warnings only: the replay program is linked with them in the tests
@@ -82,11 +85,12 @@ def trace_session_numbers(trace: str) -> list[int]:
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
-           sessions: int | None = None, chunk: float = 0) -> list[Row]:
-    """The rows of the replay, by session then turn."""
+           sessions: int | None = None, chunk: float = 0, asynchronous: bool = False) -> list[Row]:
+    """The rows of the replay, by session then turn (``asynchronous``: replay_program's)."""
     from semantics.smallstep.driver import run
 
-    program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk)
+    program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
+                                             asynchronous=asynchronous)
     result = run(program)
     numbers = trace_session_numbers(trace)
     samples = {o.name: {(serial, turn): (time, value) for time, serial, turn, value in o.samples}

@@ -67,7 +67,7 @@ REQUEST_SERVE_ANCHOR = "cost 1; memory kv;"
 REQUEST_SELF_PREEMPTION_ANCHOR = "memory kv; }"
 
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
-OPTIONAL = ("chunk", "prefix_caching", "serve")
+OPTIONAL = ("chunk", "prefix_caching", "serve", "async")
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
@@ -80,11 +80,14 @@ def step_clock_sets() -> dict[str, float]:
 
 
 def engine_sets(budget: float, max_seqs: float, block_size: float, usable_blocks: float, chunk: float = 0.0,
-                prefix_caching: bool = False) -> dict[str, float]:
-    """lib/vllm.sq's constants for an engine, on the step clock."""
+                prefix_caching: bool = False, asynchronous: bool = False) -> dict[str, float]:
+    """lib/vllm.sq's constants for an engine, on the step clock; its mode
+    always set: ``asynchronous`` (vLLM 0.33.0's default, lib/vllm.sq's) or
+    the synchronous engine, which the oracle harness answers a case in unless
+    the case says ``"async": true`` (is_async)."""
     return {"bs": float(block_size), "blocks": float(usable_blocks), "token_budget": float(budget),
             "max_seqs": float(max_seqs), "chunk_cap": float(chunk), "prefix_caching": 1.0 if prefix_caching else 0.0,
-            **step_clock_sets()}
+            "async_scheduling": 1.0 if asynchronous else 0.0, **step_clock_sets()}
 
 
 #: The vLLM revision seed 001 cites, which ../shared/oracle's answers were recorded on (its README: "vLLM
@@ -166,6 +169,9 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
             _natural(data[key], key, at(key))
     if data["num_blocks"] < 2:
         raise ProgramError("`num_blocks` counts vLLM's null block: at least 2", at("num_blocks"))
+    if "async" in data and not isinstance(data["async"], bool):
+        raise ProgramError(f"`async` is true (vLLM's asynchronous scheduling) or false (synchronous, the default), "
+                           f"not {json.dumps(data['async'])}", at("async"))
     if "serve" in data and not isinstance(data["serve"], str):
         raise ProgramError("`serve` is a serve-by key in serQ syntax, e.g. \"-admission\"", at("serve"))
     if not isinstance(data["requests"], list) or not data["requests"]:
@@ -213,12 +219,20 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     at = check_scenario(data, path, text)
     program_text = SCENARIO_PROGRAM.read_text(encoding="utf-8")
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
-                       data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)))
+                       data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)), is_async(data))
     if older_rule:
         sets["older_rule"] = 1.0
     if "serve" in data:
         program_text = _with_serve(program_text, data["serve"])
     return _build(data, at, program_text, SCENARIO_PROGRAM, sets, verdicts)
+
+
+def is_async(data: dict) -> bool:
+    """The engine a scenario asks for: ``"async": true``, vLLM 0.33.0's
+    asynchronous scheduling (lib/vllm.sq's default, ``schedule ahead``);
+    absent or false, the synchronous engine, which every scenario recorded
+    before the field existed was answered by (oracle/data/README.md)."""
+    return bool(data.get("async", False))
 
 
 def _build(data: dict, at: Callable[..., Span], program_text: str, file: Path, sets: dict[str, float],
@@ -302,7 +316,16 @@ def answer_of(result, program: ir.Program) -> dict:
     last = max((time for time, _, _, _ in by_name["done"].samples), default=0.0)
     return {"first": dict(sorted(first.items(), key=lambda kv_: int(kv_[0]))),
             "done": dict(sorted(done.items(), key=lambda kv_: int(kv_[0]))),
-            "preemptions": kv.preemptions, "steps": _step(last) + 1}
+            "preemptions": kv.preemptions, "steps": _step(last) + flush_steps(program)}
+
+
+def flush_steps(program: ir.Program) -> int:
+    """The driver's steps after the last finish: synchronous, one (the step
+    that flushes the finished ids); under schedule ahead two (the batch
+    formed while the last token was in flight, then the flush:
+    docs/design/async-scheduling.md, the step clock)."""
+    ahead = any(isinstance(s.kind, ir.Step) and s.kind.schedule_ahead for s in program.stages)
+    return 2 if ahead else 1
 
 
 def _step(time: float) -> int | float:

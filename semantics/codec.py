@@ -191,7 +191,7 @@ def encode_stage(s: ir.Stage) -> Json:
             kind: Json = {"Fifo": servers}
         case ir.Ps(capacity):
             kind = {"Ps": encode_expr(capacity)}
-        case ir.Step(budget, cost, chunk, serve, memory, self_preemption):
+        case ir.Step(budget, cost, chunk, serve, memory, self_preemption, schedule_ahead):
             kind = {
                 "Step": {
                     "budget": encode_expr(budget),
@@ -203,6 +203,8 @@ def encode_stage(s: ir.Stage) -> Json:
             }
             if self_preemption != "End":  # serq-ref's extension of v13: written only when not the default
                 kind["Step"]["self_preemption"] = self_preemption
+            if schedule_ahead:  # serq-ref's extension of v13: written only when not the default
+                kind["Step"]["schedule_ahead"] = True
         case _:
             raise TypeError(f"not a stage kind: {s.kind!r}")
     out["kind"] = kind
@@ -509,6 +511,12 @@ def _decode_self_preemption(v: Json, path: str) -> str:
     return v
 
 
+def _decode_schedule_ahead(v: Json, path: str) -> bool:
+    if v is not True and v is not False:
+        raise IRFormatError(path, f"expected true or false, found {json.dumps(v)[:80]}")
+    return v
+
+
 def decode_stage(v: Json, path: str) -> ir.Stage:
     o = _obj(v, path, ("name", "kind"), ("index",))
     tag, x = _tag(o["kind"], path + ".kind")
@@ -518,7 +526,7 @@ def decode_stage(v: Json, path: str) -> ir.Stage:
     elif tag == "Ps":
         kind = ir.Ps(decode_expr(x, p))
     elif tag == "Step":
-        s = _obj(x, p, ("budget", "cost", "chunk", "serve", "memory"), ("self_preemption",))
+        s = _obj(x, p, ("budget", "cost", "chunk", "serve", "memory"), ("self_preemption", "schedule_ahead"))
         serve_tag, serve = _tag(s["serve"], p + ".serve")
         if serve_tag == "ExclusivePrefill" and serve is None:
             serve_keys = None
@@ -533,6 +541,7 @@ def decode_stage(v: Json, path: str) -> ir.Stage:
             serve_keys,
             None if s["memory"] is None else decode_int(s["memory"], p + ".memory"),
             _decode_self_preemption(s.get("self_preemption", "End"), p + ".self_preemption"),
+            _decode_schedule_ahead(s.get("schedule_ahead", False), p + ".schedule_ahead"),
         )
     elif tag == "Delay":
         raise IRFormatError(p, "`Delay` is not a stage kind of IR version 13 (a delay stage is `Ps` of `N`)")

@@ -365,6 +365,12 @@ class Step:
     #: one of SELF_PREEMPTION; a serq-ref extension of version 13, absent from
     #: the JSON when "End" (so files without it load, and mean the seed's rule)
     self_preemption: str = "End"
+    #: ``schedule ahead``: the next iteration is formed before the results of
+    #: the one that ended are applied (vLLM 0.33.0's asynchronous scheduling;
+    #: docs/design/async-scheduling.md); a serq-ref extension of version 13,
+    #: absent from the JSON when False (so files without it load, and mean the
+    #: seed's engine)
+    schedule_ahead: bool = False
 
 
 StageKind = Union[Fifo, Ps, Step]

@@ -284,7 +284,10 @@ def test_a_program_with_self_preemption_continue_is_compared_under_the_older_rul
     assert verdict == "passed" and what.startswith("with --set older_rule=1")
     assert main(["peer", "examples/oracle/vllm_scenario.sq"]) == 2
     assert "self preemption continue" in capsys.readouterr().err
-    assert main(["peer", "examples/oracle/vllm_scenario.sq", "--set", "older_rule=1"]) == 0
+    assert main(["peer", "examples/oracle/vllm_scenario.sq", "--set", "older_rule=1"]) == 2  # schedule ahead
+    assert "schedule ahead" in capsys.readouterr().err
+    assert main(["peer", "examples/oracle/vllm_scenario.sq", "--set", "older_rule=1", "--set",
+                 "async_scheduling=0"]) == 0
 
 
 def test_campaign_program_157_is_p6_for_the_sessions_already_ready():

@@ -87,7 +87,19 @@ def _sample_records() -> list[dict]:
         records += _records(program, steps=2000)
     for path in sorted((EXAMPLES / "pools").glob("*.sq")):
         records += _records(compile_source(path.read_text(), str(path))[0])
+    from oracle.scenario import scenario_program  # schedule ahead: step/park, step/apply, step/preempt-parked
+
+    records += _records(scenario_program(ASYNC_CASE))
     return records
+
+
+#: oracle/data/campaign/async-scenarios.jsonl case 128: lib/vllm.sq's engine under schedule ahead, where a
+#: parked request is preempted (tests/test_async_scheduling.py)
+ASYNC_CASE = {"budget": 256, "max_seqs": 8, "block_size": 8, "num_blocks": 34, "chunk": 20, "prefix_caching": True,
+              "requests": [{"prompt": 61, "out": 1, "arrive": 23}, {"prompt": 150, "out": 3, "arrive": 20},
+                           {"prompt": 44, "out": 2, "arrive": 30}, {"prompt": 94, "out": 35, "arrive": 11},
+                           {"prompt": 15, "out": 1, "arrive": 20}, {"prompt": 141, "out": 2, "arrive": 24}],
+              "async": True}
 
 
 @pytest.fixture(scope="module")

@@ -68,6 +68,7 @@ Nothing here copies vLLM's code; it calls vLLM's public classes.
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import heapq
 import io
@@ -107,6 +108,7 @@ from vllm.config import (  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import get_hash_fn_by_name  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
@@ -181,11 +183,20 @@ def make_scheduler(
     max_model_len: int,
     policy: str = "fcfs",
     cls: type | None = None,
+    async_scheduling: bool = False,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
-    (one of which is vLLM's null block)."""
+    (one of which is vLLM's null block). ``async_scheduling``: the scheduler
+    class is vLLM's AsyncScheduler (what SchedulerConfig.get_scheduler_cls
+    picks when async_scheduling is set, vllm/config/scheduler.py:231-236)
+    under ``cls``'s observation; the caller then drives it with a batch
+    queue (``drive_async``)."""
     cls = ObservedScheduler if cls is None else cls
     model = MODELS.get(max_model_len)
+    extra = {}
+    if async_scheduling:
+        extra["async_scheduling"] = True
+        cls = async_class(cls)
     sched_cfg = SchedulerConfig(
         max_model_len=max_model_len,
         is_encoder_decoder=False,
@@ -194,6 +205,7 @@ def make_scheduler(
         enable_chunked_prefill=True,
         long_prefill_token_threshold=chunk,
         policy=policy,
+        **extra,
     )
     cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=prefix_caching)
     vllm_cfg = VllmConfig(
@@ -255,6 +267,79 @@ def fake_model_step(scheduler, scheduler_output):
     engine_outputs = scheduler.update_from_output(scheduler_output, runner_output)
     sampled_ids = [rid for rid, tokens in zip(ids, sampled) if tokens]
     return sampled_ids, engine_outputs
+
+
+def async_class(cls: type) -> type:
+    """``cls``'s observation over vLLM's AsyncScheduler (its
+    _update_after_schedule adds the output placeholders,
+    vllm/v1/core/sched/async_scheduler.py:24-56); everything else is
+    vLLM's Scheduler as under the synchronous engine."""
+    return type("Async" + cls.__name__, (cls, AsyncScheduler), {})
+
+
+def fake_model_output(scheduler, scheduler_output) -> ModelRunnerOutput:
+    """The fake model runner's answer to a batch under asynchronous
+    scheduling, fixed when the batch is formed (the executor's future): a
+    token for every scheduled request that is not mid-prefill or
+    mid-recompute after this schedule() (``is_prefill_chunk`` as
+    _update_after_schedule sets it counting the output placeholders,
+    vllm/v1/core/sched/scheduler.py:1856-1858): the GPU runner's rule of
+    fake_model_step, read before the previous batch's output is applied."""
+    ids = list(scheduler_output.num_scheduled_tokens)
+    sampled = [[] if scheduler.requests[rid].is_prefill_chunk else [SAMPLED_TOKEN] for rid in ids]
+    return ModelRunnerOutput(
+        req_ids=ids,
+        req_id_to_index={rid: index for index, rid in enumerate(ids)},
+        sampled_token_ids=sampled,
+    )
+
+
+class BatchQueue:
+    """The engine core's loop under asynchronous scheduling,
+    EngineCore.step_with_batch_queue (vllm/v1/engine/core.py:708-825), with
+    the fake runner as its executor. Each ``step()`` is one call of it: if
+    the scheduler has requests it forms a batch (schedule()) and queues it
+    with its future; while the queue holds fewer than
+    max_concurrent_batches (2 under async scheduling with one pipeline
+    stage: vllm/config/vllm.py:587-597) and the batch ran something or the
+    scheduler still has requests, the call returns without applying
+    anything; otherwise it pops the oldest batch and applies its output
+    (update_from_output). So batch k+1 is formed before batch k's output
+    is applied."""
+
+    def __init__(self, scheduler) -> None:
+        self.scheduler = scheduler
+        self.size = int(scheduler.vllm_config.max_concurrent_batches)
+        assert self.size == 2, self.size
+        self.queue: collections.deque = collections.deque()
+
+    def in_flight_tokens(self) -> bool:
+        """Some queued batch scheduled a token (its output will change the
+        scheduler's state when applied)."""
+        return any(output.total_num_scheduled_tokens > 0 for _, output, _ in self.queue)
+
+    def step(self, on_schedule):
+        """One step_with_batch_queue call. ``on_schedule(output)`` is called
+        on a batch as soon as it is formed and returns its tag. Returns
+        (the batch formed or None, (tag, output, engine outputs, ids that
+        received a token) of the batch applied, or None)."""
+        scheduler = self.scheduler
+        formed = None
+        if scheduler.has_requests():
+            formed = scheduler.schedule()
+            future = fake_model_output(scheduler, formed)
+            self.queue.appendleft((on_schedule(formed), formed, future))
+            executed = formed.total_num_scheduled_tokens > 0
+            if len(self.queue) < self.size and (executed or scheduler.has_requests()):
+                return formed, None
+        elif not self.queue:
+            return None, None
+        tag, output, future = self.queue.pop()
+        engine_outputs = scheduler.update_from_output(output, future)
+        received = [
+            o.request_id for outputs in engine_outputs.values() for o in outputs.outputs if o.new_token_ids
+        ]
+        return formed, (tag, output, engine_outputs, received)
 
 
 def finished_ids(engine_outputs):
@@ -404,8 +489,14 @@ def serve_keys(job) -> list:
 
 def is_decoding(request) -> bool:
     """serQ's ``decoding`` as vLLM observes it: the request has sampled a
-    token and has at most one token left to compute (its last sample)."""
-    return request.num_output_tokens > 0 and request.num_tokens - request.num_computed_tokens <= 1
+    token and has at most one token left to compute (its last sample). Under
+    asynchronous scheduling a token sampled by a batch whose output is not
+    applied yet is an output placeholder (async_scheduler.py:24-56): it
+    counts as sampled (num_output_placeholders is 0 on the synchronous
+    engine, so this reads as it always did there)."""
+    placeholders = request.num_output_placeholders
+    return (request.num_output_tokens + placeholders > 0
+            and request.num_tokens + placeholders - request.num_computed_tokens <= 1)
 
 
 def evaluate_key(expr, request, admission: int) -> float:
@@ -603,6 +694,7 @@ def run_scenario(job) -> dict:
         max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
         policy="priority" if serve else "fcfs",
         cls=ServeByScheduler if serve else ObservedScheduler,
+        async_scheduling=bool(job.get("async", False)),
     )
     if serve:
         scheduler.configure(keys, bool(job.get("self_preempt_ends_pass", False)))
@@ -618,7 +710,10 @@ def run_scenario(job) -> dict:
     preemptions = 0
     step = 0
     status = "finished"
-    while True:
+    if job.get("async"):
+        step, preemptions, status = drive_scenario_async(
+            job, scheduler, pending, first, done, step_trace, max_steps, block_size)
+    while not job.get("async"):
         while pending and pending[0][0] <= step:
             _, i, r = pending.pop(0)
             tokens = scenario_token_ids(i, int(r["prompt"]))
@@ -670,7 +765,67 @@ def run_scenario(job) -> dict:
     }
     if step_trace is not None:
         answer["step_trace"] = step_trace
+    if job.get("async"):
+        answer["async"] = True
     return answer
+
+
+def drive_scenario_async(job, scheduler, pending, first, done, step_trace, max_steps, block_size):
+    """A scenario under asynchronous scheduling (BatchQueue: the engine
+    core's step_with_batch_queue). The step clock: batch k is the k-th
+    schedule() call; a request with ``arrive: k`` is added before the
+    (k+1)-th call; a token's step (``first``, ``done``) is the number of the
+    batch that sampled it, though its output is applied one call later;
+    ``steps`` is the number of schedule() calls (the last ones form empty
+    batches: the one formed while the last token was in flight, and the one
+    that flushes the finished ids). Returns (steps, preemptions, status)."""
+    queue = BatchQueue(scheduler)
+    step = preemptions = 0
+    status = "finished"
+    while True:
+        while pending and pending[0][0] <= step:
+            _, i, r = pending.pop(0)
+            tokens = scenario_token_ids(i, int(r["prompt"]))
+            scheduler.add_request(make_request(str(i), tokens, int(r["out"]), block_size))
+        if not scheduler.has_requests() and not queue.queue:
+            if not pending:
+                break
+            step = pending[0][0]  # idle until the next arrival
+            continue
+        if scheduler.has_requests() and step >= max_steps:
+            status = f"step limit {max_steps}"
+            break
+        in_flight = queue.in_flight_tokens()
+
+        def on_schedule(output):
+            nonlocal step
+            step += 1
+            if step_trace is not None:
+                record_step(step_trace, step, output)
+            return step
+
+        formed, applied = queue.step(on_schedule)
+        if formed is not None:
+            preemptions += len(formed.preempted_req_ids or ())
+        if applied is not None:
+            batch, _, engine_outputs, received = applied
+            for rid in received:
+                first.setdefault(rid, batch)
+            for rid in finished_ids(engine_outputs):
+                done[rid] = batch
+        stalled = (
+            formed is not None
+            and formed.total_num_scheduled_tokens == 0
+            and not formed.preempted_req_ids
+            and not formed.finished_req_ids
+            and not in_flight
+            and not pending
+            and scheduler.has_requests()
+        )
+        if stalled:
+            status = f"stalled at step {step}: nothing schedulable and nothing to come"
+            break
+    return step, preemptions, status
 
 
 def record_step(step_trace: list, time_, output) -> None:
@@ -737,6 +892,7 @@ def run_replay(job) -> dict:
         chunk=int(job.get("chunk", 0) or 0),
         prefix_caching=bool(job.get("prefix_caching", True)),
         max_model_len=int(job.get("max_model_len", DEFAULT_REPLAY_MAX_MODEL_LEN)),
+        async_scheduling=bool(job.get("async", False)),
     )
     scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
     step_trace = [] if job.get("step_trace") else None
@@ -756,6 +912,7 @@ def run_replay(job) -> dict:
     steps = 0
     empty_in_a_row = 0
     status = "finished"
+    queue = BatchQueue(scheduler) if job.get("async") else None
     while True:
         while sends and sends[0][0] <= clock:
             t, _, s, k = heapq.heappop(sends)
@@ -770,7 +927,7 @@ def run_replay(job) -> dict:
                 "session": s, "turn": turn["turn"], "sent": t, "first": None, "done": None,
                 "prompt": turn["new"], "cached": None, "out": turn["out"],
             }
-        if not scheduler.has_requests():
+        if not scheduler.has_requests() and not (queue is not None and queue.queue):
             if not sends:
                 break
             clock = max(clock, sends[0][0])  # idle: jump to the next send
@@ -778,6 +935,61 @@ def run_replay(job) -> dict:
         if steps >= max_steps:
             status = f"step limit {max_steps} at clock {clock!r}"
             break
+        if queue is not None:
+            # Asynchronous scheduling: one step_with_batch_queue call.
+            in_flight = queue.in_flight_tokens()
+
+            def on_schedule(output):
+                # A batch takes one time unit if it ran tokens or was formed
+                # while a batch that ran tokens was in flight (the batch
+                # formed before finished requests are applied, though empty:
+                # serQ's schedule ahead, docs/design/async-scheduling.md);
+                # its tokens are sampled at its end (the clock after it).
+                nonlocal clock, steps
+                if step_trace is not None:
+                    record_step(step_trace, clock, output)
+                for new in output.scheduled_new_reqs:
+                    cached_at_admission.setdefault(new.req_id, new.num_computed_tokens)
+                if output.total_num_scheduled_tokens > 0 or queue.in_flight_tokens():
+                    steps += 1
+                    clock += 1.0
+                return clock
+
+            formed, applied = queue.step(on_schedule)
+            if applied is not None:
+                end, _, engine_outputs, received = applied
+                for rid in received:
+                    if rows[rid]["first"] is None:
+                        rows[rid]["first"] = end
+                for rid, cached in reported_cached(engine_outputs).items():
+                    rows[rid]["cached"] = cached
+                for rid in finished_ids(engine_outputs):
+                    rows[rid]["done"] = end
+                    s, k = (int(x) for x in rid.split(":"))
+                    if k + 1 < len(sessions[s]):
+                        think = sessions[s][k]["think"]
+                        heapq.heappush(sends, (end + think, sequence, s, k + 1))
+                        sequence += 1
+            if formed is None or formed.total_num_scheduled_tokens > 0:
+                empty_in_a_row = 0
+                continue
+            empty_in_a_row += 1
+            if empty_in_a_row > 1000:
+                status = f"livelock at clock {clock!r}: 1000 schedule() calls in a row ran nothing"
+                break
+            if in_flight or formed.preempted_req_ids or formed.finished_req_ids or applied is not None and applied[1].total_num_scheduled_tokens > 0:
+                continue
+            if not sends:
+                if scheduler.get_num_unfinished_requests() > 0:
+                    running, waiting = scheduler.get_request_counts()
+                    status = (
+                        f"deadlock at clock {clock!r} after {steps} steps: nothing "
+                        f"schedulable ({running} running, {waiting} waiting) and nothing to come"
+                    )
+                    break
+                continue
+            clock = max(clock, sends[0][0])
+            continue
         output = scheduler.schedule()
         if step_trace is not None:
             record_step(step_trace, clock, output)
@@ -841,6 +1053,7 @@ def run_replay(job) -> dict:
         "unfinished": unfinished,
         "never_sent": [list(x) for x in not_sent],
         **({} if step_trace is None else {"step_trace": step_trace}),
+        **({"async": True} if job.get("async") else {}),
     }
 
 

@@ -31,6 +31,8 @@ QUEUED = "queued"
 AT_STAGE = "stage"
 GROWING = "growing"
 ENDED = "ended"
+#: schedule ahead: parked at the exit of its hold on an engine's memory until the engine's next iteration is formed (step/park)
+FINISHING = "finishing"
 
 # Frame kinds: a plain block (the session's, a branch's), a loop's body, a
 # while's body (its guard re-read at the end), a hold's body.

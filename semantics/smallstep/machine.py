@@ -60,7 +60,7 @@ class StepFacts:
     """A step stage's compiled parts (seed 002 §2: step { budget B; cost C;
     chunk K; serve ...; memory P; })."""
 
-    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues")
+    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -76,6 +76,8 @@ class StepFacts:
         self.served = tuple(p for p, pool in enumerate(m.program.pools) if pool.admit_via == s)
         #: ``self preemption continue``: a pass goes on after a grower preempted itself (step/grow)
         self.continues = kind.self_preemption == "Continue"
+        #: ``schedule ahead``: the next iteration is formed before the ended one's holds exit (step/apply)
+        self.ahead = kind.schedule_ahead
 
 
 class Machine:
@@ -134,6 +136,8 @@ class Machine:
                                        for p in range(len(program.pools)))
         #: the step stages, in declaration order (settle tries them in this order)
         self.engines = tuple(s for s, stage in enumerate(program.stages) if isinstance(stage.kind, ir.Step))
+        #: a step stage has ``schedule ahead`` (session/hold-exit then asks step/park's premise)
+        self.ahead = any(stage.kind.schedule_ahead for stage in program.stages if isinstance(stage.kind, ir.Step))
         #: per stage, a step stage's compiled parts (StepFacts), None for another kind
         self.steps = tuple(StepFacts(self, s, stage) if isinstance(stage.kind, ir.Step) else None
                            for s, stage in enumerate(program.stages))

@@ -34,7 +34,7 @@ import heapq
 import math
 from typing import NamedTuple
 
-from .configuration import (AT_STAGE, ENDED, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
+from .configuration import (AT_STAGE, ENDED, FINISHING, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
                             Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, own_entry_index,
                             remove_event, ready_from, ready_serials, replace_at)
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
@@ -660,11 +660,13 @@ def _computed(a: Allocation) -> float:
 
 
 def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None,
-                 preempted: bool = False) -> Configuration:
+                 preempted: bool = False, unhashed: tuple[int, float] | None = None) -> Configuration:
     """Every allocation of the session's hold ``hold_id`` goes back, one pool
     at a time, except a leased one (pool/lease); the hold is left empty. A
     preempted hold caches only what it computed (its position: the consumed
-    prefix, advanced by loads), not its allocation."""
+    prefix, advanced by loads), not its allocation; ``unhashed`` (pool,
+    units): that many units at the end of the position on that pool are not
+    cached (schedule ahead: _in_flight_decode)."""
     while True:
         s = c.sessions[serial]
         h = next(i for i, x in enumerate(s.holds) if x.hold_id == hold_id)
@@ -678,6 +680,8 @@ def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_
             c = start_lease(m, c, serial, hold, a)
         else:
             computed = a.position if preempted else _computed(a)
+            if unhashed is not None and a.pool == unhashed[0]:
+                computed -= unhashed[1]
             c = release_units(m, c, serial, a.pool, a.units, computed, hold.stmt, hold.hold_id)
 
 
@@ -812,6 +816,11 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
             return grow_wait(m, c, serial, p, amount, need), WAITS
         if m.observer:
             m.choices[("victim", p)] = (serial,) + explain_victim(m, c, p)
+        if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
+            from .stages.step import preempt_parked  # the semantics' own recursion
+
+            c = preempt_parked(m, c, victim, p)
+            continue
         c = preempt(m, c, victim, p)
         if victim == serial:
             return c, PREEMPTED
@@ -825,7 +834,9 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
     pool is the memory of and was admitted last — by the session's latest
     admission" (a holder away from the engine is in no running list); for any
     other pool, its most recently admitted holder in a scope. A lease is never
-    a victim. None: no victim."""
+    a victim. None: no victim. Under schedule ahead a session parked at such
+    an engine (step/park) is still running there, and a candidate
+    (docs/design/async-scheduling.md)."""
     engines = m.engines_of_memory[p]
     if engines:
         best = None
@@ -833,13 +844,37 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
             if holding.leased:
                 continue
             s = c.sessions[holding.serial]
-            if s.job is not None and s.job[0] in engines and (best is None or s.admission > best.admission):
+            if (s.job is not None and s.job[0] in engines or s.status == FINISHING and _parked_at(c, engines, s.serial)) \
+                    and (best is None or s.admission > best.admission):
                 best = s
         return None if best is None else best.serial
     for holding in reversed(c.pools[p].holders):
         if not holding.leased:
             return holding.serial
     return None
+
+
+def _in_flight_decode(m: Machine, c: Configuration, serial: int, p: int) -> float:
+    """Under schedule ahead: 1 when ``serial``, a victim on ``p``, the memory
+    of a schedule-ahead engine, was given a decode token by the engine's
+    last ended iteration and not yet by the one being formed (its
+    ``decoded``), else 0. vLLM caches a block only once the ids of its
+    tokens are known (kv_cache_manager.py:615-625, scheduler.py:2403-2415);
+    the token that decode's KV is for was sampled by the batch before, whose
+    output is applied only after the next batch is formed: its position is
+    not cached yet when the request is preempted while that batch is formed
+    (docs/design/async-scheduling.md)."""
+    for e in m.engines_of_memory[p]:
+        st = c.stages[e]
+        if m.steps[e].ahead and serial in st.decoded:
+            it = st.iteration
+            served = it is not None and it.due is None and any(a.serial == serial for a in it.assigned)
+            return 0.0 if served else 1.0
+    return 0.0
+
+
+def _parked_at(c: Configuration, engines: tuple[int, ...], serial: int) -> bool:
+    return any(serial in c.stages[e].parked for e in engines)
 
 
 def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int, ...]]:
@@ -853,7 +888,8 @@ def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int
         residents = {}
         for holding in c.pools[p].holders:
             s = c.sessions[holding.serial]
-            if not holding.leased and s.job is not None and s.job[0] in engines:
+            if not holding.leased and (s.job is not None and s.job[0] in engines
+                                       or s.status == FINISHING and _parked_at(c, engines, s.serial)):
                 residents[s.serial] = s.admission
         return "memory", tuple(sorted(residents, key=residents.get))
     return "holders", tuple(h.serial for h in c.pools[p].holders if not h.leased)
@@ -920,6 +956,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     s = c.sessions[victim]
     h, k = innermost_hold(s, p)
     computed = s.holds[h].allocations[k].position
+    unhashed = _in_flight_decode(m, c, victim, p)
     previous = dict(s.preempted_at).get(p)
     if previous is not None and computed <= previous + EPSILON and s.stuck < 0:
         s = s._replace(stuck=p)
@@ -935,7 +972,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     target = s.holds[h]
     while True:
         inner = c.sessions[victim].holds[-1]
-        c = release_hold(m, c, victim, inner.hold_id, preempted=True)
+        c = release_hold(m, c, victim, inner.hold_id, preempted=True, unhashed=(p, unhashed))
         s = c.sessions[victim]
         frames = s.frames
         while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):

@@ -204,6 +204,12 @@ def exit_hold(m, c, s, op, env) -> Configuration:
     min(cache, computed) cached, except a leased one; ``computed`` is 0 again."""
     c = _store(c, s)
     hold = s.holds[-1]
+    if m.ahead:
+        from .stages.step import park, parks  # schedule ahead (the semantics' own recursion)
+
+        engine = parks(m, c, s.serial, {a.pool for a in hold.allocations})
+        if engine is not None:  # the exit waits (pc stays here) until the engine's next iteration is formed
+            return park(m, c, engine, s.serial)
     compiled = m.holds[hold.stmt]
     lease_pool = None
     if compiled.lease_ref is not None:

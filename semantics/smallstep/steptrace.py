@@ -131,6 +131,10 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
                        ("attention", REAL), ("cost", REAL), ("preempted", BOOL)),
     "step/idle": (_STAGE,),
     "step/iteration-end": (_STAGE, ("iteration", INT), ("done", JOBS)),
+    "step/park": (_STAGE, ("session", INT)),
+    "step/apply": (_STAGE, ("sessions", SERIALS)),
+    "step/preempt-parked": (_STAGE, ("session", INT), _POOL, ("grower", INT), ("by", VICTIM_BY),
+                            ("candidates", SERIALS)),
 }
 
 #: the rules whose record starts a job (and names it)

@@ -336,15 +336,18 @@ class Lowering:
             self_preemption = "End"
             if "self_preemption" in options:
                 self_preemption = self.lower_self_preemption(spec.name, options["self_preemption"])
+            schedule_ahead = False
+            if "schedule_ahead" in options:
+                schedule_ahead = self.lower_schedule_ahead(spec.name, options["schedule_ahead"])
             lowered = ir.Step(self.lower_expr(options["budget"].values[0]), self.lower_expr(options["cost"].values[0]),
-                              chunk, serve, None, self_preemption)
+                              chunk, serve, None, self_preemption, schedule_ahead)
         members = []
         for member in range(spec.count):
             member_kind = lowered
             if memory is not None:
                 pool = self.pair_member(memory, member, spec.count, spec.name, "memory", memory_span)
                 member_kind = ir.Step(lowered.budget, lowered.cost, lowered.chunk, lowered.serve, pool,
-                                      lowered.self_preemption)
+                                      lowered.self_preemption, lowered.schedule_ahead)
             members.append(ir.Stage(spec.name, member if spec.family else None, member_kind))
         return members
 
@@ -359,6 +362,16 @@ class Lowering:
             if not arithmetic.is_true(value):
                 chosen = "end" if written == "continue" else "continue"
         return "Continue" if chosen == "continue" else "End"
+
+    def lower_schedule_ahead(self, stage: str, option: ast.Option) -> bool:
+        """``schedule ahead [when (e)];``: on, or, with a constant condition
+        that is 0, off (so a let, and --set, can switch it:
+        examples/lib/vllm.sq's async_scheduling)."""
+        (condition,) = option.values
+        if condition is None:
+            return True
+        value = evaluate_constant(condition, self.lets, f"stage `{stage}`: the condition of `schedule ahead`")
+        return bool(arithmetic.is_true(value))
 
     def lower_arrival(self) -> ir.Arrival:
         option = self.kernel.arrival

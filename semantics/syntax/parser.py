@@ -283,6 +283,10 @@ class BuildAst(Transformer):
         # values: the rule ("end" or "continue"), then the `when` condition or None
         return ast.Option("self_preemption", (c[0], c[1]), span=self.span(meta))
 
+    def step_schedule_ahead(self, meta, c):
+        # values: the `when` condition or None
+        return ast.Option("schedule_ahead", (c[0],), span=self.span(meta))
+
     def self_end(self, meta, c):
         return "end"
 

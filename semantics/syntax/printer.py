@@ -654,6 +654,9 @@ class Printer:
             rule, *condition = subtrees(t)
             return ["self preemption ", "continue" if rule.data == "self_continue" else "end",
                     [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
+        if kind == "step_schedule_ahead":
+            condition = subtrees(t)
+            return ["schedule ahead", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
         if kind == "opt_spill":
             tier, link, amount, guard = subtrees(t)
             return ["spill ", self.path(tier), " via ", self.path(link), " (", self.expr(amount), ") when (",

@@ -134,7 +134,7 @@ def warning_lines(warnings, directories: tuple[str, ...]) -> list[str]:
 
 def overrides_of(options: dict) -> Overrides:
     return Overrides(seed=options.get("seed"), horizon=options.get("horizon"), warmup=options.get("warmup"),
-                     arrivals=options.get("arrivals"))
+                     arrivals=options.get("arrivals"), sets=tuple(sorted(options.get("sets", {}).items())))
 
 
 def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tuple[str, list[str]]:

@@ -26,8 +26,8 @@ Each line is ``{"name", "source", "options"}`` (a random program), or
 ``{"name", "path", "options"}`` (an example under examples/, read from the
 repository when the digest runs). Options: ``files`` (name to text, written
 next to the program: a trace), ``seed`` / ``horizon`` / ``warmup`` /
-``arrivals`` (the command line's overrides), ``horizon_cap`` (an example's
-horizon is the smaller of its own and this).
+``arrivals`` / ``sets`` (the command line's overrides), ``horizon_cap`` (an
+example's horizon is the smaller of its own and this).
 """
 
 from __future__ import annotations
@@ -924,7 +924,16 @@ def random_entries() -> list[dict]:
 def example_entries() -> list[dict]:
     """Every example, by path; which of them run (no step stage) the digest decides from the IR."""
     paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("**/*.sq"))
-    return [{"name": path, "path": path, "options": {"horizon_cap": EXAMPLE_HORIZON_CAP}} for path in paths]
+    return [{"name": path, "path": path, "options": {"horizon_cap": EXAMPLE_HORIZON_CAP, **SETS.get(path, {})}}
+            for path in paths]
+
+
+#: The examples run with --set values: lib/vllm.sq's programs on the synchronous engine (async_scheduling = 0),
+#: the engine they were recorded on before the library's default became vLLM 0.33.0's asynchronous one
+#: (docs/design/async-scheduling.md); their results are the recorded ones.
+SETS = {path: {"sets": {"async_scheduling": 0}} for path in (
+    "examples/multi-turn/vllm_agentic.sq", "examples/multi-turn/vllm_chat.sq", "examples/oracle/vllm_replay.sq",
+    "examples/oracle/vllm_scenario.sq", "examples/replay/vllm_replay.sq")}
 
 
 def corpus_text() -> str:

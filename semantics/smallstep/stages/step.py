@@ -115,6 +115,14 @@ class StepState(NamedTuple):
     jobs: tuple[Resident, ...]  # the residents, by (their session's latest admission, job id)
     iteration: Iteration | None  # forming or in flight; None: idle
     count: int  # iterations so far
+    #: schedule ahead only: the sessions whose run here completed at the end of the last iteration, until the
+    #: next one is formed (step/iteration-end), and those of them parked at the exit of their hold on the
+    #: memory, in the order they parked (step/park), until then (step/apply)
+    finishing: tuple[int, ...] = ()
+    parked: tuple[int, ...] = ()
+    #: schedule ahead only: the sessions the last ended iteration gave a decode token (their position's last
+    #: token is not cached yet while the next iteration is formed: pools._in_flight_decode)
+    decoded: tuple[int, ...] = ()
 
 
 class StepStats(NamedTuple):
@@ -207,7 +215,9 @@ def context_before(m: Machine, c: Configuration, s: int) -> tuple[float, float, 
             kv_decode += units
         else:
             kv_prefill += units
-    return float(len(residents)), decoders, kv_decode, kv_prefill
+    # schedule ahead: a parked session is still running (its hold has not exited), as a finished request is in
+    # vLLM's running list until its batch's output is applied (docs/design/async-scheduling.md)
+    return float(len(residents) + len(c.stages[s].parked)), decoders, kv_decode, kv_prefill
 
 
 def _stage_env(c: Configuration, context) -> Env:
@@ -305,11 +315,11 @@ def idle_with_work(m: Machine, c: Configuration, s: int) -> bool:
     """The premise of step/iteration-start but for the instant: the stage is
     idle and has residents or a waiting queue it serves."""
     st = c.stages[s]
-    return st.iteration is None and (bool(st.jobs) or any(c.pools[p].queue for p in m.steps[s].served))
+    return st.iteration is None and (bool(st.jobs) or bool(st.parked) or any(c.pools[p].queue for p in m.steps[s].served))
 
 
 @rule("step/iteration-start", "an idle step stage with residents or a waiting queue it serves starts an iteration: its budget and chunk are read with the residents before it",
-      "002 §3: then it starts an iteration on every idle step stage that has residents or a waiting queue it serves, provided no other event is pending at the same instant")
+      "002 §3: then it starts an iteration on every idle step stage that has residents or a waiting queue it serves, provided no other event is pending at the same instant (schedule ahead: or a parked session, docs/design/async-scheduling.md)")
 def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     assert idle_with_work(m, c, s) and not (c.events and c.events[0][0] == c.time)
     facts = m.steps[s]
@@ -320,6 +330,8 @@ def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     st = c.stages[s]
     it = Iteration(st.count + 1, c.time, budget, chunk, budget, (), (), None, False, True, facts.exclusive, None,
                    context, None)
+    if st.finishing:  # schedule ahead: the next iteration is being formed; a session that did not park goes on
+        c = _with_state(c, s, st._replace(finishing=()))
     c = _with_iteration(c, s, it)
     if m.observer:
         m.notify("step/iteration-start", c, {"stage": m.stage_name(s), "iteration": it.number, "budget": budget,
@@ -348,9 +360,11 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                     q, a = head
                     c = admit(m, c, s, q, a) if a.fits else admit_stop(m, c, s, q, a)
                     continue
-        if it.assigned or it.preempted:
-            return close_iteration(m, c, s)
-        return drop_iteration(m, c, s)
+        formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
+        c = close_iteration(m, c, s) if formed else drop_iteration(m, c, s)
+        if c.stages[s].parked:  # schedule ahead: the ended iteration's finished requests exit now
+            c = apply_ended(m, c, s)
+        return c
 
 
 def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
@@ -560,8 +574,8 @@ def cost_context(m: Machine, c: Configuration, s: int, it: Iteration) -> Env:
     return env
 
 
-@rule("step/iteration", "the iteration is formed (it gave tokens, or it preempted: the step that only preempted): its cost C is read and its end is an event at now + C",
-      "002 §3 Stages: The iteration advances the clock by C, an expression in tokens, decoders, prefilled, residents, kv_decode, kv_prefill, attention; An iteration that schedules no token is not an iteration, unless it preempted")
+@rule("step/iteration", "the iteration is formed (it gave tokens, or it preempted: the step that only preempted; or, under schedule ahead, a session is parked: the batch formed before the ended one's results are applied, though empty): its cost C is read and its end is an event at now + C",
+      "002 §3 Stages: The iteration advances the clock by C, an expression in tokens, decoders, prefilled, residents, kv_decode, kv_prefill, attention; An iteration that schedules no token is not an iteration, unless it preempted (schedule ahead: docs/design/async-scheduling.md; vLLM 0.33.0 queues an empty batch too, vllm/v1/engine/core.py:745-768)")
 def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     it = c.stages[s].iteration
     env = cost_context(m, c, s, it)
@@ -598,7 +612,7 @@ def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Confi
     return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s, new)))
 
 
-@rule("step/idle", "an iteration that gave no token and preempted nothing is not an iteration: the stage stays idle until a later settle",
+@rule("step/idle", "an iteration that gave no token, preempted nothing and (under schedule ahead) has no parked session is not an iteration: the stage stays idle until a later settle",
       "002 §3 Stages: An iteration that schedules no token is not an iteration, unless it preempted")
 def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     c = _with_iteration(c, s, None)
@@ -610,7 +624,7 @@ def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
 # -- the iteration's end -----------------------------------------------------------------
 
 
-@rule("step/iteration-end", "the iteration ends: each served resident's run is lowered by its tokens, a growing hold's position advances by them; the runs that are done complete (stage/step-complete), in the order served",
+@rule("step/iteration-end", "the iteration ends: each served resident's run is lowered by its tokens, a growing hold's position advances by them; the runs that are done complete (stage/step-complete), in the order served (under schedule ahead their sessions are finishing until the next iteration is formed: step/park)",
       "002 §3 Stages: its tokens are applied when it ends")
 def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configuration:
     from ..pools import advance_position, innermost_hold  # the position is the hold's (the semantics' own recursion)
@@ -631,7 +645,11 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
         if r.remaining <= EPSILON:
             done.append(r)
     residents = tuple(jobs[r.job_id] for r in st.jobs)
-    c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st._replace(jobs=residents, iteration=None)))
+    st = st._replace(jobs=residents, iteration=None)
+    if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
+        st = st._replace(finishing=tuple(r.owner for r in done),
+                         decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE))
+    c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st))
     c = _note_tokens(m, c, s, it, jobs)
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
@@ -674,3 +692,67 @@ def complete_run(m: Machine, c: Configuration, s: int, r: Resident) -> Configura
     st = c.stages[s]
     st = st._replace(jobs=tuple(x for x in st.jobs if x.job_id != r.job_id))
     return finish_job(m, c, s, r, "stage/step-complete", replace_at(c.stages, s, st), c.events, c.sequence)
+
+
+# -- schedule ahead (vLLM 0.33.0's asynchronous scheduling; docs/design/async-scheduling.md) ------------------
+
+
+def parks(m: Machine, c: Configuration, serial: int, pools: set) -> int | None:
+    """The premise of step/park: the step stage with ``schedule ahead`` at
+    which session ``serial`` is finishing (its run there completed at the end
+    of the stage's last iteration, and the next is not formed yet) and whose
+    memory is one of ``pools`` (the pools of the hold it exits); None if none."""
+    for s in m.engines:
+        facts = m.steps[s]
+        if facts.ahead and facts.memory in pools and serial in c.stages[s].finishing:
+            return s
+    return None
+
+
+@rule("step/park", "under schedule ahead, a session whose run on the engine completed at the end of an iteration and that exits its hold on the engine's memory before the next iteration is formed waits at the exit, its units held: it counts among the residents the next iteration is formed with (not served, not a victim) until step/apply",
+      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 AsyncScheduler: schedule(k+1) runs before update_from_output(k) (vllm/v1/engine/core.py:708-825); a request whose last token batch k sampled is skipped by schedule(k+1) (vllm/v1/core/sched/scheduler.py:800-814) and keeps its blocks and its running slot, counted among the running (get_request_counts, scheduler.py:756-758, 2920-2922), until update_from_output(k) frees it (scheduler.py:2476, 2543-2544)")
+def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
+    from ..configuration import FINISHING  # a parked session's status
+
+    st = c.stages[s]
+    c = c._replace(sessions=c.sessions.set(serial, c.sessions[serial]._replace(status=FINISHING)),
+                   stages=replace_at(c.stages, s, st._replace(finishing=tuple(x for x in st.finishing if x != serial),
+                                                               parked=st.parked + (serial,))))
+    if m.observer:
+        m.notify("step/park", c, {"stage": m.stage_name(s), "session": serial})
+    return c
+
+
+@rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more (step/iteration-start ended the finishing of those that did not park)",
+      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-769, 778-796)")
+def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
+    from ..machine import make_ready  # the parked sessions go on (the semantics' own recursion)
+
+    parked = c.stages[s].parked
+    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=())))
+    for serial in parked:
+        c = make_ready(m, c, c.sessions[serial])
+    if m.observer:
+        m.notify("step/apply", c, {"stage": m.stage_name(s), "sessions": list(parked)})
+    return c
+
+
+@rule("step/preempt-parked", "under schedule ahead, a growth that does not fit chooses a parked session as its victim (it was admitted last): it is no longer parked, the preemption is counted (the iteration admits nothing), and its hold exits at once (session/hold-exit: its units go back, its computed prefix cached), its session going on; it is not run again",
+      "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 preempts running[-1] even when its last token is in flight (vllm/v1/core/sched/scheduler.py:938, 970; _preempt_request 1799-1843: blocks freed); update_from_output then delivers the stale token, which stops the request while PREEMPTED (scheduler.py:2318-2323, 2494, 2545-2548)")
+def preempt_parked(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
+    from ..machine import count_pool, make_ready  # the pool's count, the session goes on (the semantics' own recursion)
+    from ..sessions import run_session  # its hold exits at once (the semantics' own recursion)
+
+    s = next(e for e in m.engines_of_memory[p] if serial in c.stages[e].parked)
+    st = c.stages[s]
+    st = st._replace(parked=tuple(x for x in st.parked if x != serial))
+    if st.iteration is not None and st.iteration.due is None:  # forming: "no admission in a step that preempted"
+        st = st._replace(iteration=st.iteration._replace(preempted=True))
+    c = c._replace(stages=replace_at(c.stages, s, st))
+    c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
+    c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
+    if m.observer:
+        grower, by, candidates = m.choices.pop(("victim", p))
+        m.notify("step/preempt-parked", c, {"stage": m.stage_name(s), "session": serial, "pool": m.pool_name(p),
+                                            "grower": grower, "by": by, "candidates": candidates})
+    return run_session(m, c, serial)
