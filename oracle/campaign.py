@@ -50,10 +50,12 @@ from semantics.errors import SerqError, UsageError
 
 from . import campaign_cases
 
-KINDS = ("scenario", "serve", "replay")
+KINDS = ("scenario", "serve", "replay", "priority", "limits")
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
-FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl"}
-FIELDS = ("first", "done", "preemptions", "steps")
+FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl",
+         "priority": "priority.jsonl", "limits": "limits.jsonl"}
+#: The compared fields of a scenario's answer (``refused`` only when a request was: absent is none).
+FIELDS = ("first", "done", "preemptions", "steps", "refused")
 
 AGREE, D11, DIFFERS = "agree", "D11", "differs"
 VERDICTS = (AGREE, D11, DIFFERS)
@@ -89,7 +91,8 @@ def rule_of(older_rule: bool) -> str:
 def draw(kind: str, seed: int, index: int) -> dict:
     """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it."""
     return {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
-            "replay": campaign_cases.replay}[kind](seed, index)
+            "replay": campaign_cases.replay, "priority": campaign_cases.priority_scenario,
+            "limits": campaign_cases.limits_scenario}[kind](seed, index)
 
 
 def read_recorded(path: str | os.PathLike) -> dict[tuple[int, int], dict]:
@@ -164,7 +167,7 @@ def real_fields(kind: str, answer: dict) -> dict:
         return {"error": f"vLLM: {answer['status']}"}
     if kind == "replay":
         return {"rows": answer["rows"]}
-    return {key: answer[key] for key in FIELDS}
+    return {key: answer[key] for key in FIELDS if key in answer}
 
 
 def differences(kind: str, theirs: dict, ours: dict) -> list[str]:
@@ -193,6 +196,10 @@ def differences(kind: str, theirs: dict, ours: dict) -> list[str]:
     for figure in ("preemptions", "steps"):
         if theirs[figure] != ours[figure]:
             lines.append(f"{figure}: vLLM {theirs[figure]}, serq-ref {ours[figure]}")
+    want_refused, got_refused = theirs.get("refused", {}), ours.get("refused", {})
+    for rid in sorted(set(want_refused) | set(got_refused), key=int):
+        if want_refused.get(rid) != got_refused.get(rid):
+            lines.append(f"request {rid}: vLLM refused {want_refused.get(rid)!r}, serq-ref refused {got_refused.get(rid)!r}")
     return lines
 
 

@@ -86,8 +86,8 @@ def add_parser(commands, parser_class) -> None:
                                         "minimal reproduction")
     k.add_argument("count", type=positive, metavar="N")
     k.add_argument("--seed", type=whole, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
-    k.add_argument("--kind", choices=("scenario", "serve", "replay"), default="scenario",
-                   help="scenarios (default), serve-by scenarios, or multi-turn replays")
+    k.add_argument("--kind", choices=("scenario", "serve", "replay", "priority", "limits"), default="scenario",
+                   help="scenarios (default), serve-by scenarios, multi-turn replays, scenarios with user priorities, or with limits (max_model_len, watermark, refusals)")
     k.add_argument("--start", type=whole, default=0, metavar="I", help="the first case's index (default 0)")
     k.add_argument("--recorded", metavar="FILE",
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
@@ -156,7 +156,7 @@ def command_run(args: argparse.Namespace) -> int:
             raise UsageError("--real takes a scenario NAME.json (the real scheduler does not run IR)")
         data, text = read_json_text(args.scenario)
         answer, log = vllm_log(data, args.scenario, args.vllm_python, bool(args.older_rule), text=text)
-        answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps")}
+        answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps", "refused") if key in answer}
         if args.log is not None:
             write_log(log, args.log)
             if args.log == "-":
@@ -179,8 +179,12 @@ def command_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer))
         return 0
-    for request in sorted(answer["first"].keys() | answer["done"].keys(), key=int):
-        print(f"request {request}: first {answer['first'].get(request, '-')} done {answer['done'].get(request, '-')}")
+    refused = answer.get("refused", {})
+    for request in sorted(answer["first"].keys() | answer["done"].keys() | refused.keys(), key=int):
+        if request in refused:
+            print(f"request {request}: refused: {refused[request]}")
+        else:
+            print(f"request {request}: first {answer['first'].get(request, '-')} done {answer['done'].get(request, '-')}")
     print(f"preemptions {answer['preemptions']} steps {answer['steps']}")
     return 0
 
