@@ -39,8 +39,8 @@ request was served); ids are the requests' positions, as strings; and
 Priorities and limits (docs/design/priorities-and-limits.md): a scenario
 may give ``policy`` ("fcfs", "priority"), a ``priority`` per request,
 ``max_model_len`` and ``watermark``. When it gives any of them, or has a
-request that could never finish alone in the cache or a prompt not below
-max_model_len, the harness writes what
+request that could never finish alone in the cache or whose prompt and
+output pass max_model_len, the harness writes what
 they mean into the program's text (``_with_limits``), as it writes a serve
 key: vLLM's priority queue and victim (``queue by (priority, arrival);
 requeue by key;``, ``preempt by (-priority, -arrival);``), the watermark in
@@ -254,9 +254,10 @@ def never_fits(data: dict, r: dict) -> bool:
 
 def has_limits(data: dict) -> bool:
     """Whether the scenario's program needs ``_with_limits``: it gives a policy, a limit or a watermark, or has a
-    request that never fits or a prompt not below max_model_len; otherwise the program is the file's."""
+    request that never fits or one whose prompt and output pass max_model_len (refused, or cut by check_stop);
+    otherwise the program is the file's."""
     return any(k in data for k in ("policy", "max_model_len", "watermark")) or \
-        any(never_fits(data, r) or r["prompt"] >= _max_model_len(data) for r in data["requests"])
+        any(never_fits(data, r) or r["prompt"] + r["out"] > _max_model_len(data) for r in data["requests"])
 
 
 def _natural(value: object, what: str, where: Span) -> None:

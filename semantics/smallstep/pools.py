@@ -950,8 +950,9 @@ def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
     return c._replace(sessions=c.sessions.set(serial, s), ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
 
 
-@rule("pool/preempt", "under preempt lifo the victim's job leaves its stage, its hold is released with its computed prefix cached, computed is set, and it re-enters the head of the queue",
-      "002 §3 Pools: with preempt lifo the holder ... admitted last ... is preempted: its job leaves its stage, its hold is released with its computed prefix cached, and it re-enters the head of the pool's queue")
+@rule("pool/preempt", "under preempt lifo (the last admitted) or preempt by (the least keys) the victim's job leaves its stage, its hold is released with its computed prefix cached, computed is set, and it re-enters the head of the queue (under requeue by key, the queue by its keys)",
+      "002 §3 Pools: with preempt lifo the holder ... admitted last ... is preempted: its job leaves its stage, its hold is released with its computed prefix cached, and it re-enters the head of the pool's queue; "
+      "preempt by, requeue by key: docs/design/priorities-and-limits.md")
 def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     """pool/preempt: the victim's job leaves its stage, its hold on ``p``
     (and every hold inside it) is released with the computed prefix cached,
