@@ -7,7 +7,7 @@
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
                           [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
     serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
-    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--older-rule]
+    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|priority|limits] [--start I] [--older-rule]
                             [--recorded FILE] [--vllm-python PY] [--explain-known] [--report FILE]
 
 The commands that run the real vLLM scheduler (replay --real, regenerate,
@@ -136,7 +136,7 @@ def command(args: argparse.Namespace) -> int:
 #: The usage line of the commands of the real scheduler, after their errors.
 USAGE = {
     "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
-    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay] [--start I] [--older-rule] "
+    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|priority|limits] [--start I] [--older-rule] "
                 "[--recorded FILE] "
                 "[--vllm-python PY]",
 }
@@ -322,6 +322,10 @@ def command_campaign(args: argparse.Namespace) -> int:
     Exit 1 when a case differs for no documented reason."""
     from . import campaign
 
+    if args.older_rule and args.kind == "priority":
+        # the driver's older-rule switch is the serve-by scheduler's; vLLM's stock priority path has 0.33.0's rule only
+        raise UsageError("--older-rule goes with --kind serve or an FCFS kind: the priority cases are vLLM 0.33.0's "
+                         "stock priority policy, whose self-preemption rule is 0.33.0's")
     outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
                                            args.vllm_python, args.explain_known, args.max_tries,
                                            report=lambda line: print(line, flush=True), older_rule=args.older_rule)
