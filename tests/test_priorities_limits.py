@@ -176,7 +176,7 @@ def test_a_scenario_without_limits_has_the_files_program():
     assert program.pools[0].queue is None and program.pools[1].preempt == ir.LIFO_KEYS
 
 
-@pytest.mark.parametrize("scenario,answer", [
+LIMIT_CASES = [
     # vLLM would not start a cache of 2 usable blocks with max_model_len 512: everything refused
     ({"budget": 64, "max_seqs": 4, "block_size": 16, "num_blocks": 3, "max_model_len": 512,
       "requests": [{"prompt": 10, "out": 4}, {"prompt": 3, "out": 1, "arrive": 5}]},
@@ -199,10 +199,23 @@ def test_a_scenario_without_limits_has_the_files_program():
                    {"prompt": 30, "out": 30, "priority": 0, "arrive": 2}]},
      {"first": {"0": 2, "1": 1, "2": 4, "3": 3}, "done": {"0": 40, "1": 30, "2": 59, "3": 32},
       "preemptions": 2, "steps": 60}),
-])
+]
+
+
+@pytest.mark.parametrize("scenario,answer", LIMIT_CASES)
 def test_limits_and_priorities_give_vllms_answer(scenario, answer):
-    # each answer is the real vLLM 0.33.0 scheduler's (driver.py), read once on 2026-12-03
+    # each answer is the real vLLM 0.33.0 scheduler's (driver.py), read on 2026-12-03; the vllm test below asks again
     assert run_scenario(scenario) == answer
+
+
+@pytest.mark.vllm
+def test_the_real_scheduler_gives_these_answers():
+    from oracle import real
+
+    scenarios = [NEVER] + [scenario for scenario, _ in LIMIT_CASES]
+    answers = real.answer_all([real.scenario_job(s) for s in scenarios])
+    assert [campaign.real_fields("limits", a) for a in answers] == \
+        [run_scenario(NEVER)] + [answer for _, answer in LIMIT_CASES]
 
 
 @pytest.mark.parametrize("change,message", [
