@@ -267,6 +267,9 @@ class _Translator:
             raise self.refuse(path + ("queue",), f"pool {pool.name} queues by keys; the fragment's queues are fifo")
         if pool.spill is not None:
             raise self.refuse(path + ("spill",), f"pool {pool.name} spills to a tier")
+        if pool.requeue != "Head":
+            raise self.refuse(path + ("requeue",), f"pool {pool.name} requeues a preempted hold by key; the "
+                                                   f"fragment's preempted holds re-enter at the head")
         lifo = False
         if pool.preempt is not None:
             if pool.preempt != (ir.Unary("Neg", ir.Ctx("Admission")),):

@@ -51,10 +51,12 @@ from semantics.errors import SerqError, UsageError
 
 from . import campaign_cases, campaign_space
 
-KINDS = ("scenario", "serve", "replay", "space")
+KINDS = ("scenario", "serve", "replay", "space", "priority", "limits")
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
-FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl"}
-FIELDS = ("first", "done", "preemptions", "steps")
+FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl",
+         "priority": "priority.jsonl", "limits": "limits.jsonl"}
+#: The compared fields of a scenario's answer (``refused`` only when a request was: absent is none).
+FIELDS = ("first", "done", "preemptions", "steps", "refused")
 
 AGREE, D11, DIFFERS = "agree", "D11", "differs"
 VERDICTS = (AGREE, D11, DIFFERS)
@@ -93,7 +95,8 @@ def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
     ``asynchronous`` it says ``"async": true`` (vLLM 0.33.0's default engine,
     the async-*.jsonl files; without, the synchronous engine's)."""
     case = {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
-            "replay": campaign_cases.replay, "space": campaign_space.scenario}[kind](seed, index)
+            "replay": campaign_cases.replay, "space": campaign_space.scenario,
+            "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario}[kind](seed, index)
     return {**case, "async": True} if asynchronous else case
 
 
@@ -170,7 +173,7 @@ def real_fields(kind: str, answer: dict) -> dict:
         return {"error": f"vLLM: {answer['status']}"}
     if kind == "replay":
         return {"rows": answer["rows"]}
-    return {key: answer[key] for key in FIELDS}
+    return {key: answer[key] for key in FIELDS if key in answer}
 
 
 def differences(kind: str, theirs: dict, ours: dict) -> list[str]:
@@ -199,6 +202,10 @@ def differences(kind: str, theirs: dict, ours: dict) -> list[str]:
     for figure in ("preemptions", "steps"):
         if theirs[figure] != ours[figure]:
             lines.append(f"{figure}: vLLM {theirs[figure]}, serq-ref {ours[figure]}")
+    want_refused, got_refused = theirs.get("refused", {}), ours.get("refused", {})
+    for rid in sorted(set(want_refused) | set(got_refused), key=int):
+        if want_refused.get(rid) != got_refused.get(rid):
+            lines.append(f"request {rid}: vLLM refused {want_refused.get(rid)!r}, serq-ref refused {got_refused.get(rid)!r}")
     return lines
 
 

@@ -21,6 +21,20 @@ Two kinds, each a JSON object the driver (oracle/real/driver.py) answers:
 - ``serve_scenario(seed, index)``: a scenario with a serve-by key
   (admission, -admission, decoding ? 1 : 0, decoding ? 0 : 1), answered by
   vLLM's priority path with its running list re-sorted by the key.
+- ``priority_scenario(seed, index)``: a scenario drawn as ``scenario``
+  draws it, under vLLM's priority policy with a priority per request: all
+  equal, two values, a few values in -3..3, all distinct (negative among
+  them), or wide (-10^6..10^6), so that ties, negative priorities and every
+  request its own priority all occur (docs/design/priorities-and-limits.md).
+- ``limits_scenario(seed, index)``: a scenario drawn as ``scenario`` draws
+  it, with a deployment's limits: ``max_model_len`` (three in four cases:
+  below the largest prompt, so some prompts are refused; above it but below
+  a prompt plus its output, so some requests end at the limit; or 1024 to
+  8192, so that small caches are refused at start), the long-prefill
+  threshold kept within it as vLLM requires; without one, sometimes a
+  request that could never finish in the cache (refused under the recorded
+  convention); and a ``watermark`` (0 in two cases of five, else 0.01 to
+  0.5).
 - ``replay(seed, index)``: a small multi-turn trace (one to six sessions of
   one to five turns, the columns session,turn,new,out,think,forced as CSV
   text) with spacing, budget, max_seqs, blocks (usable, block size 16) and a
@@ -160,6 +174,68 @@ def serve_scenario(seed: int, index: int) -> dict:
     re-sorted, as the serve/ oracles run)."""
     case = scenario(seed, index)
     case["serve"] = _rng(seed, index + 500_000_000).choice(SERVE_KEYS)
+    return case
+
+
+#: How priority_scenario draws the priorities of a case's requests.
+PRIORITY_MODES = ("equal", "two", "few", "distinct", "wide")
+
+
+def priority_scenario(seed: int, index: int) -> dict:
+    """A scenario drawn as ``scenario`` draws it, under the priority policy
+    with a priority per request (PRIORITY_MODES; module docstring)."""
+    case = scenario(seed, index)
+    r = _rng(seed, index + 700_000_000)
+    mode = r.choice(PRIORITY_MODES)
+    n = len(case["requests"])
+    if mode == "equal":
+        values = [r.randint(-2, 2)] * n
+    elif mode == "two":
+        pair = r.sample(range(-3, 4), 2)
+        values = [r.choice(pair) for _ in range(n)]
+    elif mode == "few":
+        values = [r.randint(-3, 3) for _ in range(n)]
+    elif mode == "distinct":
+        values = r.sample(range(-n, n + 1), n)
+    else:
+        values = [r.randint(-1_000_000, 1_000_000) for _ in range(n)]
+    case["policy"] = "priority"
+    case["requests"] = [dict(q, priority=v) for q, v in zip(case["requests"], values)]
+    return case
+
+
+def limits_scenario(seed: int, index: int) -> dict:
+    """A scenario drawn as ``scenario`` draws it, with max_model_len and a
+    watermark, or a request that never fits (module docstring)."""
+    case = scenario(seed, index)
+    r = _rng(seed, index + 800_000_000)
+    requests = case["requests"]
+    largest = max(q["prompt"] for q in requests)
+    usable = case["num_blocks"] - 1
+    if r.random() < 0.75:
+        mode = r.choice(("below", "between", "large"))
+        if mode == "below":
+            length = r.randint(max(2, min(q["prompt"] for q in requests) // 2), largest)
+        elif mode == "between":
+            length = r.randint(largest + 1, largest + max(q["out"] for q in requests) + 16)
+        else:
+            length = r.choice((1024, 2048, 4096, SCENARIO_MAX_MODEL_LEN))
+        case["max_model_len"] = length
+        # vLLM refuses a long-prefill threshold above max_model_len (config/scheduler.py:355-360)
+        case["chunk"] = min(case["chunk"], length)
+    elif r.random() < 0.5:
+        # a request that could never finish in the cache: the prompt alone, or with its output
+        block_size = case["block_size"]
+        if r.random() < 0.5:
+            big = {"prompt": usable * block_size + r.randint(1, 64), "out": r.randint(1, 8)}
+        else:
+            prompt = r.randint(1, usable * block_size)
+            big = {"prompt": prompt, "out": usable * block_size - prompt + 1 + r.randint(1, 32)}
+        if r.random() < 0.5:
+            big["arrive"] = r.randint(0, 10)
+        requests.insert(r.randint(0, len(requests)), big)
+    if r.random() >= 0.4:
+        case["watermark"] = round(r.uniform(0.01, 0.5), 2)
     return case
 
 

@@ -18,7 +18,8 @@ appended and must print the answer in the ``.out.json`` shape on its standard
 output; a case from a campaign file is written to a temporary
 ``NAME-INDEX.json`` first. A case passes when the engine's answer is the
 recorded one (every request's first and done step, the preemptions and the
-steps), or the answer of a documented variant (said in a line). Everything
+steps, and which requests were refused and why: ``refused``, absent when
+none was), or the answer of a documented variant (said in a line). Everything
 else fails with a line per request or figure that differs, or with the
 reason the engine gave no answer (exit status, time-out, not JSON, not the
 shape); the report closes with ``N passed, M failed``. serq-ref answers a
@@ -253,6 +254,9 @@ def shape_problem(answer: object) -> str | None:
             return f"no `{key}`"
         if not _is_step(answer[key]):
             return f"`{key}` is {json.dumps(answer[key])}, not a number"
+    refused = answer.get("refused", {})
+    if not isinstance(refused, dict) or not all(isinstance(why, str) for why in refused.values()):
+        return "`refused` is not an object of request id to a reason"
     return None
 
 
@@ -275,7 +279,17 @@ def differences(label: str, recorded: dict, ours: dict, who: str = "serq-ref") -
     for figure in FIGURES:
         if figure in recorded and recorded[figure] != ours.get(figure):
             lines.append(f"{label}: {figure}: recorded {recorded[figure]}, {who} {_show(ours.get(figure))}")
+    # the refused requests and why (docs/design/priorities-and-limits.md): absent is none
+    want_refused, got_refused = recorded.get("refused", {}), ours.get("refused", {})
+    for request in sorted(set(want_refused) | set(got_refused), key=request_key):
+        if want_refused.get(request) != got_refused.get(request):
+            lines.append(f"{label}: request {request}: recorded refused {_reason(want_refused.get(request))}, "
+                         f"{who} refused {_reason(got_refused.get(request))}")
     return lines
+
+
+def _reason(why) -> str:
+    return "no" if why is None else json.dumps(why)
 
 
 def _show(value) -> str:

@@ -7,7 +7,7 @@
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
                           [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
     serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
-    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space] [--start I] [--older-rule]
+    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits] [--start I] [--older-rule]
                             [--recorded FILE] [--vllm-python PY] [--explain-known] [--report FILE]
 
 The commands that run the real vLLM scheduler (replay --real, regenerate,
@@ -88,9 +88,10 @@ def add_parser(commands, parser_class) -> None:
                                         "minimal reproduction")
     k.add_argument("count", type=positive, metavar="N")
     k.add_argument("--seed", type=whole, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
-    k.add_argument("--kind", choices=("scenario", "serve", "replay", "space"), default="scenario",
-                   help="scenarios (default), serve-by scenarios, multi-turn replays, or scenarios over the "
-                        "whole space of every knob (oracle/campaign_space.py)")
+    k.add_argument("--kind", choices=("scenario", "serve", "replay", "space", "priority", "limits"), default="scenario",
+                   help="scenarios (default), serve-by scenarios, multi-turn replays, scenarios over the whole space "
+                        "of every knob (oracle/campaign_space.py), scenarios with user priorities, or with limits "
+                        "(max_model_len, watermark, refusals)")
     k.add_argument("--start", type=whole, default=0, metavar="I", help="the first case's index (default 0)")
     k.add_argument("--recorded", metavar="FILE",
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
@@ -143,7 +144,8 @@ def command(args: argparse.Namespace) -> int:
 #: The usage line of the commands of the real scheduler, after their errors.
 USAGE = {
     "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
-    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space] [--start I] [--older-rule] "
+    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits] [--start I] "
+                "[--older-rule] "
                 "[--recorded FILE] "
                 "[--vllm-python PY]",
 }
@@ -163,7 +165,7 @@ def command_run(args: argparse.Namespace) -> int:
             raise UsageError("--real takes a scenario NAME.json (the real scheduler does not run IR)")
         data, text = read_json_text(args.scenario)
         answer, log = vllm_log(data, args.scenario, args.vllm_python, bool(args.older_rule), text=text)
-        answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps")}
+        answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps", "refused") if key in answer}
         if args.log is not None:
             write_log(log, args.log)
             if args.log == "-":
@@ -186,8 +188,12 @@ def command_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer))
         return 0
-    for request in sorted(answer["first"].keys() | answer["done"].keys(), key=int):
-        print(f"request {request}: first {answer['first'].get(request, '-')} done {answer['done'].get(request, '-')}")
+    refused = answer.get("refused", {})
+    for request in sorted(answer["first"].keys() | answer["done"].keys() | refused.keys(), key=int):
+        if request in refused:
+            print(f"request {request}: refused: {refused[request]}")
+        else:
+            print(f"request {request}: first {answer['first'].get(request, '-')} done {answer['done'].get(request, '-')}")
     print(f"preemptions {answer['preemptions']} steps {answer['steps']}")
     return 0
 
@@ -328,6 +334,10 @@ def command_campaign(args: argparse.Namespace) -> int:
     Exit 1 when a case differs for no documented reason."""
     from . import campaign
 
+    if args.older_rule and args.kind == "priority":
+        # the driver's older-rule switch is the serve-by scheduler's; vLLM's stock priority path has 0.33.0's rule only
+        raise UsageError("--older-rule goes with --kind serve or an FCFS kind: the priority cases are vLLM 0.33.0's "
+                         "stock priority policy, whose self-preemption rule is 0.33.0's")
     outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
                                            args.vllm_python, args.explain_known, args.max_tries,
                                            report=lambda line: print(line, flush=True), older_rule=args.older_rule,

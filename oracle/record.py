@@ -43,7 +43,7 @@ FULL_MAX_STEPS = 2_000_000
 CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_size": 16}
 
 CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl",
-                  "space": "space.jsonl"}
+                  "space": "space.jsonl", "priority": "priority.jsonl", "limits": "limits.jsonl"}
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -216,7 +216,8 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
     out = DATA / "campaign" / (("async-" if asynchronous else "") + CAMPAIGN_FILES[kind])
     out.parent.mkdir(parents=True, exist_ok=True)
     draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
-            "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario}[kind]
+            "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario,
+            "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario}[kind]
     cases = [draw(seed, index) for index in range(count)]
     if asynchronous:
         cases = [{**case, "async": True} for case in cases]
@@ -235,6 +236,8 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             if "error" in answer:
                 raise SystemExit(f"{kind} {seed}/{index}: {answer['error']}")
             record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
+            if answer.get("refused"):  # which requests were refused and why (priority/limits cases)
+                record["answer"]["refused"] = answer["refused"]
             if kind == "serve":
                 older = next(answers)
                 if "error" in older:
@@ -275,7 +278,7 @@ def record_coverage() -> None:
             "preemptions": sum(f["preemptions"] for f in features),
             "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
         }
-        if kind in ("scenario", "serve", "space"):
+        if kind in ("scenario", "serve", "space", "priority", "limits"):
             cases = [r["case"] for r in records]
             entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
             entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
@@ -290,6 +293,23 @@ def record_coverage() -> None:
                 != {k: r["answer_older_rule"][k] for k in ("first", "done", "preemptions", "steps")}
                 for r in records
             )
+        if kind == "priority":
+            entry["with_priority_ties"] = sum(len({q["priority"] for q in c["requests"]}) < len(c["requests"])
+                                              for c in cases)
+            entry["with_negative_priorities"] = sum(any(q["priority"] < 0 for q in c["requests"]) for c in cases)
+            entry["with_all_distinct_priorities"] = sum(
+                len(c["requests"]) > 1 and len({q["priority"] for q in c["requests"]}) == len(c["requests"])
+                for c in cases)
+        if kind == "limits":
+            refusals = [r["answer"].get("refused", {}) for r in records]
+            entry["with_max_model_len"] = sum("max_model_len" in c for c in cases)
+            entry["with_watermark"] = sum(bool(c.get("watermark")) for c in cases)
+            for reason in ("configuration", "prompt", "never fits"):
+                entry[f"refused_{reason.replace(' ', '_')}"] = sum(
+                    any(why.startswith(reason + ":") for why in refused.values()) for refused in refusals)
+            entry["ended_at_max_model_len"] = sum(
+                any(q["prompt"] + q["out"] > c["max_model_len"] > q["prompt"] for q in c["requests"])
+                for c in cases if "max_model_len" in c)
         coverage[name] = entry
     out = DATA / "campaign" / "coverage.json"
     write_text(out, json.dumps(coverage, indent=1) + "\n")

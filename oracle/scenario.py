@@ -32,8 +32,21 @@ The answer: ``first[id]``, the time of the request's first-token sample
 (the library's ``ttft``); ``done[id]``, of its ``done`` sample; the kv pool's
 ``preemptions``; ``steps``, one more than the last iteration's end (the
 driver's final step, which only flushes finished requests: the oracle's
-``steps`` is "one more than the last iteration that did work"); ids are the
-requests' positions, as strings.
+``steps`` is "one more than the last iteration that did work"; 0 when no
+request was served); ids are the requests' positions, as strings; and
+``refused`` ({id: why}, only when a request was refused).
+
+Priorities and limits (docs/design/priorities-and-limits.md): a scenario
+may give ``policy`` ("fcfs", "priority"), a ``priority`` per request,
+``max_model_len`` and ``watermark``. When it gives any of them, or has a
+request that could never finish alone in the cache or whose prompt and
+output pass max_model_len, the harness writes what
+they mean into the program's text (``_with_limits``), as it writes a serve
+key: vLLM's priority queue and victim (``queue by (priority, arrival);
+requeue by key;``, ``preempt by (-priority, -arrival);``), the watermark in
+the admission's reservation, and each session's refusal (``refused``, a code:
+``REFUSALS``) and its output length cut at max_model_len (check_stop).
+Without them the program is the file's, unchanged.
 """
 
 from __future__ import annotations
@@ -67,11 +80,25 @@ REQUEST_SERVE_ANCHOR = "cost 1; memory kv;"
 REQUEST_SELF_PREEMPTION_ANCHOR = "memory kv; }"
 
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
-OPTIONAL = ("chunk", "prefix_caching", "serve", "async")
+OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark")
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
-NUMBERS = ("budget", "max_seqs", "block_size", "num_blocks", "chunk")
+NUMBERS = ("budget", "max_seqs", "block_size", "num_blocks", "chunk", "max_model_len")
+#: A scenario without ``max_model_len`` has the recorded corpora's (the driver's default).
+DEFAULT_MAX_MODEL_LEN = 8192
+#: The policies of vLLM's scheduler a scenario may name (vllm/config/scheduler.py:21).
+POLICIES = ("fcfs", "priority")
+#: The code a refused session observes as ``refused``, and the reason the answer gives (the driver's words:
+#: oracle/real/driver.py), from the scenario's numbers.
+REFUSALS = {
+    1: lambda d, r: (f"configuration: the KV cache of {d['num_blocks'] - 1} usable blocks of {d['block_size']} tokens "
+                     f"cannot hold one request of max_model_len {_max_model_len(d)} "
+                     f"({-(-_max_model_len(d) // d['block_size'])} blocks)"),
+    2: lambda d, r: f"prompt: {r['prompt']} tokens, not below max_model_len {_max_model_len(d)}",
+    3: lambda d, r: (f"never fits: {_lifetime(d, r)} tokens need {-(-_lifetime(d, r) // d['block_size'])} blocks of "
+                     f"{d['block_size']}, the KV cache has {d['num_blocks'] - 1} usable"),
+}
 
 
 def step_clock_sets() -> dict[str, float]:
@@ -174,15 +201,69 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
                            f"not {json.dumps(data['async'])}", at("async"))
     if "serve" in data and not isinstance(data["serve"], str):
         raise ProgramError("`serve` is a serve-by key in serQ syntax, e.g. \"-admission\"", at("serve"))
+    if "policy" in data and data["policy"] not in POLICIES:
+        raise ProgramError(f"`policy` is {json.dumps(data['policy'])}: one of {', '.join(map(json.dumps, POLICIES))}",
+                           at("policy"))
+    if data.get("policy") == "priority" and "serve" in data:
+        raise ProgramError("a scenario has a `serve` key or the priority policy, not both (the serve-by oracles "
+                           "run vLLM's priority path with priorities of their own)", at("serve"))
+    if "max_model_len" in data and data["max_model_len"] < 1:
+        raise ProgramError("`max_model_len` is at least 1", at("max_model_len"))
+    if (data.get("chunk") or 0) > _max_model_len(data):
+        raise ProgramError(f"`chunk` {data['chunk']} is above max_model_len {_max_model_len(data)}: vLLM refuses a "
+                           f"long-prefill threshold above it (vllm/config/scheduler.py:355-360)", at("chunk"))
+    if "watermark" in data:
+        w = data["watermark"]
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0 <= w < 1):
+            raise ProgramError(f"`watermark` is {json.dumps(w)}: a fraction of the KV cache's blocks in [0, 1) "
+                               f"(vllm/config/scheduler.py:196)", at("watermark"))
     if not isinstance(data["requests"], list) or not data["requests"]:
         raise ProgramError("`requests` is a non-empty list of {prompt, out, arrive?}", at("requests"))
     for k, r in enumerate(data["requests"]):
         if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
             raise ProgramError(f"request {k} is not {{prompt, out, arrive?}}", at("requests", k))
+        for key in r:
+            if key not in ("prompt", "out", "arrive", "priority"):
+                raise ProgramError(f"`{key}` is not a field of a request (fields: prompt, out, arrive, priority)",
+                                   at("requests", k, key))
         for key in ("prompt", "out", "arrive"):
             if key in r:
                 _natural(r[key], f"requests[{k}].{key}", at("requests", k, key))
+        if "priority" in r:
+            p = r["priority"]
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) \
+                    or not float(p).is_integer():
+                raise ProgramError(f"`requests[{k}].priority` is {json.dumps(p)}, not an integer", at("requests", k, "priority"))
+            if data.get("policy") != "priority":
+                raise ProgramError(f"request {k} has a priority and the scenario's policy is fcfs, whose queue never "
+                                   f"reads it: give `\"policy\": \"priority\"`", at("requests", k, "priority"))
+        if r["prompt"] < 1:
+            raise ProgramError(f"request {k}'s prompt is empty (vLLM refuses an empty prompt)", at("requests", k, "prompt"))
+        if r["out"] < 1:
+            raise ProgramError(f"request {k}'s out is 0 (vLLM's max_tokens is at least 1)", at("requests", k, "out"))
     return at
+
+
+def _max_model_len(data: dict) -> int:
+    return int(data.get("max_model_len", DEFAULT_MAX_MODEL_LEN))
+
+
+def _lifetime(data: dict, r: dict) -> int:
+    """The tokens a request has computed when it finishes: prompt + out - 1, cut at max_model_len - 1 (check_stop)."""
+    return int(min(r["prompt"] + r["out"] - 1, _max_model_len(data) - 1))
+
+
+def never_fits(data: dict, r: dict) -> bool:
+    """Under the recorded convention (no ``max_model_len``): the request could not finish even alone in the cache."""
+    return "max_model_len" not in data and -(-_lifetime(data, r) // data["block_size"]) > data["num_blocks"] - 1
+
+
+def has_limits(data: dict) -> bool:
+    """Whether the scenario's program needs ``_with_limits``: it gives a policy, a limit or a watermark, or has a
+    request that never fits or one whose prompt and output pass max_model_len (refused, or cut by check_stop);
+    otherwise the program is the file's."""
+    return any(k in data for k in ("policy", "max_model_len", "watermark")) or \
+        any(never_fits(data, r) or r["prompt"] + r["out"] > _max_model_len(data) for r in data["requests"])
 
 
 def _natural(value: object, what: str, where: Span) -> None:
@@ -224,6 +305,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         sets["older_rule"] = 1.0
     if "serve" in data:
         program_text = _with_serve(program_text, data["serve"])
+    if has_limits(data):
+        program_text = _with_limits(program_text, data)
     return _build(data, at, program_text, SCENARIO_PROGRAM, sets, verdicts)
 
 
@@ -253,9 +336,15 @@ def _build(data: dict, at: Callable[..., Span], program_text: str, file: Path, s
                                at("serve")) from None
         raise
     slot = program.attrs.index
+    # A request's place in the order requests arrive (by arrive, then position): the driver's arrival_time.
+    order = sorted(range(len(data["requests"])), key=lambda i: (data["requests"][i].get("arrive", 0), i))
+    arrival = {i: n + 1 for n, i in enumerate(order)}
+    keyed = "priority" in program.attrs and "arrival" in program.attrs
     sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
-                                     (slot("arrive"), float(r.get("arrive", 0)))), None)
-                     for r in data["requests"])
+                                     (slot("arrive"), float(r.get("arrive", 0))))
+                                    + (((slot("priority"), float(r.get("priority", 0))),
+                                        (slot("arrival"), float(arrival[i]))) if keyed else ()), None)
+                     for i, r in enumerate(data["requests"]))
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
     return Built(program, smap, at)
@@ -298,6 +387,53 @@ def _with_serve(text: str, key: str) -> str:
     return text.replace('use "../lib/vllm.sq";', library)
 
 
+#: Where _with_limits writes: the request pool's queue, the KV pool's victim, the admission's reservation
+#: (lib/vllm.sq), the workload's defaults and the request statement (examples/oracle/vllm_scenario.sq).
+QUEUE_ANCHOR = "queue fifo;"
+VICTIM_ANCHOR = "preempt lifo;"
+RESERVE_ANCHOR = "reserve (known)"
+INIT_ANCHOR = "init { set prompt = 1; set o = 1; set arrive = 0; }"
+REQUEST_ANCHOR = "  vllm_request(prompt, o, 0, t0);"
+
+
+def _with_limits(text: str, data: dict) -> str:
+    """The scenario program with the scenario's policy and limits written in
+    (docs/design/priorities-and-limits.md): under the priority policy vLLM's
+    heap and victim; the watermark's blocks added to the reservation of an
+    admission while the request pool has a holder (a running request:
+    kv_cache_manager.py:518-525), capped at the pool so that the hold is
+    never rejected for it (it waits, as vLLM's request does, until nothing
+    runs); and, in the session, the refusal (1 the cache cannot hold one
+    request of max_model_len, only when the scenario gives it; 2 a prompt not
+    below max_model_len; 3 under the recorded convention, a request that
+    could never finish alone in the cache), observed as ``refused`` before
+    the request holds anything, and the output length cut at max_model_len."""
+    if 'use "../lib/vllm.sq";' in text:
+        text = text.replace('use "../lib/vllm.sq";', LIBRARY.read_text(encoding="utf-8"))
+    for anchor in (QUEUE_ANCHOR, VICTIM_ANCHOR, RESERVE_ANCHOR, INIT_ANCHOR, REQUEST_ANCHOR):
+        if text.count(anchor) != 1:
+            raise AssertionError(f"the scenario program no longer has one `{anchor}`")
+    if data.get("policy") == "priority":
+        text = text.replace(QUEUE_ANCHOR, "queue by (priority, arrival); requeue by key;")
+        text = text.replace(VICTIM_ANCHOR, "preempt by (-priority, -arrival);")
+    given = 1 if "max_model_len" in data else 0
+    text = text.replace(RESERVE_ANCHOR, "reserve (min(known + (holders(reqs) > 0 ? floor(watermark * (blocks + 1)) "
+                                        ": 0) * bs, blocks * bs))")
+    text = text.replace(INIT_ANCHOR, "init { set prompt = 1; set o = 1; set arrive = 0; set priority = 0; "
+                                     "set arrival = 0; }")
+    text = text.replace(REQUEST_ANCHOR, f"""  set refusal = {given} == 1 && ceil(max_model_len / bs) > blocks ? 1
+              : prompt >= max_model_len ? 2
+              : {given} == 0 && ceil(min(prompt + o - 1, max_model_len - 1) / bs) > blocks ? 3 : 0;
+  branch (refusal > 0) {{
+    observe refused = refusal;
+    end;
+  }}
+  vllm_request(prompt, min(o, max_model_len - prompt), 0, t0);""")
+    lets = (f"let max_model_len = {_max_model_len(data)};\n"
+            f"let watermark = {float(data.get('watermark', 0.0))!r};\n")
+    return lets + text
+
+
 def request_key(request: str) -> tuple:
     """The order of request ids in answers and logs: ids in number order; an
     id that is no number after them, by text."""
@@ -307,16 +443,23 @@ def request_key(request: str) -> tuple:
         return (1, 0, request)
 
 
-def answer_of(result, program: ir.Program) -> dict:
+def answer_of(result, program: ir.Program, data: dict | None = None) -> dict:
     """The answer of a finished run of a scenario program, in the recorded format."""
     by_name = {o.name: o for o in result.observes}
     first = {str(serial): _step(time) for time, serial, _, _ in by_name["ttft"].samples}
     done = {str(serial): _step(time) for time, serial, _, _ in by_name["done"].samples}
     kv = next(p for p in result.pools if p.name == "kv")
     last = max((time for time, _, _, _ in by_name["done"].samples), default=0.0)
-    return {"first": dict(sorted(first.items(), key=lambda kv_: int(kv_[0]))),
-            "done": dict(sorted(done.items(), key=lambda kv_: int(kv_[0]))),
-            "preemptions": kv.preemptions, "steps": _step(last) + flush_steps(program)}
+    answer = {"first": dict(sorted(first.items(), key=lambda kv_: int(kv_[0]))),
+              "done": dict(sorted(done.items(), key=lambda kv_: int(kv_[0]))),
+              "preemptions": kv.preemptions, "steps": _step(last) + flush_steps(program) if done else 0}
+    if "refused" in by_name and by_name["refused"].samples:
+        if data is None:
+            raise AssertionError("a program with refusals is answered with its scenario (answer_of's data)")
+        codes = {serial: int(value) for _, serial, _, value in by_name["refused"].samples}
+        answer["refused"] = {str(serial): REFUSALS[code](data, data["requests"][serial])
+                             for serial, code in sorted(codes.items())}
+    return answer
 
 
 def flush_steps(program: ir.Program) -> int:
@@ -353,7 +496,13 @@ def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None =
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
                            f"{result.horizon:g} steps", Span(path, 1, 1))
-    return answer_of(result, program)
+    answer = answer_of(result, program, data)
+    served = set(answer["done"]) | set(answer.get("refused", {}))
+    missing = [str(i) for i in range(len(data["requests"])) if str(i) not in served]
+    if missing:  # never an answer that leaves a request out (pool/reject: a hold that can never fit)
+        raise ProgramError(f"{path}: request(s) {', '.join(missing)} neither finished nor were refused "
+                           f"(rejected by a pool they can never fit)", Span(path, 1, 1))
+    return answer
 
 
 def run_ir(path: str) -> dict:

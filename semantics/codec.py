@@ -179,6 +179,8 @@ def encode_pool(p: ir.Pool) -> Json:
         else {"to": p.spill.to, "via": p.spill.via, "work": encode_expr(p.spill.work), "when": encode_expr(p.spill.when)}
     )
     out["admit_via"] = p.admit_via
+    if p.requeue != "Head":  # serq-ref's extension of v13: written only when not the default
+        out["requeue"] = p.requeue
     return out
 
 
@@ -465,7 +467,7 @@ def _decode_keys(v: Json, path: str) -> tuple[ir.Expr, ...]:
 
 def decode_pool(v: Json, path: str) -> ir.Pool:
     fields = ("name", "cap", "block", "evict", "preempt", "queue", "spill", "admit_via")
-    o = _obj(v, path, fields, ("index",))
+    o = _obj(v, path, fields, ("index", "requeue"))
     evict_tag, evict = _tag(o["evict"], path + ".evict")
     if evict_tag == "Lru" and evict is None:
         evict_keys = None
@@ -501,7 +503,14 @@ def decode_pool(v: Json, path: str) -> ir.Pool:
         queue=None if o["queue"] is None else _decode_keys(o["queue"], path + ".queue"),
         spill=spill,
         admit_via=None if o["admit_via"] is None else decode_int(o["admit_via"], path + ".admit_via"),
+        requeue=_decode_requeue(o.get("requeue", "Head"), path + ".requeue"),
     )
+
+
+def _decode_requeue(v: Json, path: str) -> str:
+    if v not in ir.REQUEUE:
+        raise IRFormatError(path, f"expected one of {', '.join(map(json.dumps, ir.REQUEUE))}, found {json.dumps(v)[:80]}")
+    return v
 
 
 def _decode_self_preemption(v: Json, path: str) -> str:

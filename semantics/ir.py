@@ -90,6 +90,12 @@ RUN_MODES = ("Plain", "Prefill", "Decode")
 #: "End" the pass (seed 001/002, vLLM 0c87a197; the default, never written) or
 #: "Continue" with the next resident (vLLM 0.33.0's priority path).
 SELF_PREEMPTION = ("End", "Continue")
+#: Where a preempted hold re-enters its queue (a serq-ref extension of
+#: version 13, ``Pool.requeue``; docs/design/priorities-and-limits.md): at the
+#: "Head" (seed 002 §3 Ties; the default, never written) or by the queue's
+#: keys, as any hold joining ("Key": vLLM 0.33.0's priority heap,
+#: request_queue.py:160-166).
+REQUEUE = ("Head", "Key")
 SIDES = ("Workload", "Server")
 
 # --------------------------------------------------------------------------
@@ -343,6 +349,9 @@ class Pool:
     queue: tuple[Expr, ...] | None  # None: fifo; keys: queue by
     spill: Spill | None
     admit_via: int | None  # stage index
+    #: one of REQUEUE; a serq-ref extension of version 13, absent from the
+    #: JSON when "Head" (so files without it load, and mean the seed's rule)
+    requeue: str = "Head"
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,3 +494,7 @@ BUILTIN_SLOTS: dict[str, int] = {
     f"slot_{name}": slot
     for slot, name in enumerate(("cached", "serial", "turn", "new", "out", "think", "more", "forced", "computed"))
 }
+
+
+#: ``preempt lifo``'s keys (FORMAT.md): [-admission], the last admitted first.
+LIFO_KEYS = (Unary("Neg", Ctx("Admission")),)

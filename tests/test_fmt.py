@@ -90,6 +90,7 @@ def g() { turn ; }
 pool kv [ 2 ] { cap 10 ; block 16; evict lru; preempt lifo; queue fifo; admit via e; }
 pool host { cap inf; evict by ( size , -age ); preempt none; queue by (waited);
   spill kv via link (size/100) when (size>=64); }
+pool pq { preempt by ( - priority , admission ) ; queue by (priority); requeue  by key ; }
 stage s1 : fifo ; stage s2[2]:fifo(2); stage s3 : ps(1/present); stage s4:delay;
 stage e : step { budget 64; cost 0.01+0.001*tokens; chunk 8; serve admission; serve by (age);
   serve decode first; serve exclusive prefill; memory kv; self  preemption continue when(x==1); self preemption end;
@@ -143,6 +144,11 @@ pool host {
   preempt none;
   queue by (waited);
   spill kv via link (size / 100) when (size >= 64);
+}
+pool pq {
+  preempt by (-priority, admission);
+  queue by (priority);
+  requeue by key;
 }
 stage s1 : fifo;
 stage s2[2] : fifo(2);

@@ -106,7 +106,8 @@ BAD_SCENARIOS = [
     ({"num_blocks": 1}, ' "num_blocks": 1,', "`num_blocks` counts vLLM's null block: at least 2"),
     ({"serve": 3}, ' "serve": 3', '`serve` is a serve-by key in serQ syntax, e.g. "-admission"'),
     ({"arrive": 3}, ' "arrive": 3', "`arrive` is not a field of a scenario (fields: budget, max_seqs, "
-                                    "block_size, num_blocks, requests, chunk, prefix_caching, serve, async)"),
+                                    "block_size, num_blocks, requests, chunk, prefix_caching, serve, async, "
+                                    "policy, max_model_len, watermark)"),
     ({"serve": "free("}, ' "serve": "free("', "the scenario's serve key `free(` does not compile: "),
 ]
 

@@ -19,8 +19,13 @@ A job is one of
   prompt/out/arrive), optionally ``serve`` (a serve-by key in serQ syntax:
   admission, -admission, decoding ? 1 : 0, ...) or ``serve_by`` (the same
   keys as IR expressions, as NAME.target.json has them), ``max_steps``;
-  answered as NAME.out.json is (first, done, preemptions, steps, config),
-  plus ``status`` ("finished", or why it stopped) and ``unfinished``;
+  ``policy`` ("fcfs", the default, or "priority": vLLM's stock priority
+  policy, each request's ``priority`` an integer, default 0, smaller first),
+  ``max_model_len`` (default 8192, see Limits) and ``watermark`` (vLLM's
+  scheduler setting, default 0); answered as NAME.out.json is (first, done,
+  preemptions, steps, config), plus ``status`` ("finished", or why it
+  stopped), ``unfinished``, and ``refused`` ({id: why}, only when some
+  request was refused; ``vllm_messages`` then has vLLM's own words);
 - a **replay** (``{"kind": "replay", ...}``): a trace (``trace``: CSV text
   with the columns session,turn,new,out,think,forced, or ``rows``: a list of
   such objects), ``spacing``, ``budget``, ``max_seqs``, ``blocks`` (usable
@@ -60,7 +65,26 @@ Conventions (the recorded answers' own; oracle/README.md in serq-ref):
   turn after it extends it;
 - the fake model runner samples token id 0 (in no prompt) for every
   scheduled request whose computed tokens reach its token count after
-  schedule(), and nothing for one mid-prefill or mid-recompute.
+  schedule(), and nothing for one mid-prefill or mid-recompute;
+- scenario priorities: a request's ``arrival_time`` is its place in the
+  order requests are added (1, 2, ...: by arrive, then position), so that
+  vLLM's (priority, arrival_time) order never falls to the wall clock.
+
+Limits (a scenario's; docs/design/priorities-and-limits.md in serq-ref):
+- a scenario that gives ``max_model_len`` is a deployment vLLM must be able
+  to start: if its KV cache cannot hold one request of that length (vLLM's
+  own check_enough_kv_cache_memory, vllm/v1/core/kv_cache_planning.py:151-183)
+  every request is refused, with why, and nothing is scheduled;
+- a prompt at or over ``max_model_len`` is refused as vLLM's input processor
+  refuses it (vllm/v1/engine/input_processor.py:557-602, called here) and
+  never added; a request whose prompt + out would pass it is ended by
+  check_stop at max_model_len tokens (vllm/v1/core/sched/utils.py:112-117);
+- a scenario without ``max_model_len`` keeps the recorded corpora's
+  convention (8192, and a KV cache usually smaller than one such request,
+  which vLLM itself would refuse to start): a request that could not finish
+  even alone in the cache (ceil(min(prompt + out - 1, max_model_len - 1) /
+  block_size) blocks above num_blocks - 1) is refused up front instead of
+  left waiting forever at the head of the queue.
 
 Nothing here copies vLLM's code; it calls vLLM's public classes.
 """
@@ -184,6 +208,7 @@ def make_scheduler(
     policy: str = "fcfs",
     cls: type | None = None,
     async_scheduling: bool = False,
+    watermark: float = 0.0,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
     (one of which is vLLM's null block). ``async_scheduling``: the scheduler
@@ -206,6 +231,7 @@ def make_scheduler(
         long_prefill_token_threshold=chunk,
         policy=policy,
         **extra,
+        watermark=watermark,
     )
     cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=prefix_caching)
     vllm_cfg = VllmConfig(
@@ -237,16 +263,82 @@ def make_scheduler(
     )
 
 
-def make_request(request_id: str, token_ids: list[int], out: int, block_size: int) -> Request:
+def make_request(request_id: str, token_ids: list[int], out: int, block_size: int,
+                 priority: int = 0, arrival_time: float | None = None) -> Request:
     """A request as the engine core builds one: its block hasher, max_tokens
-    = out, EOS ignored (the scheduler learns the length from the cap)."""
+    = out, EOS ignored (the scheduler learns the length from the cap); its
+    priority and arrival time when given."""
     return Request(
         request_id,
         token_ids,
         SamplingParams(max_tokens=out, ignore_eos=True),
         pooling_params=None,
         block_hasher=get_request_block_hasher(block_size, HASH_FN),
+        arrival_time=arrival_time,
+        priority=priority,
     )
+
+
+# ---------------------------------------------------------------------------
+# Refusals: what vLLM refuses before it schedules anything
+
+
+def startup_refusal(scheduler) -> tuple[str, str] | None:
+    """Why vLLM would refuse to start this KV cache, or None: its own check
+    that the cache holds one request of max_model_len
+    (vllm/v1/core/kv_cache_planning.py:151-183), given the memory of
+    ``num_blocks`` blocks (the null block included, as vLLM plans), with
+    vLLM's own message."""
+    from vllm.v1.core.kv_cache_planning import check_enough_kv_cache_memory
+
+    kv_cfg = scheduler.kv_cache_config
+    spec = kv_cfg.kv_cache_groups[0].kv_cache_spec
+    config = copy.copy(scheduler.vllm_config)
+    config.cache_config = copy.copy(config.cache_config)
+    if config.cache_config.kv_cache_layout is None:
+        # The engine core resolves the layout before this check; any layout
+        # gives one full-attention group's block the same size.
+        config.cache_config.kv_cache_layout = "NHD"
+    try:
+        check_enough_kv_cache_memory(config, {"layer.0": spec}, kv_cfg.num_blocks * spec.page_size_bytes)
+    except ValueError as error:
+        length = scheduler.max_model_len
+        usable = kv_cfg.num_blocks - 1
+        return (f"configuration: the KV cache of {usable} usable blocks of {scheduler.block_size} tokens "
+                f"cannot hold one request of max_model_len {length} "
+                f"({-(-length // scheduler.block_size)} blocks)", str(error))
+    return None
+
+
+def prompt_refusal(scheduler, prompt: int) -> tuple[str, str] | None:
+    """Why vLLM's input processor refuses a prompt of ``prompt`` tokens (and
+    its message), or None: its own length check (vllm/v1/engine/input_processor.py:557-602),
+    called on the scheduler's model configuration."""
+    from vllm.v1.engine.input_processor import InputProcessor
+
+    holder = type("PromptCheck", (), {})()
+    holder.skip_prompt_length_check = False
+    holder.model_config = scheduler.vllm_config.model_config
+    holder.supports_mm_inputs = False
+    holder.mm_encoder_cache_size = 0
+    try:
+        InputProcessor._validate_prompt_len(holder, prompt, "decoder")
+    except Exception as error:  # VLLMValidationError
+        return f"prompt: {prompt} tokens, not below max_model_len {scheduler.max_model_len}", str(error)
+    return None
+
+
+def fit_refusal(scheduler, prompt: int, out: int) -> tuple[str, None] | None:
+    """Under the recorded corpora's convention (no max_model_len given): why
+    a request could never finish alone in the cache (vLLM has no message:
+    it would have refused to start), or None."""
+    tokens = min(prompt + out - 1, scheduler.max_model_len - 1)
+    need = -(-tokens // scheduler.block_size)
+    usable = scheduler.kv_cache_config.num_blocks - 1
+    if need > usable:
+        return (f"never fits: {tokens} tokens need {need} blocks of {scheduler.block_size}, "
+                f"the KV cache has {usable} usable"), None
+    return None
 
 
 def fake_model_step(scheduler, scheduler_output):
@@ -684,6 +776,9 @@ def run_scenario(job) -> dict:
     chunk = int(job.get("chunk", 0) or 0)
     keys = serve_keys(job)
     serve = bool(keys) or job.get("serve") is not None or job.get("serve_by") is not None
+    priorities = job.get("policy", "fcfs") == "priority"
+    if serve and priorities:
+        raise ValueError("a scenario has a serve-by key or user priorities, not both")
     scheduler = make_scheduler(
         budget=int(job["budget"]),
         max_seqs=int(job["max_seqs"]),
@@ -692,19 +787,43 @@ def run_scenario(job) -> dict:
         chunk=chunk,
         prefix_caching=bool(job.get("prefix_caching", False)),
         max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
-        policy="priority" if serve else "fcfs",
+        policy="priority" if serve or priorities else "fcfs",
         cls=ServeByScheduler if serve else ObservedScheduler,
         async_scheduling=bool(job.get("async", False)),
+        watermark=float(job.get("watermark", 0.0)),
     )
     if serve:
         scheduler.configure(keys, bool(job.get("self_preempt_ends_pass", False)))
     scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
     step_trace = [] if job.get("step_trace") else None
     max_steps = int(job.get("max_steps", DEFAULT_SCENARIO_MAX_STEPS))
+    refused: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    configuration = startup_refusal(scheduler) if job.get("max_model_len") is not None else None
+    for i, r in enumerate(job["requests"]):
+        why = configuration or prompt_refusal(scheduler, int(r["prompt"]))
+        if why is None and job.get("max_model_len") is None:
+            why = fit_refusal(scheduler, int(r["prompt"]), int(r["out"]))
+        if why is not None:
+            refused[str(i)] = why[0]
+            if why[1] is not None:
+                messages[str(i)] = why[1]
     pending = sorted(
-        ((int(r.get("arrive", 0)), i, r) for i, r in enumerate(job["requests"])),
+        ((int(r.get("arrive", 0)), i, r) for i, r in enumerate(job["requests"]) if str(i) not in refused),
         key=lambda x: (x[0], x[1]),
     )
+    added = 0
+
+    def add_arrival(arrival) -> None:
+        """A request joins (user priorities: its arrival_time is its place in
+        the order requests are added, never the wall clock)."""
+        nonlocal added
+        _, i, r = arrival
+        added += 1
+        scheduler.add_request(make_request(str(i), scenario_token_ids(i, int(r["prompt"])), int(r["out"]), block_size,
+                                           priority=int(r.get("priority", 0)),
+                                           arrival_time=float(added) if priorities else None))
+
     first: dict[str, int] = {}
     done: dict[str, int] = {}
     preemptions = 0
@@ -712,12 +831,10 @@ def run_scenario(job) -> dict:
     status = "finished"
     if job.get("async"):
         step, preemptions, status = drive_scenario_async(
-            job, scheduler, pending, first, done, step_trace, max_steps, block_size)
+            scheduler, pending, add_arrival, first, done, step_trace, max_steps)
     while not job.get("async"):
         while pending and pending[0][0] <= step:
-            _, i, r = pending.pop(0)
-            tokens = scenario_token_ids(i, int(r["prompt"]))
-            scheduler.add_request(make_request(str(i), tokens, int(r["out"]), block_size))
+            add_arrival(pending.pop(0))
         if not scheduler.has_requests():
             if not pending:
                 break
@@ -761,8 +878,12 @@ def run_scenario(job) -> dict:
         },
         "status": status,
         "features": scheduler.features,
-        "unfinished": sorted((str(i) for i in range(len(job["requests"])) if str(i) not in done), key=int),
+        "unfinished": sorted((str(i) for i in range(len(job["requests"]))
+                              if str(i) not in done and str(i) not in refused), key=int),
     }
+    if refused:
+        answer["refused"] = refused
+        answer["vllm_messages"] = messages
     if step_trace is not None:
         answer["step_trace"] = step_trace
     if job.get("async"):
@@ -770,7 +891,7 @@ def run_scenario(job) -> dict:
     return answer
 
 
-def drive_scenario_async(job, scheduler, pending, first, done, step_trace, max_steps, block_size):
+def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trace, max_steps):
     """A scenario under asynchronous scheduling (BatchQueue: the engine
     core's step_with_batch_queue). The step clock: batch k is the k-th
     schedule() call; a request with ``arrive: k`` is added before the
@@ -784,9 +905,7 @@ def drive_scenario_async(job, scheduler, pending, first, done, step_trace, max_s
     status = "finished"
     while True:
         while pending and pending[0][0] <= step:
-            _, i, r = pending.pop(0)
-            tokens = scenario_token_ids(i, int(r["prompt"]))
-            scheduler.add_request(make_request(str(i), tokens, int(r["out"]), block_size))
+            add_arrival(pending.pop(0))
         if not scheduler.has_requests() and not queue.queue:
             if not pending:
                 break

@@ -130,6 +130,11 @@ class Machine:
         self.spill = tuple(None if p.spill is None else (p.spill.to, p.spill.via, compile_(p.spill.work), compile_(p.spill.when))
                            for p in program.pools)
         self.lifo = tuple(p.preempt is not None for p in program.pools)
+        #: per pool, its preemption keys compiled when they are not lifo's (``preempt by``), else None
+        self.preempt_keys = tuple(None if p.preempt is None or p.preempt == ir.LIFO_KEYS
+                                  else tuple(compile_(k) for k in p.preempt) for p in program.pools)
+        #: per pool, whether a preempted hold re-enters its queue by the keys (``requeue by key``)
+        self.requeue_key = tuple(p.requeue == "Key" for p in program.pools)
         #: per pool, the step stages whose memory it is (their residents are its preemption victims)
         self.engines_of_memory = tuple(tuple(s for s, stage in enumerate(program.stages)
                                              if isinstance(stage.kind, ir.Step) and stage.kind.memory == p)

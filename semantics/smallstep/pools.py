@@ -84,13 +84,18 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
     return join_queue(m, c._replace(sessions=c.sessions.set(serial, with_draws(s, env))), serial, stmt, pools, preempted)
 
 
-@rule("session/hold-enter", "the hold waits in its first pool's queue: at its end, or at its head after a preemption",
-      "002 §3 Pools: hold m₁(u₁) ... joins the queue of m₁; Ties: a preempted session re-enters at the head, ahead of the key")
+@rule("session/hold-enter", "the hold waits in its first pool's queue: at its end, or at its head after a preemption (at its end, to be chosen by the keys as any, under requeue by key)",
+      "002 §3 Pools: hold m₁(u₁) ... joins the queue of m₁; Ties: a preempted session re-enters at the head, ahead of the key; "
+      "requeue by key: docs/design/priorities-and-limits.md")
 def join_queue(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int], pools: tuple[int, ...],
                preempted: bool) -> Configuration:
     s = c.sessions[serial]._replace(status=QUEUED, pending=PendingHold(stmt, pools, c.time))
     first = pools[0]
     pool = c.pools[first]
+    if preempted and m.requeue_key[first]:
+        # requeue by key: it joins as any hold does, its keys then its new join number choosing it
+        # (vLLM 0.33.0's priority queue: prepend_request pushes into the heap, request_queue.py:160-166)
+        preempted = False
     waiting = Waiting(serial, c.sequence, preempted)
     queue = (waiting,) + pool.queue if preempted else pool.queue + (waiting,)
     c = c._replace(sessions=c.sessions.set(serial, s), sequence=c.sequence + 1)
@@ -837,6 +842,9 @@ def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
     a victim. None: no victim. Under schedule ahead a session parked at such
     an engine (step/park) is still running there, and a candidate
     (docs/design/async-scheduling.md)."""
+    if m.preempt_keys[p] is not None:
+        ranked = victims_by_keys(m, c, p)
+        return min(ranked)[-1] if ranked else None
     engines = m.engines_of_memory[p]
     if engines:
         best = None
@@ -877,12 +885,47 @@ def _parked_at(c: Configuration, engines: tuple[int, ...], serial: int) -> bool:
     return any(serial in c.stages[e].parked for e in engines)
 
 
+def victims_by_keys(m: Machine, c: Configuration, p: int) -> list[tuple]:
+    """Under ``preempt by (k₁, …)``: the candidates lifo would take from
+    (the engine's residents holding ``p`` when ``p`` is a step stage's
+    memory, the sessions parked there under schedule ahead included, else
+    its holders in a scope; never a lease), each as (its keys evaluated now, -its latest admission, its serial): the victim is the
+    least, so keys tie to the last admitted (lifo). vLLM 0.33.0's priority
+    path takes the running request with the largest (priority,
+    arrival_time), scheduler.py:932-936: preempt by (-priority, -arrival)."""
+    from .stages.step import DECODE  # a resident's mode, for the decoding key (the semantics' own recursion)
+
+    engines = m.engines_of_memory[p]
+    keys = m.preempt_keys[p]
+    env = Env(c)
+    ranked = []
+    for holding in c.pools[p].holders:
+        if holding.leased:
+            continue
+        s = c.sessions[holding.serial]
+        if engines:
+            parked = s.status == FINISHING and _parked_at(c, engines, s.serial)
+            if not parked and (s.job is None or s.job[0] not in engines):
+                continue
+            # a parked session (schedule ahead) has run its last decode: decoding, as lifo's candidate
+            resident = None if parked else next((r for r in c.stages[s.job[0]].jobs if r.job_id == s.job[1]), None)
+            env.decoding = 1.0 if parked or resident is not None and resident.mode == DECODE else 0.0
+        else:
+            env.decoding = 0.0
+        env.attrs, env.serial, env.stream, env.draws = s.attrs, s.serial, s.stream, s.draws
+        env.admission = float(s.admission)
+        ranked.append(tuple(k(env) for k in keys) + (-s.admission, s.serial))
+    return ranked
+
+
 def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int, ...]]:
     """For the step trace (only with an observer): how choose_victim chose
     and among whom, oldest admission first, so that the victim is the last:
     ("memory", the engines' residents holding ``p`` by their sessions'
     latest admission) or ("holders", the pool's holders in a scope in the
     order they were admitted)."""
+    if m.preempt_keys[p] is not None:
+        return "keys", tuple(x[-1] for x in sorted(victims_by_keys(m, c, p), reverse=True))
     engines = m.engines_of_memory[p]
     if engines:
         residents = {}
@@ -945,8 +988,9 @@ def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
     return c._replace(sessions=c.sessions.set(serial, s), ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
 
 
-@rule("pool/preempt", "under preempt lifo the victim's job leaves its stage, its hold is released with its computed prefix cached, computed is set, and it re-enters the head of the queue",
-      "002 §3 Pools: with preempt lifo the holder ... admitted last ... is preempted: its job leaves its stage, its hold is released with its computed prefix cached, and it re-enters the head of the pool's queue")
+@rule("pool/preempt", "under preempt lifo (the last admitted) or preempt by (the least keys) the victim's job leaves its stage, its hold is released with its computed prefix cached, computed is set, and it re-enters the head of the queue (under requeue by key, the queue by its keys)",
+      "002 §3 Pools: with preempt lifo the holder ... admitted last ... is preempted: its job leaves its stage, its hold is released with its computed prefix cached, and it re-enters the head of the pool's queue; "
+      "preempt by, requeue by key: docs/design/priorities-and-limits.md")
 def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     """pool/preempt: the victim's job leaves its stage, its hold on ``p``
     (and every hold inside it) is released with the computed prefix cached,

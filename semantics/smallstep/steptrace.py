@@ -60,7 +60,7 @@ _ENUMS = {
     QUEUE_ORDER: ("join", "keys", "head"),
     EVICT_ORDER: ("lru", "keys"),
     SERVE_ORDER: ("admission", "keys", "prefill-first"),
-    VICTIM_BY: ("holders", "memory"),
+    VICTIM_BY: ("holders", "memory", "keys"),
 }
 
 _SESSION = ("session", INT)

@@ -248,7 +248,10 @@ class Lowering:
         preempt = None
         if "preempt" in options and options["preempt"].kind == "preempt_lifo":
             # FORMAT.md: preempt lifo is the keys [-admission], the last admitted first
-            preempt = (ir.Unary("Neg", ir.Ctx("Admission")),)
+            preempt = ir.LIFO_KEYS
+        elif "preempt" in options and options["preempt"].kind == "preempt_by":
+            # a serq-ref form of IR v13's preemption keys: the victim has the least keys
+            preempt = tuple(self.lower_expr(k) for k in options["preempt"].values)
         queue = None
         if "queue" in options and options["queue"].kind == "queue_by":
             queue = tuple(self.lower_expr(k) for k in options["queue"].values)
@@ -272,7 +275,7 @@ class Lowering:
             if admit is not None:
                 admit_via = self.pair_member(admit, member, spec.count, spec.name, "admit via", options["admit"].span)
             members.append(ir.Pool(spec.name, member if spec.family else None, cap, block, evict, preempt, queue,
-                                   spill, admit_via))
+                                   spill, admit_via, "Key" if "requeue" in options else "Head"))
         return members
 
     def pair_member(self, target: Family, member: int, count: int, who: str, what: str, span: Span) -> int:

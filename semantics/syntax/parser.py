@@ -228,6 +228,12 @@ class BuildAst(Transformer):
     def opt_preempt_lifo(self, meta, c):
         return ast.Option("preempt_lifo", (), span=self.span(meta))
 
+    def opt_preempt_by(self, meta, c):
+        return ast.Option("preempt_by", c[0], span=self.span(meta))
+
+    def opt_requeue_key(self, meta, c):
+        return ast.Option("requeue_key", (), span=self.span(meta))
+
     def opt_queue_fifo(self, meta, c):
         return ast.Option("queue_fifo", (), span=self.span(meta))
 

@@ -466,10 +466,12 @@ VALUE_OPTIONS = {"opt_cap": "cap", "opt_block": "block", "step_budget": "budget"
 #: Option clauses that are fixed words.
 WORD_OPTIONS = {"opt_evict_lru": "evict lru;", "opt_preempt_none": "preempt none;",
                 "opt_preempt_lifo": "preempt lifo;", "opt_queue_fifo": "queue fifo;",
+                "opt_requeue_key": "requeue by key;",
                 "step_serve_admission": "serve admission;", "step_serve_decode_first": "serve decode first;",
                 "step_serve_exclusive": "serve exclusive prefill;", "wl_none": "arrive none;"}
 #: Options with a parenthesised list of keys.
-KEY_OPTIONS = {"opt_evict_by": "evict by ", "opt_queue_by": "queue by ", "step_serve_by": "serve by "}
+KEY_OPTIONS = {"opt_evict_by": "evict by ", "opt_queue_by": "queue by ", "opt_preempt_by": "preempt by ",
+               "step_serve_by": "serve by "}
 #: Arrival processes: `arrive KIND(e);`.
 ARRIVALS = {"wl_poisson": "poisson", "wl_renewal": "renewal", "wl_closed": "closed", "wl_batch": "batch"}
 #: Workload clauses that take a block.
