@@ -64,8 +64,9 @@ What is decided per command:
   3 s of CPU), ``oracle run``/``oracle replay`` without ``--real``, ``oracle
   check`` of directories, ``oracle diverge``, ``lean SCENARIO.json`` without
   ``--out``, ``lean check`` and ``peer check`` of directories. Never: a
-  campaign file (``.jsonl``: minutes), anything that writes a file
-  (``--out``, ``--report``, ``--dump``, ``--log`` other than ``-``, ``fmt
+  campaign file whole (``.jsonl``: minutes; ``oracle check FILE.jsonl
+  --cases I,J`` and a case by its label ``FILE.jsonl#N`` run), anything that writes a file
+  (``--out``, ``--report``, ``--dump``, ``--logs``, ``--log`` other than ``-``, ``fmt
   -i``), anything of the real scheduler (``--real``, ``--vllm-python``,
   ``regenerate``, ``campaign``), ``lean prove`` (23 s of Z3), ``peer
   campaign``, a command naming a file an earlier command writes or a
@@ -124,6 +125,8 @@ PLACEHOLDERS = {
     "PREFIX": "Out",
     "I,J,…": "1,2",
     "I,J,...": "1,2",
+    "I,J,": "1,2",  # `I,J,...` with its `...` read as the elision it is
+    "FILE.jsonl#INDEX": "oracle/data/campaign/scenarios.jsonl#216",
     # numbers: counts, seeds, times, sizes
     **{letter: "3" for letter in ("N", "S", "B", "M", "K", "T", "C", "I", "H", "W", "BS")},
 }
@@ -155,7 +158,7 @@ EXPIT = {
 SUBCOMMANDS = ("check", "ir", "run", "trace", "fmt", "lean", "oracle", "peer")
 VERBS = {"lean": ("check", "prove"), "oracle": ("run", "check", "diverge", "replay", "regenerate", "campaign"),
          "peer": ("check", "campaign")}
-WRITES = ("--out", "--report", "--dump", "--log")
+WRITES = ("--out", "--report", "--dump", "--log", "--logs")
 PATH_LIKE = re.compile(r"/|\.(sq|json|jsonl|csv|log|py)$")
 LOOKS_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(\.[a-z]+)?$|^[A-Z_]+=[A-Z_]+$|^[A-Z],[A-Z]")
 
@@ -471,20 +474,20 @@ def missing_files(argv: list[str], written: frozenset = frozenset()) -> list[str
             if script and os.path.basename(script) not in NARRATED and not os.path.exists(os.path.join(ROOT, script)):
                 missing.append(script)
             continue
-        if not os.path.exists(os.path.join(ROOT, _local(word))):
-            missing.append(word)
+        if not os.path.exists(os.path.join(ROOT, _local(re.sub(r"(?<=\.jsonl)#\d+$", "", word)))):
+            missing.append(word)  # a campaign case's label FILE.jsonl#INDEX: its file
     return missing
 
 
 def cheap(argv: list[str]) -> bool:
     """Whether a concrete command is on the allow-list of commands run (the module docstring)."""
-    if any(w in argv for w in ("--real", "--vllm-python", "-i", "--in-place", "--out", "--report", "--dump")):
+    if any(w in argv for w in ("--real", "--vllm-python", "-i", "--in-place", "--out", "--report", "--dump", "--logs")):
         return False
     if "--log" in argv and argv[argv.index("--log") + 1] != "-":
         return False
-    if any(w.endswith(".jsonl") or any(os.path.basename(x) in NARRATED and x not in MADE for x in w.split())
-           for w in argv):
-        return False
+    if any((w.endswith(".jsonl") and not (argv[:2] == ["oracle", "check"] and "--cases" in argv))
+           or any(os.path.basename(x) in NARRATED and x not in MADE for x in w.split()) for w in argv):
+        return False  # a campaign file whole: minutes (its cases by --cases, or one by its label FILE.jsonl#N: cheap)
     command, rest = argv[0], argv[1:]
     if command in ("check", "ir"):
         return True
@@ -503,7 +506,7 @@ def cheap(argv: list[str]) -> bool:
     if command == "oracle":
         return rest[0] in ("run", "replay", "check", "diverge")
     if command == "lean":
-        return rest[0] == "check" or rest[0].endswith(".json")
+        return rest[0] == "check" or rest[0].endswith(".json") or re.search(r"\.jsonl#\d+$", rest[0]) is not None
     if command == "peer":
         return rest[0] == "check"
     return False
@@ -646,5 +649,9 @@ def test_the_long_commands_are_only_parsed():
     assert not cheap(["peer", "campaign", "1000", "--seed", "1"])
     assert cheap(["oracle", "run", "../shared/oracle/vllm/preempt.json", "--log", "-"])
     assert cheap(["trace", "examples/single-turn/mm1.sq", "--steps", "3"])
+    assert not cheap(["lean", "check", "oracle/data/campaign/serve.jsonl", "--cases", "3"])  # lean: every case too
+    assert cheap(["oracle", "check", "oracle/data/campaign/serve.jsonl", "--cases", "3"])
+    assert cheap(["oracle", "run", "oracle/data/campaign/serve.jsonl#3"])
     for command in RUN:
-        assert not any(w in command.text for w in (" prove", ".jsonl", "campaign", "--real", "regenerate"))
+        assert not any(w in command.text for w in (" prove", " campaign ", "--real", "regenerate"))
+        assert ".jsonl " not in command.text + " " or " --cases " in command.text
