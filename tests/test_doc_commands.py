@@ -146,6 +146,14 @@ MADE = {"eleven.log": 11, "twelve.log": 12}
 CHEAP_PROGRAMS = {
     "examples/pools/preempt.sq": 0.4,
     "examples/single-turn/mm1.sq --horizon 50000": 2.4,  # README's first command
+    # docs/guide.md's (CPU measured on 2026-12-03 on the 2-core host at a load of about 20)
+    "examples/guide/vllm_poisson.sq --horizon 60 --warmup 10": 1.9,
+    "examples/guide/vllm_poisson.sq --set blocks=4000 --set token_budget=2048 --set max_seqs=128 --set rate=12 "
+    "--horizon 30 --warmup 5": 2.6,
+    "examples/multi-turn/vllm_chat.sq --horizon 60": 1.4,
+    "examples/multi-turn/routing.sq --horizon 60": 2.1,
+    "examples/pools/spill.sq": 0.6,
+    "examples/pd-disaggregation/llmd_pull.sq --horizon 30": 1.4,
 }
 
 #: the exit status a doc says a command has, where it is not 0: (file, the command's words) -> status
@@ -637,6 +645,13 @@ def test_shown_output_is_held_to_what_runs():
     assert output_not_printed(shown, ["request 0: first 1 done 30", "preemptions 1 steps 62"]) == shown[2]
     assert output_not_printed(["22 passed, … failed"], ["22 passed, 0 failed"]) is None
     assert output_not_printed(["A", "B"], ["B", "A"]) == "B"  # in their order
+
+
+def test_every_command_of_the_guide_runs():
+    # docs/guide.md (issue 21 §4): every serq-ref command it shows is run, none only parsed
+    guide = [c for c in COMMANDS if c.file == "docs/guide.md"]
+    assert len(guide) >= 8, [c.text for c in guide]
+    assert [c.where for c in guide if c not in RUN] == []
 
 
 def test_the_long_commands_are_only_parsed():
