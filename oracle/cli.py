@@ -223,7 +223,8 @@ def command_check(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="serq-ref-logs-") as scratch:
         logs = args.logs if args.logs is not None else (scratch if args.diverge else None)
         kept = logs_in(logs) if logs is not None else None
-        outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule, selection, kept)
+        outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule, selection=selection,
+                         logs=kept)
         passed = sum(o.passed for o in outcomes)
         variants: dict[str, int] = {}
         for o in outcomes:
