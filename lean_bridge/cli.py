@@ -1,6 +1,6 @@
 """``serq-ref lean …``: the Lean bridge's command line.
 
-    serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]
+    serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]    (FILE: also a campaign case FILE.jsonl#INDEX)
     serq-ref lean DIR --out LEANDIR [--module PREFIX]
     serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--limit N]
     serq-ref lean check PATH [PATH …] [--require-interpreter] [--[no-]older-rule]
@@ -153,6 +153,24 @@ def command_emit(argv: list[str]) -> int:
 
     if args.source.endswith(".jsonl") and os.path.isfile(args.source):
         return emit_campaign(args, one)
+
+    from oracle.scenario import split_label
+
+    if split_label(args.source) is not None:  # a campaign case by its label, FILE.jsonl#INDEX
+        from oracle.check import campaign_case
+
+        from .scenario import continues_for, load_case
+
+        data, recorded = campaign_case(args.source)
+        file = split_label(args.source)[0]
+        label = f"{os.path.basename(os.path.dirname(os.path.abspath(file)))}/{os.path.basename(args.source)}"
+        sc = load_case(label, data, recorded, continues_for(file))
+        text = one(label, f"SerqRefOracle.Case{split_label(args.source)[1]}", sc)
+        if args.out:
+            _write(args.out, text)
+        else:
+            sys.stdout.write(text)
+        return 0
 
     if os.path.isdir(args.source):
         if not args.out:

@@ -35,7 +35,8 @@ def add_parser(commands, parser_class) -> None:
     sub = p.add_subparsers(dest="oracle_command", metavar="COMMAND", parser_class=parser_class)
     sub.required = True
     r = sub.add_parser("run", help="a scenario's answer on serq-ref (the .out.json format)")
-    r.add_argument("scenario", metavar="SCENARIO.json")
+    r.add_argument("scenario", metavar="SCENARIO.json",
+                   help="a scenario file, or a campaign case by its label FILE.jsonl#INDEX")
     r.add_argument("--json", action="store_true", help="the answer as one JSON object (default: a line per request)")
     r.add_argument("--log", metavar="FILE",
                    help="also write the per-step schedule log (docs/conformance.md) to FILE ('-': standard output)")
@@ -53,6 +54,17 @@ def add_parser(commands, parser_class) -> None:
     c.add_argument("--jobs", type=positive, default=1, metavar="N", help="run the engine on N scenarios at once")
     c.add_argument("--timeout", type=number, default=60.0, metavar="S",
                    help="seconds the engine may take on one scenario (default 60)")
+    c.add_argument("--cases", metavar="I,J,...",
+                   help="only these cases: a campaign line's index, a range I-J, a directory's scenario NAME "
+                        "(with --every: these besides)")
+    c.add_argument("--every", type=positive, metavar="K", help="every K-th case, by position (0, K, 2K, ...)")
+    c.add_argument("--limit", type=whole, metavar="N", help="the first N cases chosen")
+    c.add_argument("--logs", metavar="DIR",
+                   help="write each failed case's schedule logs to DIR: the engine's (asked for in "
+                        "$SERQ_SCHEDULE_LOG) and serq-ref's")
+    c.add_argument("--diverge", type=whole, nargs="?", const=3, metavar="N",
+                   help="run `oracle diverge` of serq-ref's log against the engine's on the first N failed cases "
+                        "(default 3)")
     _older_rule(c)
     add_worker_arguments(c)  # --workers N, --ray ADDRESS|auto, --resume FILE (semantics/workers.py)
     d = sub.add_parser("diverge", help="the first step at which two schedule logs differ, what each did there, "
@@ -141,8 +153,11 @@ def command(args: argparse.Namespace) -> int:
         raise
 
 
-#: The usage line of the commands of the real scheduler, after their errors.
+#: The usage line of a command, after its errors.
 USAGE = {
+    "run": "serq-ref oracle run SCENARIO.json|FILE.jsonl#INDEX [--json] [--log FILE] [--real] [--[no-]older-rule]",
+    "check": "serq-ref oracle check PATH [PATH ...] [--cases I,J,...] [--every K] [--limit N] "
+             "[--engine COMMAND [--jobs N] [--timeout S] [--logs DIR] [--diverge [N]]]",
     "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
     "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits] [--start I] "
                 "[--older-rule] "
@@ -152,7 +167,8 @@ USAGE = {
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from .scenario import read_json_text, run_scenario, run_ir
+    from .check import read_scenario
+    from .scenario import run_scenario, run_ir
 
     if args.vllm_python is not None and not args.real:
         raise UsageError("--vllm-python goes with --real (serq-ref runs the scenario without it)")
@@ -163,7 +179,7 @@ def command_run(args: argparse.Namespace) -> int:
         real.find_python(args.vllm_python)
         if args.scenario.endswith(".ir.json"):
             raise UsageError("--real takes a scenario NAME.json (the real scheduler does not run IR)")
-        data, text = read_json_text(args.scenario)
+        data, text, _ = read_scenario(args.scenario, args.older_rule)
         answer, log = vllm_log(data, args.scenario, args.vllm_python, bool(args.older_rule), text=text)
         answer = {key: answer[key] for key in ("first", "done", "preemptions", "steps", "refused") if key in answer}
         if args.log is not None:
@@ -175,16 +191,16 @@ def command_run(args: argparse.Namespace) -> int:
             raise UsageError("--log takes a scenario NAME.json (the schedule log is the scenario program's)")
         from .schedule_log import serq_log, write_log
 
-        data, text = read_json_text(args.scenario)
-        answer, log = serq_log(data, args.scenario, args.older_rule, text=text)
+        data, text, older_rule = read_scenario(args.scenario, args.older_rule)
+        answer, log = serq_log(data, args.scenario, older_rule, text=text)
         write_log(log, args.log)
         if args.log == "-":
             return 0
     elif args.scenario.endswith(".ir.json"):
         answer = run_ir(args.scenario)
     else:
-        data, text = read_json_text(args.scenario)
-        answer = run_scenario(data, args.scenario, args.older_rule, text=text)
+        data, text, older_rule = read_scenario(args.scenario, args.older_rule)
+        answer = run_scenario(data, args.scenario, older_rule, text=text)
     if args.json:
         print(json.dumps(answer))
         return 0
@@ -199,7 +215,9 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_check(args: argparse.Namespace) -> int:
-    from .check import check, variant_line
+    import tempfile
+
+    from .check import Selection, check, diverge_lines, logs_in, parse_cases, summary, variant_line
 
     if args.engine is None and (args.jobs != 1 or args.timeout != 60.0):
         raise UsageError("--jobs and --timeout go with --engine (serq-ref answers in process)")
@@ -207,6 +225,9 @@ def command_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout {args.timeout:g}: a finite number of seconds above 0")
     if args.jobs > 1 and (args.workers > 1 or args.ray is not None):
         raise UsageError("--jobs runs the engine on threads; --workers and --ray on processes or a cluster: give one")
+    if args.diverge is not None and args.engine is None:
+        raise UsageError("--diverge goes with --engine (it compares the engine's schedule log with serq-ref's)")
+    selection = Selection(parse_cases(args.cases) if args.cases is not None else (), args.every, args.limit)
 
     def report(outcome) -> None:
         for line in outcome.lines:
@@ -214,13 +235,25 @@ def command_check(args: argparse.Namespace) -> int:
         if outcome.variant is not None:
             print(variant_line(outcome), flush=True)
 
-    outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule, workers=args.workers,
-                     ray=args.ray, resume=args.resume, progress=True)
-    passed = sum(o.passed for o in outcomes)
-    variants: dict[str, int] = {}
-    for o in outcomes:
-        if o.variant is not None:
-            variants[o.variant] = variants.get(o.variant, 0) + 1
+    with tempfile.TemporaryDirectory(prefix="serq-ref-logs-") as scratch:
+        logs = args.logs if args.logs is not None else (scratch if args.diverge else None)
+        kept = logs_in(logs) if logs is not None else None
+        outcomes = check(args.dirs, args.engine, args.jobs, args.timeout, report, args.older_rule, selection=selection,
+                         logs=kept, workers=args.workers, ray=args.ray, resume=args.resume, progress=True)
+        passed = sum(o.passed for o in outcomes)
+        variants: dict[str, int] = {}
+        for o in outcomes:
+            if o.variant is not None:
+                variants[o.variant] = variants.get(o.variant, 0) + 1
+        for line in summary(outcomes, args.engine):
+            print(line)
+        if kept is not None and args.logs is not None and kept.written:
+            print(f"schedule logs of {len(kept.written):,} failed case(s) in {args.logs}"
+                  + (f"; the engine wrote none for {len(kept.missing):,} (it writes one to the path "
+                     f"$SERQ_SCHEDULE_LOG names)" if kept.missing else ""))
+        if args.diverge and kept is not None and passed < len(outcomes):
+            for line in diverge_lines(kept, args.diverge, show_paths=args.logs is not None):
+                print(line)
     if variants:
         print(f"{sum(variants.values())} of the passes by a documented variant: "
               + ", ".join(f"{name} {n}" for name, n in sorted(variants.items())))

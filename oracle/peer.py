@@ -50,6 +50,13 @@ def encode_for_pyserq(program: ir.Program, base_dir: str | None = None) -> dict:
             raise ProgramError(f"stage {stage.name} has `schedule ahead` (vLLM's asynchronous scheduling), which pyserq "
                                f"does not have: this program cannot be run on pyserq (--set async_scheduling=0 for "
                                f"lib/vllm.sq's synchronous engine)")
+    extensions = sorted({n.dist for n in _walk((program.arrival, program.blocks, program.pools, program.stages,
+                                                 program.gauges)) if isinstance(n, ir.Sample)
+                         and n.dist in ir.EXTENSION_DISTRIBUTIONS})
+    if extensions:
+        names = ", ".join(f"~{ir.DISTRIBUTIONS[d][0]}" for d in extensions)
+        raise ProgramError(f"the program draws {names}, serq-ref's extension of IR v13 (docs/design/draws.md), which "
+                           f"pyserq does not have: this program cannot be run on pyserq")
     encoded = codec.encode_program(program)
     encoded["version"] = PYSERQ_IR_VERSION
     for block in encoded["blocks"]:

@@ -537,6 +537,17 @@ def read_json_text(path: str) -> tuple[object, str]:
         raise ProgramError(f"not JSON: {e.msg}", Span(path, e.lineno, e.colno)) from None
 
 
+#: A campaign case by its label: ``FILE.jsonl#INDEX`` (``oracle check``'s label, with the file's path as given).
+CASE_LABEL = re.compile(r"(?P<file>.+\.jsonl)#(?P<index>\d+)")
+
+
+def split_label(spec: str) -> tuple[str, int] | None:
+    """``(FILE.jsonl, INDEX)`` when ``spec`` names a campaign case by its
+    label, else None (a scenario file's path)."""
+    found = CASE_LABEL.fullmatch(spec)
+    return (found.group("file"), int(found.group("index"))) if found else None
+
+
 def answer_path(path: str) -> str:
     """``DIR/NAME.out.json`` for ``DIR/NAME.json`` or ``DIR/NAME.ir.json``."""
     base = path[:-len(".ir.json")] if path.endswith(".ir.json") else path[:-len(".json")]

@@ -51,7 +51,13 @@ DISTRIBUTIONS: dict[str, tuple[str, int]] = {
     "Erlang": ("erlang", 2),
     "H2": ("h2", 2),
     "Bernoulli": ("bernoulli", 1),
+    # serq-ref's extension of IR v13 (docs/design/draws.md): not in seed 002's list
+    "Lognormal": ("lognormal", 2),
+    "Normal": ("normal", 2),
 }
+
+#: The draws serq-ref adds to seed 002's (docs/design/draws.md): pyserq and the Lean fragment have none of them.
+EXTENSION_DISTRIBUTIONS = ("Lognormal", "Normal")
 
 #: Functions of ``Call``: IR name -> (source spelling, argument kinds).
 #: A kind is "e" (an expression), "p" (a pool reference) or "s" (a stage reference).

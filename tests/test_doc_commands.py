@@ -64,8 +64,9 @@ What is decided per command:
   3 s of CPU), ``oracle run``/``oracle replay`` without ``--real``, ``oracle
   check`` of directories, ``oracle diverge``, ``lean SCENARIO.json`` without
   ``--out``, ``lean check`` and ``peer check`` of directories. Never: a
-  campaign file (``.jsonl``: minutes), anything that writes a file
-  (``--out``, ``--report``, ``--dump``, ``--log`` other than ``-``, ``fmt
+  campaign file whole (``.jsonl``: minutes; ``oracle check FILE.jsonl
+  --cases I,J`` and a case by its label ``FILE.jsonl#N`` run), anything that writes a file
+  (``--out``, ``--report``, ``--dump``, ``--logs``, ``--log`` other than ``-``, ``fmt
   -i``), anything of the real scheduler (``--real``, ``--vllm-python``,
   ``regenerate``, ``campaign``), ``lean prove`` (23 s of Z3), ``peer
   campaign``, a command naming a file an earlier command writes or a
@@ -130,6 +131,8 @@ PLACEHOLDERS = {
     "ADDRESS": "127.0.0.1:6379",
     "I,J,…": "1,2",
     "I,J,...": "1,2",
+    "I,J,": "1,2",  # `I,J,...` with its `...` read as the elision it is
+    "FILE.jsonl#INDEX": "oracle/data/campaign/scenarios.jsonl#216",
     # numbers: counts, seeds, times, sizes
     **{letter: "3" for letter in ("N", "S", "B", "M", "K", "T", "C", "I", "H", "W", "BS")},
 }
@@ -149,6 +152,14 @@ MADE = {"eleven.log": 11, "twelve.log": 12}
 CHEAP_PROGRAMS = {
     "examples/pools/preempt.sq": 0.4,
     "examples/single-turn/mm1.sq --horizon 50000": 2.4,  # README's first command
+    # docs/guide.md's (CPU measured on 2026-12-03 on the 2-core host at a load of about 20)
+    "examples/guide/vllm_poisson.sq --horizon 60 --warmup 10": 1.9,
+    "examples/guide/vllm_poisson.sq --set blocks=4000 --set token_budget=2048 --set max_seqs=128 --set rate=12 "
+    "--horizon 30 --warmup 5": 2.6,
+    "examples/multi-turn/vllm_chat.sq --horizon 60": 1.4,
+    "examples/multi-turn/routing.sq --horizon 60": 2.1,
+    "examples/pools/spill.sq": 0.6,
+    "examples/pd-disaggregation/llmd_pull.sq --horizon 30": 1.4,
 }
 
 #: sweeps cheap enough to run (CPU measured on 2026-12-03 on the 2-core host)
@@ -166,7 +177,7 @@ EXPIT = {
 SUBCOMMANDS = ("check", "ir", "run", "trace", "fmt", "lean", "oracle", "peer")
 VERBS = {"lean": ("check", "prove"), "oracle": ("run", "check", "diverge", "replay", "regenerate", "campaign"),
          "peer": ("check", "campaign")}
-WRITES = ("--out", "--report", "--dump", "--log", "--csv", "--plot", "--resume")
+WRITES = ("--out", "--report", "--dump", "--log", "--logs", "--csv", "--plot", "--resume")
 PATH_LIKE = re.compile(r"/|\.(sq|json|jsonl|csv|log|py)$")
 LOOKS_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(\.[a-z]+)?$|^[A-Z_]+=[A-Z_]+$|^[A-Z],[A-Z]")
 
@@ -482,21 +493,21 @@ def missing_files(argv: list[str], written: frozenset = frozenset()) -> list[str
             if script and os.path.basename(script) not in NARRATED and not os.path.exists(os.path.join(ROOT, script)):
                 missing.append(script)
             continue
-        if not os.path.exists(os.path.join(ROOT, _local(word))):
-            missing.append(word)
+        if not os.path.exists(os.path.join(ROOT, _local(re.sub(r"(?<=\.jsonl)#\d+$", "", word)))):
+            missing.append(word)  # a campaign case's label FILE.jsonl#INDEX: its file
     return missing
 
 
 def cheap(argv: list[str]) -> bool:
     """Whether a concrete command is on the allow-list of commands run (the module docstring)."""
-    if any(w in argv for w in ("--real", "--vllm-python", "-i", "--in-place", "--out", "--report", "--dump", "--csv",
-                               "--plot", "--resume", "--ray")):
+    if any(w in argv for w in ("--real", "--vllm-python", "-i", "--in-place", "--out", "--report", "--dump", "--logs",
+                               "--csv", "--plot", "--resume", "--ray")):
         return False
     if "--log" in argv and argv[argv.index("--log") + 1] != "-":
         return False
-    if any(w.endswith(".jsonl") or any(os.path.basename(x) in NARRATED and x not in MADE for x in w.split())
-           for w in argv):
-        return False
+    if any((w.endswith(".jsonl") and not (argv[:2] == ["oracle", "check"] and "--cases" in argv))
+           or any(os.path.basename(x) in NARRATED and x not in MADE for x in w.split()) for w in argv):
+        return False  # a campaign file whole: minutes (its cases by --cases, or one by its label FILE.jsonl#N: cheap)
     command, rest = argv[0], argv[1:]
     if command in ("check", "ir"):
         return True
@@ -515,7 +526,7 @@ def cheap(argv: list[str]) -> bool:
     if command == "oracle":
         return rest[0] in ("run", "replay", "check", "diverge")
     if command == "lean":
-        return rest[0] == "check" or rest[0].endswith(".json")
+        return rest[0] == "check" or rest[0].endswith(".json") or re.search(r"\.jsonl#\d+$", rest[0]) is not None
     if command == "peer":
         return rest[0] == "check"
     if command == "sweep":
@@ -650,6 +661,13 @@ def test_shown_output_is_held_to_what_runs():
     assert output_not_printed(["A", "B"], ["B", "A"]) == "B"  # in their order
 
 
+def test_every_command_of_the_guide_runs():
+    # docs/guide.md (issue 21 §4): every serq-ref command it shows is run, none only parsed
+    guide = [c for c in COMMANDS if c.file == "docs/guide.md"]
+    assert len(guide) >= 8, [c.text for c in guide]
+    assert [c.where for c in guide if c not in RUN] == []
+
+
 def test_the_long_commands_are_only_parsed():
     assert not cheap(["lean", "prove"])
     assert not cheap(["lean", "check", "oracle/data/campaign/serve.jsonl"])
@@ -660,5 +678,9 @@ def test_the_long_commands_are_only_parsed():
     assert not cheap(["peer", "campaign", "1000", "--seed", "1"])
     assert cheap(["oracle", "run", "../shared/oracle/vllm/preempt.json", "--log", "-"])
     assert cheap(["trace", "examples/single-turn/mm1.sq", "--steps", "3"])
+    assert not cheap(["lean", "check", "oracle/data/campaign/serve.jsonl", "--cases", "3"])  # lean: every case too
+    assert cheap(["oracle", "check", "oracle/data/campaign/serve.jsonl", "--cases", "3"])
+    assert cheap(["oracle", "run", "oracle/data/campaign/serve.jsonl#3"])
     for command in RUN:
-        assert not any(w in command.text for w in (" prove", ".jsonl", "campaign", "--real", "regenerate"))
+        assert not any(w in command.text for w in (" prove", " campaign ", "--real", "regenerate"))
+        assert ".jsonl " not in command.text + " " or " --cases " in command.text

@@ -145,6 +145,19 @@ def oracle_programs():
         yield codec.loads(path.read_text())
 
 
+def parked_victim_program():
+    """async-scenarios.jsonl case 128 (the asynchronous engine, recorded from
+    vLLM 0.33.0): a request whose last token is in flight is the victim of
+    another's growth (step/preempt-parked), which no example does by itself."""
+    from oracle import campaign
+    from oracle.scenario import scenario_program
+
+    path = ROOT / "oracle" / "data" / "campaign" / "async-scenarios.jsonl"
+    with path.open() as lines:
+        record = next(r for r in map(json.loads, lines) if r["index"] == 128)
+    return scenario_program(campaign._scenario(record["case"]))
+
+
 def printed_names(program, base_dir=None) -> set[str]:
     try:
         return {record["rule"] for record in trace(program, base_dir=base_dir)}
@@ -180,6 +193,7 @@ def all_printed(examples: dict[str, list[str]]) -> set[str]:
     names |= printed_names(while_program())
     for program in oracle_programs():
         names |= printed_names(program)
+    names |= printed_names(parked_victim_program())
     for rules in examples.values():
         names |= set(rules)
     return names

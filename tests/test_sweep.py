@@ -21,7 +21,8 @@ MM1 = "examples/single-turn/mm1.sq"
 RECORD = ROOT / "docs/data/sweep_section8.json"
 SECTION8 = ROOT / "docs/data/section8.json"
 #: The command docs/sweep.md and the issue give; its JSON is the record.
-SECTION8_COMMAND = ["sweep", "examples/replay/vllm_replay.sq", "--set", "sessions=333", "--set", "spacing=2.5:5:0.5"]
+SECTION8_COMMAND = ["sweep", "examples/replay/vllm_replay.sq", "--set", "sessions=333", "--set", "spacing=2.5:5:0.5",
+                    "--set", "async_scheduling=0"]
 
 
 def texts(setting: Setting) -> list[str]:

@@ -18,7 +18,8 @@ such as min(NaN, 2); docs/arithmetic.md). Monotone functions (floor, ceil,
 sqrt, exp) are the run's own (semantics/arithmetic.py) applied to the bounds.
 
 A draw's range is its support: exp, erlang and h2 [0, inf), det {x},
-uniform [lo, hi], bernoulli {0, 1}.
+uniform [lo, hi], bernoulli {0, 1}; lognormal (0, inf) (read as [0, inf)), normal
+(-inf, inf) (docs/design/draws.md).
 """
 
 from __future__ import annotations
@@ -180,6 +181,8 @@ class RangeEvaluator:
             return Interval(min(low.low, high.low), max(low.high, high.high), False)
         if e.dist == "Bernoulli":
             return TEST
+        if e.dist == "Normal":
+            return EVERYTHING
         return NON_NEGATIVE
 
     def evaluate_call(self, e: ir.Call) -> Interval | None:

@@ -276,6 +276,8 @@ class Encoder:
             self.constraints.append(z3.Or(z3.And(args[0] <= draw, draw <= args[1]), z3.And(args[1] <= draw, draw <= args[0])))
         elif e.dist == "Bernoulli":
             self.constraints.append(z3.Or(draw == 0, draw == 1))
+        elif e.dist == "Normal":
+            pass  # any real number (docs/design/draws.md)
         else:
             self.constraints.append(draw >= 0)
         return draw

@@ -72,7 +72,11 @@ def sample_distribution(dist: str, args: list[float], stream: int, position: int
 
     exp(mean), det(x), uniform(lo, hi), erlang(k, mean) (a sum of k
     exponentials of mean mean/k), h2(mean, cv2) (two exponential phases with
-    balanced means; cv2 below 1 is read as 1, the exponential), bernoulli(p).
+    balanced means; cv2 below 1 is read as 1, the exponential), bernoulli(p);
+    serq-ref's extension (docs/design/draws.md): lognormal(mean, cv) (exp of a
+    normal of sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2: mean
+    ``mean``, standard deviation ``cv * mean``), normal(mean, sd) (any sign).
+    The arguments are checked by the caller (values.check_draw_arguments).
     """
     if dist == "Det":
         return args[0], position
@@ -99,4 +103,22 @@ def sample_distribution(dist: str, args: list[float], stream: int, position: int
         phase_mean = mean / (2.0 * first) if u < first else mean / (2.0 * (1.0 - first))
         v = draw_uniform(stream, position + 1)
         return -phase_mean * math.log1p(-v), position + 2
+    if dist == "Lognormal":
+        mean, cv = args
+        sigma2 = math.log1p(cv * cv)
+        z, position = standard_normal(stream, position)
+        return math.exp(math.log(mean) - 0.5 * sigma2 + math.sqrt(sigma2) * z), position
+    if dist == "Normal":
+        z, position = standard_normal(stream, position)
+        return args[0] + args[1] * z, position
     raise ValueError(f"unknown distribution {dist}")
+
+
+def standard_normal(stream: int, position: int) -> tuple[float, int]:
+    """A standard normal number from the uniform numbers at ``position`` and
+    ``position + 1`` (Box and Muller, 1958, the cosine of the pair: one
+    normal per two uniforms, so a draw's stream positions do not depend on
+    what an earlier draw was): ``sqrt(-2 ln(1 - u1)) cos(2 pi u2)``."""
+    u1 = draw_uniform(stream, position)
+    u2 = draw_uniform(stream, position + 1)
+    return math.sqrt(-2.0 * math.log1p(-u1)) * math.cos(2.0 * math.pi * u2), position + 2

@@ -99,6 +99,22 @@ def check_erlang_phases(env: Env, phases: float) -> None:
                              f"must be a finite number of at most {MAX_ERLANG_PHASES:,} phases")
 
 
+def check_draw_arguments(env: Env, dist: str, values: list[float]) -> None:
+    """A RunError for arguments ``~lognormal`` or ``~normal`` cannot draw
+    with (docs/design/draws.md): lognormal's mean finite and above 0, its cv
+    finite and at least 0; normal's mean finite, its sd finite and at least 0."""
+    if dist == "Lognormal":
+        mean, cv = values
+        if not (0.0 < mean < math.inf) or not (0.0 <= cv < math.inf):
+            raise_run_error(env, f"~lognormal(mean, cv) is ~lognormal({mean:g}, {cv:g}): the mean must be a finite "
+                                 f"number above 0 and the coefficient of variation cv a finite number at least 0")
+    elif dist == "Normal":
+        mean, sd = values
+        if not math.isfinite(mean) or not (0.0 <= sd < math.inf):
+            raise_run_error(env, f"~normal(mean, sd) is ~normal({mean:g}, {sd:g}): the mean must be finite and the "
+                                 f"standard deviation sd a finite number at least 0")
+
+
 def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: str) -> int:
     """The member a reference selects: ``base + index``; an index that is
     not an integer in [0, count) is a RunError."""
@@ -283,6 +299,8 @@ class ExpressionCompiler:
             values = [f(env) for f in args]
             if dist == "Erlang":
                 check_erlang_phases(env, values[0])
+            elif dist in ("Lognormal", "Normal"):
+                check_draw_arguments(env, dist, values)
             value, env.draws = sample_distribution(dist, values, env.stream, env.draws)
             return value
 
