@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import ErrorLog, ProgramError, Span
+from ..errors import ErrorLog, ProgramError, Span, UsageError
 from ..ir import BUILTIN_ATTRS, CONTEXT_VARIABLES
 from . import ast
 from .parser import get_keywords
@@ -321,12 +321,13 @@ class Desugarer:
         for item in items:
             with self.log.recover():
                 self.read_item(item)
-        for name in self.sets:
-            if name not in self.lets:
-                self.log.add(ProgramError(f"no let constant {name}: --set replaces a declared let "
-                                          f"(this program has {', '.join(self.lets) or 'none'})", file=self.file))
         # a statement reads the declarations: after a wrong one, its errors would be that one's again
         self.log.raise_errors()
+        unknown = [name for name in self.sets if name not in self.lets]
+        if unknown:  # the command line is wrong, not the program: a usage error (exit 2)
+            raise UsageError("; ".join(f"--set {name}: the program declares no let constant {name}" for name in unknown)
+                             + f" (--set replaces a declared let; {self.file} has "
+                               f"{', '.join(self.lets) or 'none'})")
 
     def read_item(self, item: ast.Item) -> None:
         if isinstance(item, ast.Let):
