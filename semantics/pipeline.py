@@ -180,7 +180,7 @@ def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMa
     if command == "run":  # a trace is as long as its --steps
         check_arrival_count(program, overrides, smap)
     measured = command == "run" or (command in ("check", "ir") and from_file("warmup") and from_file("horizon"))
-    if measured and has_horizon and not program.warmup < program.horizon:
+    if measured and has_horizon and program.horizon > 0 and not program.warmup < program.horizon:  # (the link: > 0)
         message = (f"the warm-up ({program.warmup:g}) ends at or after the horizon ({program.horizon:g}): "
                    "nothing would be measured")
         if overrides.horizon is not None or overrides.warmup is not None:

@@ -159,8 +159,13 @@ def check_program_fields(program: ir.Program, smap: SourceMap, log: ErrorLog) ->
     if isinstance(program.arrival, ir.Renewal):
         with log.recover():
             raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+    settings = smap.settings or {}  # each at its own place in the run block
+    if not program.horizon > 0:
+        log.add(make_error(smap, locate_program("horizon", settings.get("horizon", smap.run)),
+                           f"the horizon is {format_number(program.horizon)}: a run's horizon is a positive time "
+                           "(or inf with `arrivals N`; `run { horizon …; }` or --horizon)"))
     if not program.warmup >= 0:
-        log.add(make_error(smap, locate_program("warmup", smap.run),
+        log.add(make_error(smap, locate_program("warmup", settings.get("warmup", smap.run)),
                            f"the warm-up is {format_number(program.warmup)}: it is the time the statistics start, 0 "
                            "or later (`run { warmup …; }` or --warmup)"))
     if isinstance(program.arrival, (ir.Closed, ir.Batch)) and program.arrival.n > MAX_POPULATION:
