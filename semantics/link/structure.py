@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from .. import ir
+from .. import arithmetic, ir
 from ..errors import ErrorLog, Warning_
 from ..sourcemap import SourceMap
 from .constants import evaluate_constant
@@ -115,6 +115,22 @@ def raise_if_malformed(program: ir.Program, smap: SourceMap, site: Site, express
         problem = describe_expression_problem(program, e)
         if problem is not None:
             raise make_error(smap, site, f"malformed IR: {problem}")
+    for e in expressions:
+        problem = describe_draw_problem(e)
+        if problem is not None:
+            raise make_error(smap, site, problem)
+
+
+def describe_draw_problem(e: ir.Expr) -> str | None:
+    """The first draw of ``e`` with a constant argument its distribution is not defined for
+    (arithmetic.describe_draw_problem; issue 23), or None. The run checks the arguments that are not
+    constant as it draws."""
+    for sub in list_subexpressions(e):
+        if isinstance(sub, ir.Sample):
+            problem = arithmetic.describe_draw_problem(sub.dist, [evaluate_constant(a) for a in sub.args])
+            if problem is not None:
+                return problem
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -214,6 +230,11 @@ def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
             if problem is not None:
                 log.add(make_error(smap, site, f"malformed IR: {problem}"))
                 continue
+            for part in list_parts(stmt):
+                problem = describe_draw_problem(part.expr)
+                if problem is not None:
+                    log.add(make_error(smap, site, problem))
+                    break
             if isinstance(stmt, (ir.Set, ir.Choose)) and (stmt.slot if isinstance(stmt, ir.Set) else stmt.var) in owned:
                 slot = stmt.slot if isinstance(stmt, ir.Set) else stmt.var
                 log.add(make_error(smap, site, f"assigns `{name_attribute(program, slot)}`, a built-in attribute the "

@@ -72,7 +72,8 @@ def sample_distribution(dist: str, args: list[float], stream: int, position: int
 
     exp(mean), det(x), uniform(lo, hi), erlang(k, mean) (a sum of k
     exponentials of mean mean/k), h2(mean, cv2) (two exponential phases with
-    balanced means; cv2 below 1 is read as 1, the exponential), bernoulli(p).
+    balanced means), bernoulli(p); the arguments are in their ranges (arithmetic.describe_draw_problem:
+    the link checks the constant ones, the run every other before it draws).
     """
     if dist == "Det":
         return args[0], position

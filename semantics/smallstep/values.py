@@ -81,6 +81,9 @@ _BINARY = arithmetic.BINARY
 #: The one-argument pure functions, by IR name.
 _MATH = {fun: arithmetic.FUNCTIONS[fun] for fun in ("Abs", "Floor", "Ceil", "Sqrt", "Exp", "Ln")}
 
+describe_draw_problem = arithmetic.describe_draw_problem
+_INF = math.inf
+
 
 def raise_run_error(env: Env, message: str):
     raise RunError(message, stmt=env.stmt, time=env.config.time)
@@ -93,7 +96,7 @@ MAX_ERLANG_PHASES = 10_000_000
 
 def check_erlang_phases(env: Env, phases: float) -> None:
     """A RunError for an Erlang phase count the run cannot draw: NaN, inf, or
-    more than MAX_ERLANG_PHASES (below 1 is read as 1, a fraction truncated)."""
+    more than MAX_ERLANG_PHASES (a k below 1 or a fraction is arithmetic.describe_draw_problem's error)."""
     if not phases <= MAX_ERLANG_PHASES:
         raise_run_error(env, f"~erlang's phase count k is {phases:g}: the draw is a sum of k exponentials, and k "
                              f"must be a finite number of at most {MAX_ERLANG_PHASES:,} phases")
@@ -273,7 +276,10 @@ class ExpressionCompiler:
             mean = args[0]
 
             def sample_exponential(env: Env) -> float:
-                value = sample_exp(mean(env), env.stream, env.draws)
+                m = mean(env)
+                if not 0.0 <= m < _INF:  # a mean the link could not check (it checks a constant one)
+                    raise_run_error(env, arithmetic.describe_draw_problem("Exp", [m]))
+                value = sample_exp(m, env.stream, env.draws)
                 env.draws += 1
                 return value
 
@@ -283,6 +289,9 @@ class ExpressionCompiler:
             values = [f(env) for f in args]
             if dist == "Erlang":
                 check_erlang_phases(env, values[0])
+            problem = describe_draw_problem(dist, values)  # the arguments the link could not check (issue 23)
+            if problem is not None:
+                raise_run_error(env, problem)
             value, env.draws = sample_distribution(dist, values, env.stream, env.draws)
             return value
 
