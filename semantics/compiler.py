@@ -10,13 +10,14 @@ runs on the result.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Mapping
 
 from . import ir
-from .errors import ProgramError
-from .sourcemap import SourceMap
+from .errors import ProgramError, Span
+from .sourcemap import SourceMap, add_use_notes
 from .syntax import ast
 from .syntax.desugar import desugar_program
 from .syntax.lower import lower_kernel
@@ -30,9 +31,11 @@ MAX_USE_DEPTH = 32
 RECURSION_LIMIT = 20000
 
 
-def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[ast.Item, ...]:
+def resolve_uses(program: ast.Program, read: set[str], depth: int = 0,
+                 uses: dict[str, Span] | None = None) -> tuple[ast.Item, ...]:
     """The program's items with each ``use`` replaced by the used file's items
-    (themselves resolved); a file already read contributes nothing again."""
+    (themselves resolved); a file already read contributes nothing again.
+    ``uses`` gets each file read -> the `use` that read it."""
     items: list[ast.Item] = []
     for item in program.items:
         if not isinstance(item, ast.Use):
@@ -46,12 +49,14 @@ def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[
             raise ProgramError(f"`use` nests deeper than {MAX_USE_DEPTH} files", item.span)
         text = read_used_file(path, item)
         read.add(path)
+        if uses is not None:
+            uses[path] = item.span
         library = parse_text(text, path)
         for used in library.items:
             if isinstance(used, (ast.Workload, ast.SessionItem, ast.ServerItem, ast.RunBlock)):
                 raise ProgramError("a library used by another file holds definitions only (let, def, pool, stage, "
                                    "queue, gauge)", used.span)
-        items.extend(resolve_uses(library, read, depth + 1))
+        items.extend(resolve_uses(library, read, depth + 1, uses))
     return tuple(items)
 
 
@@ -78,11 +83,16 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
     by name before folding; ``arrivals`` replaces the run block's arrivals."""
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    uses: dict[str, Span] = {}
     try:
         program = parse_text(text, file)
-        items = resolve_uses(program, {os.path.normpath(file)})
+        items = resolve_uses(program, {os.path.normpath(file)}, uses=uses)
         kernel = desugar_program(file, items, sets)
-        return lower_kernel(kernel, arrivals)
+        program, smap = lower_kernel(kernel, arrivals)
+        return program, dataclasses.replace(smap, uses=uses)
+    except ProgramError as error:  # one in a used file is located there and at the uses that read it
+        add_use_notes(error, uses)
+        raise
     except RecursionError:
         raise ProgramError("the program nests too deeply to compile: an expression or a block thousands of levels "
                            "deep (write a long sum with an aggregate, sum j in n (…))", file=file) from None

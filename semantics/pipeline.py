@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from . import ir
 from .errors import ErrorLog, ProgramError, Span, UsageError, Warning_
-from .sourcemap import SourceMap
+from .sourcemap import SourceMap, add_use_notes
 from .textfile import STDIN, read_stdin, read_text
 
 
@@ -124,6 +124,8 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
     warnings: list[Warning_] = []
     with log.recover():
         warnings = link(program, smap)
+    for error in log.errors:  # one in a used file is located there and at the uses that read it
+        add_use_notes(error, smap.uses)
     log.raise_errors()
     warnings = list_idleness_warnings(program, smap) + list(warnings)
     base_dir = os.getcwd() if path == STDIN else os.path.dirname(os.path.abspath(path))

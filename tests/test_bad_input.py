@@ -106,3 +106,88 @@ def test_draws_inside_their_domains_are_no_error(capsys, tmp_path):
                            "else { end; }\n}\nrun { horizon 50; }\n")
     code, out, err = run_cli(capsys, "run", path)
     assert code == 0 and err == "", err
+
+
+# --------------------------------------------------------------------------
+# A trace: every cell checked where it is read, located in the trace and at the program's `trace`
+# --------------------------------------------------------------------------
+
+HEADER = "session,turn,new,out,think,forced\n"
+TRACE_CASES = [  # (rows after the header, line, column, message)
+    ("0,1,-5,3,0,0\n", 2, 5, "the trace's column `new` is -5: it is a number of tokens, a whole number, 0 or more"),
+    ("0,1,5,3,0,0\n0,2,5,2.5,0,0\n", 3, 7, "the trace's column `out` is 2.5: it is a number of tokens, a whole"),
+    ("0,1,5,3,-1,0\n", 2, 9, "the trace's column `think` is -1: it is a time, a finite number, 0 or more"),
+    ("0,1,5,3,0,2\n", 2, 11, "the trace's column `forced` is 2: it is 0 or 1"),
+    ("0,1,five,3,0,0\n", 2, 5, "the trace's column `new` is 'five', not a number"),
+    ("0,1,5,3\n", 2, 8, "the trace's column `think` is missing in this row"),
+    ("0,1,5,3,,0\n", 2, 9, "the trace's column `think` is missing in this row"),
+    ("-1,1,5,3,0,0\n", 2, 1, "the trace's column `session` is -1: it is a session number"),
+    ("0,0,5,3,0,0\n", 2, 3, "the trace's column `turn` is 0: it is a turn number, a whole number, 1 or more"),
+    ("0,1,5,3,0,0\n0,1,6,3,0,0\n", 3, 3, "session 0's turn 1 is given twice (line 2 and here)"),
+    ("0,1,5,3,0,0\n0,3,6,3,0,0\n", 3, 1, "session 0 has turns 1, 3 but no turn 2"),
+]
+
+REPLAY = ["--spacing", "3", "--budget", "64", "--max-seqs", "4", "--blocks", "20"]
+TRACE_PROGRAM = """stage gate : delay;
+workload { arrive batch(2); trace "t.csv"; }
+session { turn; loop { run gate (new + out + think); branch (more) { turn; } else { end; } } }
+run { horizon 20; seed 1; }
+"""
+
+
+@pytest.mark.parametrize("rows, line, col, message", TRACE_CASES)
+def test_a_bad_trace_cell_is_located_in_the_trace_for_the_replay(capsys, tmp_path, rows, line, col, message):
+    # issue 23: oracle replay of a trace with a negative `new` ended in `internal error ... KeyError: (0, 1)`
+    trace = write(tmp_path, HEADER + rows, "t.csv")
+    code, out, err = run_cli(capsys, "oracle", "replay", trace, *REPLAY)
+    assert code == 1 and out == "" and "internal error" not in err
+    assert err.startswith(f"{trace}:{line}:{col}: error: {message.split(': it is')[0]}"), err  # (REPLAY_CELLS)
+
+
+@pytest.mark.parametrize("rows, line, col, message", TRACE_CASES)
+def test_a_bad_trace_cell_is_located_in_the_trace_and_at_the_programs_trace(capsys, tmp_path, monkeypatch,
+                                                                             rows, line, col, message):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, HEADER + rows, "t.csv")
+    write(tmp_path, TRACE_PROGRAM)
+    code, out, err = run_cli(capsys, "run", "prog.sq")
+    assert code == 1 and out == ""
+    assert err.startswith(f"t.csv:{line}:{col}: error: {message}"), err
+    assert "  note: prog.sq:2:29: the program reads the trace here" in err
+
+
+def test_the_replay_sends_no_empty_request(capsys, tmp_path):
+    # vLLM refuses an empty prompt and max_tokens below 1: the replay's new and out are at least 1
+    for rows, col, column in (("0,1,0,3,0,0\n", 5, "new"), ("0,1,5,0,0,0\n", 7, "out")):
+        trace = write(tmp_path, HEADER + rows, "t.csv")
+        code, out, err = run_cli(capsys, "oracle", "replay", trace, *REPLAY)
+        assert code == 1 and err.startswith(f"{trace}:2:{col}: error: the trace's column `{column}` is 0"), err
+
+
+def test_a_traces_rows_may_come_in_any_order(capsys, tmp_path):
+    # the rows are sorted by session and turn (documented): turns out of order replay as in order
+    in_order = write(tmp_path, HEADER + "0,1,5,3,1,0\n0,2,9,3,0,0\n1,1,4,2,0,0\n", "a.csv")
+    shuffled = write(tmp_path, HEADER + "1,1,4,2,0,0\n0,2,9,3,0,0\n0,1,5,3,1,0\n", "b.csv")
+    code, first, err = run_cli(capsys, "oracle", "replay", in_order, *REPLAY)
+    assert code == 0, err
+    code, second, err = run_cli(capsys, "oracle", "replay", shuffled, *REPLAY)
+    assert code == 0 and second == first and len(first.splitlines()) == 4
+
+
+@pytest.mark.parametrize("library, line, col, message", [
+    ("stage s : fifo;\nlet x = ;\n", 2, 9, "expected "),                       # the parser's
+    ("stage s : fifo;\nlet x = 1;\nlet x = 2;\n", 3, 5, "let `x` is declared twice"),  # the front end's
+    ("stage s : fifo;\ngauge g = used(nopool);\n", 2, 16, "unknown pool `nopool`"),  # the linker's
+])
+def test_an_error_of_a_used_file_is_located_there_and_at_each_use_that_reads_it(capsys, tmp_path, monkeypatch,
+                                                                                 library, line, col, message):
+    # issue 23: a used file's error was located in that file only
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path, library, "lib.sq")
+    write(tmp_path, 'use "lib.sq";\n', "mid.sq")
+    write(tmp_path, '// the program\nuse "mid.sq";\nworkload { arrive poisson(1); }\nsession { run s (1); }\n')
+    code, out, err = run_cli(capsys, "check", "prog.sq")
+    assert code == 1 and out == ""
+    assert err.startswith(f"lib.sq:{line}:{col}: error: {message}"), err
+    assert err.splitlines()[3:5] == ["  note: mid.sq:1:5: the program reads lib.sq here (`use`)",
+                                     "  note: prog.sq:2:5: the program reads mid.sq here (`use`)"], err

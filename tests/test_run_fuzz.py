@@ -447,8 +447,8 @@ TRACE_HEADER = b"session,turn,new,out,think,forced\n"
 
 
 @pytest.mark.parametrize(("rows", "expected"), [
-    (b"inf,1,2,3,1,0\n", "the session and turn are inf and 1"),
-    (b"0,nan,2,3,1,0\n0,1,2,3,1,0\n", "the session and turn are 0 and nan"),
+    (b"inf,1,2,3,1,0\n", "the trace's column `session` is inf: it is a session number, a whole number"),
+    (b"0,nan,2,3,1,0\n0,1,2,3,1,0\n", "the trace's column `turn` is nan: it is a turn number, a whole number"),
     (b"0,1,\xff,3,1,0\n", "not UTF-8 text"),
     (b"0,1," + b"9" * 200_000 + b",3,1,0\n", "not a CSV file the run can read"),
 ])

@@ -23,7 +23,6 @@ uniform [lo, hi], bernoulli {0, 1}.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass
@@ -260,21 +259,17 @@ def read_trace_columns(program: ir.Program, smap) -> dict[int, Interval]:
     path = program.trace
     if not os.path.isabs(path):
         path = os.path.join(os.path.dirname(os.path.abspath(smap.file)) if smap.file else os.getcwd(), path)
+    from ..errors import RunError
+    from ..smallstep.workload import read_trace  # the run's reader: every cell checked as the run checks it
+
     slots = {"new": program.slot_new, "out": program.slot_out, "think": program.slot_think,
              "forced": program.slot_forced}
-    values: dict[str, list[float]] = {name: [] for name in slots}
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or any(name not in reader.fieldnames for name in slots):
-                return {}
-            for row in reader:
-                for name in slots:
-                    values[name].append(float(row[name]))
-    except (OSError, UnicodeDecodeError, csv.Error, TypeError, ValueError):
-        return {}
-    if not values["new"] or any(math.isnan(v) for column in values.values() for v in column):
-        return {}
+        sessions = read_trace(path)
+    except RunError:
+        return {}  # the run says where the file is wrong
+    rows = [row for session in sessions for row in session]
+    values = {name: [row[k] for row in rows] for k, name in enumerate(slots)}
     return {slot: Interval(min(values[name]), max(values[name]), all(v == int(v) for v in values[name]
                                                                        if math.isfinite(v)))
             for name, slot in slots.items()}

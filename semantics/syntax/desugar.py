@@ -102,6 +102,8 @@ class Kernel:
     run: Mapping[str, ast.Option]
     run_span: Span | None
     share: tuple[str, Span] | None
+    #: the `trace "FILE";` clause, where an error of the trace file is also located
+    trace_span: Span | None = None
 
 
 # --------------------------------------------------------------------------
@@ -587,6 +589,7 @@ class Desugarer:
             run=run,
             run_span=self.run_block.span if self.run_block else None,
             share=self.share,
+            trace_span=traces[0].span if traces else None,
         )
 
     def check_binding_names(self, stmts: tuple[ast.Stmt, ...]) -> None:

@@ -168,6 +168,7 @@ class Lowering:
             run=kernel.run_span,
             share=kernel.share[1] if kernel.share is not None else None,
             settings=dict(self.settings),
+            trace=kernel.trace_span,
         )
         return program, source_map
 
