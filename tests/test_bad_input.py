@@ -191,3 +191,25 @@ def test_an_error_of_a_used_file_is_located_there_and_at_each_use_that_reads_it(
     assert err.startswith(f"lib.sq:{line}:{col}: error: {message}"), err
     assert err.splitlines()[3:5] == ["  note: mid.sq:1:5: the program reads lib.sq here (`use`)",
                                      "  note: prog.sq:2:5: the program reads mid.sq here (`use`)"], err
+
+
+# --------------------------------------------------------------------------
+# No silent answer: samples that are not finite, a program that does nothing
+# --------------------------------------------------------------------------
+
+
+def test_a_report_says_how_many_samples_are_not_finite(capsys, tmp_path):
+    # issue 23: `observe x = 1 / 0` in some samples reported a mean of inf and an interval of ±nan without a word
+    path = write(tmp_path, "stage s : fifo;\nworkload { arrive poisson(1); }\n"
+                           "session { run s (~exp(0.5)); observe x = serial - 3 * floor(serial / 3) == 0 ? 1 / 0 : 1;"
+                           " observe y = 2; }\nrun { horizon 50; }\n")
+    code, out, err = run_cli(capsys, "run", path)
+    assert code == 0 and err == ""
+    assert "note: observe x: 15 of its 45 samples are not finite (inf, -inf or nan), and its figures include them" \
+        in out
+    assert "observe y" not in out.split("note:", 1)[1]
+    import json
+
+    code, out, _ = run_cli(capsys, "run", path, "--json")
+    observes = json.loads(out)["observes"]
+    assert (observes["x"]["not_finite"], observes["y"]["not_finite"]) == (15, 0)

@@ -135,7 +135,7 @@ def test_run_json_fields(capsys):
     assert list(report)[:10] == ["serq_version", "horizon", "end", "warmup", "seed", "events", "arrivals", "ended",
                                  "turns", "mean_live"]
     assert set(report["observes"]) == {"sojourn", "wait", "slow"}
-    assert set(report["observes"]["sojourn"]) == {"count", "mean", "ci", "cv2", "p99"}
+    assert set(report["observes"]["sojourn"]) == {"count", "mean", "ci", "cv2", "p99", "not_finite"}
     assert report["stages"][0]["name"] == "server"
 
 
