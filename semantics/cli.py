@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-from . import SERQ_VERSION
+from . import SERQ_VERSION, ir
 from .arguments import number, whole
 from .cli_common import overrides, print_warnings, program_arguments, source_of, with_statement_span
 from .errors import ProgramErrors, SerqError, UsageError, render
@@ -107,7 +107,13 @@ def command_check(args: argparse.Namespace) -> int:
     loaded = load(args.file, overrides(args), "check")
     print_warnings(loaded)
     p = loaded.program
-    print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} block(s)")
+    library = ""
+    if isinstance(p.arrival, ir.NoArrival) and not p.blocks[p.session]:  # nothing runs: say what was checked
+        empty = not (p.pools or p.stages or p.gauges or len(p.attrs) > len(ir.BUILTIN_ATTRS))
+        library = ("; an empty program: nothing to run" if empty else
+                   "; a library (no workload, no session): definitions only, nothing to run")
+    print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} "
+          f"block(s){library}")
     return EXIT_OK
 
 

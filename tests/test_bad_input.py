@@ -213,3 +213,21 @@ def test_a_report_says_how_many_samples_are_not_finite(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "run", path, "--json")
     observes = json.loads(out)["observes"]
     assert (observes["x"]["not_finite"], observes["y"]["not_finite"]) == (15, 0)
+
+
+@pytest.mark.parametrize("text, kind", [("", "an empty program: nothing to run"),
+                                        ("// only a comment\n", "an empty program: nothing to run"),
+                                        ("pool kv { cap 10; }\nstage s : fifo;\n",
+                                         "a library (no workload, no session): definitions only, nothing to run")])
+def test_a_program_with_no_workload_and_no_session_says_so(capsys, tmp_path, text, kind):
+    # issue 23: an empty program (or one with no workload) checked `OK` and ran 0 events without a word
+    path = write(tmp_path, text)
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and err == "" and out.rstrip().endswith(f"; {kind}"), out
+    for command in (["run", path, "--horizon", "10"], ["trace", path, "--horizon", "10"]):
+        code, out, err = run_cli(capsys, *command)
+        assert code == 0 and err == (f"{path}: warning: the program has no workload and no session statements (an "
+                                     "empty program, or a library of definitions that a program reads with `use`), "
+                                     "so a run does nothing\n")
+    code, out, err = run_cli(capsys, "check", write(tmp_path, SMALL, "small.sq"))
+    assert code == 0 and out == "OK: 0 pool(s), 1 stage(s), 9 attribute(s), 3 block(s)\n"  # a program: no word
