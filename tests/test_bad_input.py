@@ -231,3 +231,44 @@ def test_a_program_with_no_workload_and_no_session_says_so(capsys, tmp_path, tex
                                      "so a run does nothing\n")
     code, out, err = run_cli(capsys, "check", write(tmp_path, SMALL, "small.sq"))
     assert code == 0 and out == "OK: 0 pool(s), 1 stage(s), 9 attribute(s), 3 block(s)\n"  # a program: no word
+
+
+# --------------------------------------------------------------------------
+# No false warning: a known one, not yet fixed
+# --------------------------------------------------------------------------
+
+KV_PER_TURN = """\
+let turns = 4;
+pool kv[turns] { cap 100000; block 16; evict lru; }
+stage engine : step { budget 512; cost 0.01; }
+stage tool : delay;
+workload {
+  arrive poisson(0.5);
+  turn { set n = 1 + floor(~exp(200)); set o = 1 + floor(~exp(100)); }
+}
+session {
+  turn;
+  loop {
+    hold kv[turn_no - 1] (n) {
+      run engine prefill (n);
+      run engine decode (o - 1);
+    }
+    branch (turn_no < turns) { run tool (~exp(2)); turn; } else { end; }
+  }
+}
+run { horizon 100; }
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="issue 23, open: the linker forgets what a loop changes (link/paths.py), so "
+                                       "it does not know that turn_no stays within 1..turns at the loop's head "
+                                       "(the back edge passes `turn_no < turns` and one `turn;`); it needs a loop "
+                                       "invariant (the join of the entry's and the back edges' facts)")
+def test_a_kv_pool_per_turn_indexed_by_a_bounded_turn_number_gets_no_warning(capsys, tmp_path):
+    # the multi-turn agentic false warning, reproduced: a pool of KV per turn, the tool-call loop bounded by the
+    # turn number; no run reaches turn_no = 5 at the hold
+    path = write(tmp_path, KV_PER_TURN)
+    code, out, err = run_cli(capsys, "run", path, "--horizon", "200")
+    assert code == 0 and "RunError" not in err  # every run keeps the index in range ...
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and err == "", err  # ... so no warning (today: "the index of `kv[turn_no - 1]` can be 4")
