@@ -16,11 +16,11 @@ import sys
 from typing import Mapping
 
 from . import ir
-from .errors import ProgramError, Span
+from .errors import ErrorLog, ProgramError, Span
 from .sourcemap import SourceMap, add_use_notes
 from .syntax import ast
-from .syntax.desugar import desugar_program
-from .syntax.lower import lower_kernel
+from .syntax.desugar import desugar_recovering
+from .syntax.lower import lower_recovering
 from .syntax.parser import parse_text
 from .textfile import read_text
 
@@ -87,9 +87,19 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
     try:
         program = parse_text(text, file)
         items = resolve_uses(program, {os.path.normpath(file)}, uses=uses)
-        kernel = desugar_program(file, items, sets)
-        program, smap = lower_kernel(kernel, arrivals)
-        return program, dataclasses.replace(smap, uses=uses)
+        kernel, errors = desugar_recovering(file, items, sets)
+        try:
+            program, smap, lowering_errors = lower_recovering(kernel, arrivals)
+        except ProgramError:
+            if errors:  # a declaration the lowering refused: the desugaring's errors, as before
+                raise_with_the_rests_errors(file, None, None, errors)
+            raise
+        smap = dataclasses.replace(smap, uses=uses)
+        if errors and lowering_errors:  # the lowering's may be of the parts dropped (a name only they assigned)
+            raise_with_the_rests_errors(file, None, None, errors)
+        if errors or lowering_errors:
+            raise_with_the_rests_errors(file, program, smap, errors + lowering_errors)
+        return program, smap
     except ProgramError as error:  # one in a used file is located there and at the uses that read it
         add_use_notes(error, uses)
         raise
@@ -98,6 +108,25 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
                            "deep (write a long sum with an aggregate, sum j in n (…))", file=file) from None
     finally:
         sys.setrecursionlimit(limit)
+
+
+def raise_with_the_rests_errors(file: str, program: ir.Program | None, smap: SourceMap | None,
+                                errors: list[ProgramError]) -> None:
+    """Raise the front end's errors in statements, gauges and the like (``errors``) with the linker's errors
+    of the rest of the program (issue 23: one error must not hide another): ``program`` is the IR without
+    the parts that had one (a wrong statement dropped whole with its nested blocks, or `end;` in the
+    lowering; a wrong gauge left out), and the linker's errors join the front end's in source order, at
+    most one per place. Its warnings are not given: a program with errors is not run. ``program`` None:
+    the errors alone."""
+    from .link import link  # the linker runs on a compiled program; here, only on a program with errors
+
+    log = ErrorLog([file])
+    for error in errors:
+        log.add(error)
+    if program is not None:
+        with log.recover():
+            link(program, smap)
+    log.raise_errors()
 
 
 def compile_file(path: str, *, sets: Mapping[str, float] | None = None,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from semantics.cli import main
 
@@ -272,3 +274,75 @@ def test_a_kv_pool_per_turn_indexed_by_a_bounded_turn_number_gets_no_warning(cap
     assert code == 0 and "RunError" not in err  # every run keeps the index in range ...
     code, out, err = run_cli(capsys, "check", path)
     assert code == 0 and err == "", err  # ... so no warning (today: "the index of `kv[turn_no - 1]` can be 4")
+
+
+# --------------------------------------------------------------------------
+# One error must not hide another
+# --------------------------------------------------------------------------
+
+TWO_KINDS = """\
+pool kv { cap 100; }
+stage srv : fifo;
+stage eng : step { budget 8; cost 1; }
+gauge busy = queue(srv);
+workload { arrive poisson(0.5); }
+session {
+"""
+
+#: An error in one statement, by the pass that finds it, and what its message says; {k} is the statement's
+#: own number, so that two of one kind are two errors of their own.
+STATEMENT_ERRORS = {
+    "unknown name (front end)": ("set a{k} = unknown{k} + 1;", "unknown name `unknown{k}`"),
+    "unknown stage (front end)": ("run srvx{k} (1);", "unknown stage `srvx{k}`"),
+    "unknown pool (front end)": ("hold nopool{k} (1) {{ run srv (1); }}", "unknown pool `nopool{k}`"),
+    "a built-in assigned (lowering)": ("set serial = {k};", "a built-in attribute the semantics sets"),
+    "a context variable out of place (link)": ("set c{k} = tokens;", "`tokens` is read in a session statement"),
+    "a step stage without a mode (link)": ("run eng ({k});", "needs a mode"),
+    "a guard that is no test (link)": ("branch (0.5) {{ run srv ({k}); }}", "is not a test"),
+    "a probability above 1 (link)": ("branch with (1.{k}) {{ run srv (1); }} else {{ end; }}",
+                                     "~bernoulli's probability is 1.{k}"),
+}
+CORRECT = "run srv (~exp(1));"
+
+
+@settings(max_examples=30, deadline=None)
+@given(kinds=st.lists(st.sampled_from(sorted(STATEMENT_ERRORS)), min_size=2, max_size=2),
+       slots=st.lists(st.integers(0, 4), min_size=2, max_size=2, unique=True))
+def test_two_independent_errors_in_different_statements_are_both_reported(kinds, slots):
+    """Issue 23: a program with an unknown context variable in a `set` and an unknown pool in a gauge reported
+    only the pool (the front end's errors stopped before the linker). For every pair of errors of the kinds
+    above (the front end's, the lowering's, the linker's) in two of five statements, the others correct, both
+    are reported, each at its statement's line, and nothing else."""
+    import os
+    import tempfile
+
+    from semantics.errors import ProgramError
+    from semantics.pipeline import load
+
+    statements = [CORRECT] * 5
+    for k, (kind, slot) in enumerate(zip(kinds, slots), start=1):
+        statements[slot] = STATEMENT_ERRORS[kind][0].format(k=k)
+    text = TWO_KINDS + "".join(f"  {s}\n" for s in statements) + "}\nrun { horizon 10; }\n"
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "prog.sq")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        with pytest.raises(ProgramError) as caught:
+            load(path)
+    errors = getattr(caught.value, "errors", (caught.value,))
+    expected = sorted((7 + slot, STATEMENT_ERRORS[kind][1].format(k=k))
+                      for k, (kind, slot) in enumerate(zip(kinds, slots), start=1))
+    found = [(e.span.line, e.message) for e in errors]
+    assert len(found) == 2, (text, found)
+    for (line, fragment), (found_line, message) in zip(expected, sorted(found)):
+        assert found_line == line and fragment in message, (text, found)
+
+
+def test_an_unknown_context_variable_and_an_unknown_pool_in_a_gauge_are_both_reported(capsys, tmp_path):
+    # the issue's program
+    path = write(tmp_path, "stage s : fifo;\nworkload { arrive poisson(1); }\nsession { set x = tokens; run s (1); }\n"
+                           "gauge g = used(nopool);\nrun { horizon 5; }\n")
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 1 and out == ""
+    assert f"{path}:3:11: error: `tokens` is read in a session statement" in err
+    assert f"{path}:4:16: error: unknown pool `nopool`" in err and err.endswith("2 errors\n")
