@@ -42,9 +42,11 @@ class Encoder:
     shared one would let one query's witness depend on the queries before it)."""
 
     def __init__(self, program: ir.Program, ranges: tuple[Interval, ...],
-                 columns: dict[int, Interval] | None = None):
+                 columns: dict[int, Interval] | None = None, heads: dict | None = None):
         self.program = program
         self.ranges = ranges
+        #: each loop's head invariant (loops.py), by the loop statement's (block, index)
+        self.heads = heads or {}
         #: the trace's columns as a `turn;` loads them (the file's values), by slot
         self.columns = columns or {}
         self.context = z3.Context()
@@ -110,11 +112,11 @@ class Encoder:
                 self.pass_statement(stmt)
         for level, (block, index) in enumerate(path.steps):
             stmts = program.blocks[block]
-            for stmt in stmts[:index]:
-                self.pass_statement(stmt)
+            for at, stmt in enumerate(stmts[:index]):
+                self.pass_statement(stmt, (block, at))
             stmt = stmts[index]
             if level + 1 < len(path.steps):
-                self.enter(stmt, path.steps[level + 1][0])
+                self.enter(stmt, path.steps[level + 1][0], (block, index))
             elif isinstance(stmt, ir.Hold):  # its header is read at every admission, a preempted body's again
                 self.forget(list_assigned(program, stmt.body) | {self.program.slot_computed})
         self.instant = 0
@@ -123,8 +125,8 @@ class Encoder:
         self.count += 1
         self.instant = self.count
 
-    def pass_statement(self, stmt: ir.Stmt) -> None:
-        """A statement the session has passed on the way to the site."""
+    def pass_statement(self, stmt: ir.Stmt, at: tuple[int, int] | None = None) -> None:
+        """A statement the session has passed on the way to the site (at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
         if isinstance(stmt, ir.Set):  # a quantity of its own, named as the attribute, so a witness can say it
@@ -147,8 +149,25 @@ class Encoder:
                 self.constraints.append(guard == 0)
             elif else_ends and not then_ends:
                 self.constraints.append(guard == 1)
-        elif isinstance(stmt, (ir.Loop, ir.While)):
-            self.forget(list_assigned(program, stmt.block))
+        elif isinstance(stmt, (ir.Loop, ir.While)):  # a while is left at its head
+            self.forget_to_the_head(list_assigned(program, stmt.block), at)
+
+    def forget_to_the_head(self, assigned: set[int | str], at: tuple[int, int] | None) -> None:
+        """``forget``, then what holds at the head of the loop at ``at`` (loops.py) of each attribute
+        forgotten: an earlier iteration may have changed it, but only within the loop's invariant."""
+        before = dict(self.state)
+        self.forget(assigned)
+        head = self.heads.get(at)
+        if head is None:
+            return
+        for slot, term in self.state.items():
+            if before.get(slot) is term:
+                continue  # not forgotten: the path's own value
+            interval, known = head[slot], self.ranges[slot]
+            if interval.low > known.low:  # only what the range does not say already
+                self.constraints.append(term >= self.make_constant(interval.low))
+            if interval.high < known.high:
+                self.constraints.append(term <= self.make_constant(interval.high))
 
     def pass_turn(self) -> None:
         """`turn;`: turn_no and the trace's columns change, then the turn block runs."""
@@ -162,15 +181,15 @@ class Encoder:
         for stmt in program.blocks[program.turn]:
             self.pass_statement(stmt)
 
-    def enter(self, stmt: ir.Stmt, child: int) -> None:
-        """The site is inside ``stmt``'s block ``child``."""
+    def enter(self, stmt: ir.Stmt, child: int, at: tuple[int, int] | None = None) -> None:
+        """The site is inside ``stmt``'s block ``child`` (``stmt`` at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
         if isinstance(stmt, ir.Branch):
             guard = self.encode(stmt.guard)
             self.constraints.append(guard == (1 if child == stmt.then_block else 0))
         elif isinstance(stmt, (ir.Loop, ir.While)):
-            self.forget(list_assigned(program, stmt.block))
+            self.forget_to_the_head(list_assigned(program, stmt.block), at)
             if isinstance(stmt, ir.While):
                 self.constraints.append(self.encode(stmt.guard) == 1)
         elif isinstance(stmt, ir.Hold):
