@@ -397,3 +397,15 @@ def test_an_unknown_context_variable_and_an_unknown_pool_in_a_gauge_are_both_rep
     assert code == 1 and out == ""
     assert f"{path}:3:11: error: `tokens` is read in a session statement" in err
     assert f"{path}:4:16: error: unknown pool `nopool`" in err and err.endswith("2 errors\n")
+
+
+@pytest.mark.parametrize("assignment", ["set a = pow(1, 2);", "set a = ln(1 + a);", "set a = ln(2 + 2 * a);"])
+def test_a_function_z3_does_not_model_keeps_its_range(capsys, tmp_path, assignment):
+    # issue 23 (the digest corpus's r119, r123, r157): `set a = pow(1, 2)` was any number to the linker, and a
+    # hold of `a + 1` was warned of "can be negative: -1 when `a` = -2"; ln of a non-negative number + 1 too
+    path = write(tmp_path, "pool kv { cap 8; }\nstage g : delay;\nworkload { arrive batch(2); init { set a = 0; } }\n"
+                           f"session {{\n  {assignment}\n  hold kv (a + 1) {{ run g (1); }}\n}}\n")
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and err == "", err
+    code, out, err = run_cli(capsys, "check", write(tmp_path, open(path).read().replace("a + 1", "a - 2"), "b.sq"))
+    assert "the units of the hold on `kv`" in err and "negative" in err  # a true finding stays

@@ -164,9 +164,16 @@ class RangeEvaluator:
             return multiply(a, b)
         if op == "Div":
             return divide(a, b)
-        if op == "Pow":
-            return EVERYTHING
+        if op == "Pow":  # of two constants, its value (issue 23: pow(1, 2) was anything, and warned of)
+            return self.evaluate_point(arithmetic.power, a, b)
         return TEST
+
+    @staticmethod
+    def evaluate_point(f, *args: Interval) -> Interval:
+        """``f`` of operands that are each one number: that one value; anything otherwise."""
+        if all(a.low == a.high for a in args):
+            return make_point(f(*(a.low for a in args)))
+        return EVERYTHING
 
     def evaluate_sample(self, e: ir.Sample) -> Interval | None:
         args = [self.evaluate(a) for a in e.args]
@@ -206,8 +213,10 @@ class RangeEvaluator:
             return apply_monotone(args[0], sqrt_bound, False)
         if e.fun == "Exp":
             return apply_monotone(args[0], arithmetic.exp, False)
-        if e.fun in ("Ln", "Pow"):
-            return EVERYTHING
+        if e.fun == "Ln":  # increasing; ln(0) = -inf (a negative operand's NaN is not modelled)
+            return apply_monotone(args[0], lambda x: arithmetic.ln(max(x, 0.0)), False)
+        if e.fun == "Pow":
+            return self.evaluate_point(arithmetic.FUNCTIONS[e.fun], *args)
         if e.fun in ("Used", "Free", "CachedIn"):
             ref = e.args[0].ref
             return Interval(0.0, self.pool_cap(ref), False)

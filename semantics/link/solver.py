@@ -18,10 +18,11 @@ from fractions import Fraction
 import z3
 
 from .. import ir
+from .constants import evaluate_constant
 from .names import name_attribute, show_expr
 from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
 from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict
-from .ranges import EVERYTHING, Interval
+from .ranges import EVERYTHING, Interval, RangeEvaluator
 
 #: Z3's deterministic work limit per query, and a wall-clock backstop (ms).
 RESOURCE_LIMIT = 2_000_000
@@ -260,7 +261,7 @@ class Encoder:
 
     def encode_binary(self, e: ir.Binary) -> z3.ArithRef:
         if e.op == "Pow":
-            return self.make_fresh("pow")
+            return self.encode_constant_or_fresh(e, "pow")
         a, b = self.encode(e.left), self.encode(e.right)
         if e.op == "Div":
             # a float division by 0 is ±inf (or NaN for 0 / 0), as IEEE 754 says (docs/arithmetic.md); Z3's
@@ -299,6 +300,21 @@ class Encoder:
             self.constraints.append(draw >= 0)
         return draw
 
+    def encode_constant_or_fresh(self, e: ir.Expr, stem: str) -> z3.ArithRef:
+        """A function Z3 does not model (pow, ln): its value when its operands are constants (issue 23:
+        `set a = pow(1, 2)` was any number, and a hold of `a + 1` warned of -1), else a fresh quantity
+        within the expression's range over the attribute ranges (ranges.py: ln is increasing)."""
+        value = evaluate_constant(e)
+        if value is not None and math.isfinite(value):
+            return self.make_constant(value)
+        fresh = self.make_fresh(stem)
+        interval = RangeEvaluator(self.program, list(self.ranges)).evaluate(e)
+        if interval is not None and interval.low > -math.inf:
+            self.constraints.append(fresh >= self.make_constant(interval.low))
+        if interval is not None and interval.high < math.inf:
+            self.constraints.append(fresh <= self.make_constant(interval.high))
+        return fresh
+
     def encode_call(self, e: ir.Call) -> z3.ArithRef:
         args = [self.encode(a.expr) for a in e.args if isinstance(a, ir.ExprArg)]
         if e.fun == "Min":
@@ -324,7 +340,7 @@ class Encoder:
             self.constraints.append(power >= 0)
             return power
         if e.fun in ("Ln", "Pow"):
-            return self.make_fresh(e.fun.lower())
+            return self.encode_constant_or_fresh(e, e.fun.lower())
         return self.name_quantity(e, show_expr(self.program, e), self.observable_range(e))
 
     def observable_range(self, e: ir.Call) -> Interval:
