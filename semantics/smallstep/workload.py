@@ -67,11 +67,11 @@ def read_trace(path: str, cells: dict | None = None) -> tuple[tuple[tuple[float,
         lines = text.splitlines()
         reader = csv.reader(text.splitlines(keepends=True))
         header = next(reader, None)
-        if header is None or any(col not in [h.strip() for h in header] for col in TRACE_COLUMNS):
-            missing = [col for col in TRACE_COLUMNS if header is None or col not in [h.strip() for h in header]]
+        missing = [col for col in TRACE_COLUMNS if header is None or col not in header]
+        if missing:
             raise trace_error(path, 1, 1, f"the header must name the columns {','.join(TRACE_COLUMNS)} "
                                           f"({', '.join(missing)} missing)")
-        index = {name: [h.strip() for h in header].index(name) for name in TRACE_COLUMNS}
+        index = {name: header.index(name) for name in TRACE_COLUMNS}
         sessions: dict[int, dict[int, tuple[int, tuple]]] = {}
         for row in reader:
             line = reader.line_num
