@@ -409,3 +409,20 @@ def test_a_function_z3_does_not_model_keeps_its_range(capsys, tmp_path, assignme
     assert code == 0 and err == "", err
     code, out, err = run_cli(capsys, "check", write(tmp_path, open(path).read().replace("a + 1", "a - 2"), "b.sq"))
     assert "the units of the hold on `kv`" in err and "negative" in err  # a true finding stays
+
+
+@pytest.mark.parametrize("text", [
+    # ln(0) is -inf: a range endpoint Z3 cannot take as a bound
+    "pool kv { cap 8; }\nstage g : delay;\nworkload { arrive batch(1); }\n"
+    "session { set a = ln(0); hold kv (a + 1) { run g (1); } }\nrun { horizon 5; }\n",
+    # a witness beyond a float's range (found by tests/test_run_fuzz.py once the linker went on after a
+    # statement assigning a built-in): its value by its power of ten
+    "pool kv { cap 1e308; block 3; evict lru; }\npool mem[2] { cap 1000; evict lru; preempt none; }\n"
+    "stage gpu[2] : ps(1);\nworkload { arrive batch(1); }\n"
+    "session { set a = inf; set b = now; hold kv (abs(10)) { run gpu[1] (now); } cache (exp(10)) "
+    "hold mem[1] (-now) { hold kv ((now / a)) { turn; } cache ((now ? serial : serial)) lease kv (0) } "
+    "set turn_no = ~erlang(3, 1); }\nrun { horizon 20; seed 1; }\n",
+])
+def test_the_linker_answers_extreme_values_without_an_internal_error(capsys, tmp_path, text):
+    code, out, err = run_cli(capsys, "check", write(tmp_path, text))
+    assert code in (0, 1) and "internal error" not in err, err

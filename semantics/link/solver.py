@@ -165,9 +165,9 @@ class Encoder:
             if before.get(slot) is term:
                 continue  # not forgotten: the path's own value
             interval, known = head[slot], self.ranges[slot]
-            if interval.low > known.low:  # only what the range does not say already
+            if interval.low > known.low and math.isfinite(interval.low):  # only what the range does not say
                 self.constraints.append(term >= self.make_constant(interval.low))
-            if interval.high < known.high:
+            if interval.high < known.high and math.isfinite(interval.high):
                 self.constraints.append(term <= self.make_constant(interval.high))
 
     def pass_turn(self) -> None:
@@ -309,9 +309,9 @@ class Encoder:
             return self.make_constant(value)
         fresh = self.make_fresh(stem)
         interval = RangeEvaluator(self.program, list(self.ranges)).evaluate(e)
-        if interval is not None and interval.low > -math.inf:
+        if interval is not None and math.isfinite(interval.low):  # (ln(0) is -inf: no bound Z3 takes)
             self.constraints.append(fresh >= self.make_constant(interval.low))
-        if interval is not None and interval.high < math.inf:
+        if interval is not None and math.isfinite(interval.high):
             self.constraints.append(fresh <= self.make_constant(interval.high))
         return fresh
 
@@ -365,12 +365,21 @@ def format_model_value(value: z3.ExprRef) -> str:
         return _format_whole(value.as_long())
     if z3.is_rational_value(value):
         fraction = value.as_fraction()
-        return _format_whole(fraction.numerator) if fraction.denominator == 1 else f"{float(fraction):.12g}"
+        return _format_whole(fraction.numerator) if fraction.denominator == 1 else _format_float(fraction)
     return str(value)
 
 
 def _format_whole(n: int) -> str:
-    return str(n) if abs(n) < 10**15 else f"{float(n):.12g}"
+    return str(n) if abs(n) < 10**15 else _format_float(n)
+
+
+def _format_float(x) -> str:
+    """12 digits; a value beyond a float's range (a model's integer above 1.8e308) by its power of ten."""
+    try:
+        return f"{float(x):.12g}"
+    except OverflowError:
+        whole = abs(int(x))
+        return f"{'-' if x < 0 else ''}about 10^{len(str(whole)) - 1}"
 
 
 def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
