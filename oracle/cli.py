@@ -292,9 +292,10 @@ def command_replay_real(args: argparse.Namespace) -> int:
     """The same replay by the real vLLM scheduler (oracle/real/driver.py): the
     trace's first K sessions, the engine's numbers as whole numbers."""
     from . import real
-    from .replay import trace_session_numbers
+    from .replay import read_checked_trace, trace_session_numbers
 
     real.find_python(args.vllm_python)
+    read_checked_trace(args.trace)  # every cell checked here, as serq-ref's replay checks it
     numbers = {}
     for name in ("spacing", "budget", "max_seqs", "blocks", "block_size", "chunk"):
         value = getattr(args, name)

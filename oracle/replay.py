@@ -58,10 +58,7 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
     from semantics.link import link
     from semantics.smallstep.workload import read_trace
 
-    try:
-        trace_sessions = read_trace(trace)
-    except RunError as e:
-        raise UsageError(e.message) from None
+    trace_sessions = read_checked_trace(trace)
     count = len(trace_sessions) if sessions is None else sessions
     if not 1 <= count <= len(trace_sessions):
         raise UsageError(f"--sessions {count}: the trace has {len(trace_sessions)} session(s)")
@@ -74,6 +71,29 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
     program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
     link(program, smap, verdicts=False)  # range warnings only: the replay program is linked with them in the tests
     return dataclasses.replace(program, trace=str(Path(trace).resolve())), trace_sessions
+
+
+#: The replay protocol sends each turn as a request of `new` prompt tokens generating `out` (vLLM's
+#: SamplingParams.max_tokens); vLLM takes neither empty (an empty prompt is refused, max_tokens is at least 1).
+REPLAY_CELLS = {
+    "new": ("a request's prompt tokens, a whole number, 1 or more (the replay sends it to vLLM)",
+            lambda x: 1 <= x < math.inf and x == int(x)),
+    "out": ("a request's output tokens, a whole number, 1 or more (the replay's max_tokens)",
+            lambda x: 1 <= x < math.inf and x == int(x)),
+}
+
+
+def read_checked_trace(trace: str):
+    """The trace's sessions (semantics.smallstep.workload.read_trace): a file that cannot be read is a usage
+    error (the command names it); a cell that is wrong is an error located in it (exit 1)."""
+    from semantics.smallstep.workload import read_trace
+
+    try:
+        return read_trace(trace, REPLAY_CELLS)
+    except RunError as e:
+        if e.span is None:
+            raise UsageError(e.message) from None
+        raise
 
 
 def trace_session_numbers(trace: str) -> list[int]:

@@ -12,13 +12,22 @@ import math
 
 
 def number(text: str) -> float:
-    """A number (inf allowed), never NaN."""
+    """A number (inf allowed), never NaN; a finite numeral beyond a float's
+    range (1e400, which Python reads as inf) or a non-zero one below it
+    (1e-400, read as 0) is refused rather than read as another number."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if math.isnan(value):
         raise argparse.ArgumentTypeError("NaN is not a value here")
+    spelled = text.strip().lstrip("+-").lower()
+    if math.isinf(value) and spelled not in ("inf", "infinity"):
+        raise argparse.ArgumentTypeError(f"{text.strip()} overflows: a number is at most about 1.8e308 "
+                                         "(write inf for an infinite one)")
+    if value == 0 and any(c in "123456789" for c in spelled.partition("e")[0]):
+        raise argparse.ArgumentTypeError(f"{text.strip()} underflows: it is not 0, and a non-zero number is at "
+                                         "least about 5e-324")
     return value
 
 

@@ -295,3 +295,72 @@ FUNCTIONS = {
     "Exp": exp,
     "Ln": ln,
 }
+
+
+# -- the draws' arguments ----------------------------------------------------------------------
+
+
+def describe_draw_problem(dist: str, args) -> str | None:
+    """Why ``~dist(args)`` has no value, or None (issue 23: ``branch with
+    (1.5)`` was always taken, ``~exp(-1)`` drew negative times, silently).
+    Each argument has the values its distribution is defined for: a
+    probability from 0 to 1 (bernoulli; ``branch with (p)`` draws it); a mean
+    finite and 0 or more (exp, erlang, h2); an Erlang phase count a whole
+    number, at least 1; an h2 squared coefficient of variation finite and at
+    least 1 (a hyperexponential's); uniform bounds finite, lo at most hi. An
+    argument None is not known (the linker checks the constant ones, the run
+    every one as it draws). ``det`` takes any number. serq-ref's extension
+    (docs/design/draws.md): a lognormal's mean finite and above 0, its cv
+    finite and 0 or more; a normal's mean finite, its sd finite and 0 or
+    more."""
+
+    def known(i: int) -> bool:
+        return len(args) > i and args[i] is not None
+
+    def mean(i: int, name: str) -> str | None:
+        if known(i) and not 0 <= args[i] < math.inf:
+            return f"~{name}'s mean is {args[i]:g}: a mean is a finite number, 0 or more"
+        return None
+
+    if dist == "Bernoulli":
+        if known(0) and not 0 <= args[0] <= 1:
+            return f"~bernoulli's probability is {args[0]:g} (branch with (p) draws ~bernoulli(p)): a probability " \
+                   "is from 0 to 1"
+        return None
+    if dist == "Exp":
+        return mean(0, "exp")
+    if dist == "Erlang":
+        if known(0) and not (1 <= args[0] < math.inf and args[0] == math.floor(args[0])):
+            return f"~erlang's phase count k is {args[0]:g}: a whole number, at least 1"
+        return mean(1, "erlang")
+    if dist == "H2":
+        if known(1) and not 1 <= args[1] < math.inf:
+            return f"~h2's squared coefficient of variation is {args[1]:g}: a hyperexponential's is finite and at " \
+                   "least 1"
+        return mean(0, "h2")
+    if dist == "Lognormal":
+        if known(0) and known(1) and not (0.0 < args[0] < math.inf and 0.0 <= args[1] < math.inf):
+            return f"~lognormal(mean, cv) is ~lognormal({args[0]:g}, {args[1]:g}): the mean must be a finite number " \
+                   "above 0 and the coefficient of variation cv a finite number at least 0"
+        if known(0) and not 0.0 < args[0] < math.inf:
+            return f"~lognormal's mean is {args[0]:g}: the mean must be a finite number above 0"
+        if known(1) and not 0.0 <= args[1] < math.inf:
+            return f"~lognormal's cv is {args[1]:g}: the coefficient of variation must be a finite number at least 0"
+        return None
+    if dist == "Normal":
+        if known(0) and known(1) and not (math.isfinite(args[0]) and 0.0 <= args[1] < math.inf):
+            return f"~normal(mean, sd) is ~normal({args[0]:g}, {args[1]:g}): the mean must be finite and the " \
+                   "standard deviation sd a finite number at least 0"
+        if known(0) and not math.isfinite(args[0]):
+            return f"~normal's mean is {args[0]:g}: the mean must be finite"
+        if known(1) and not 0.0 <= args[1] < math.inf:
+            return f"~normal's sd is {args[1]:g}: the standard deviation must be a finite number at least 0"
+        return None
+    if dist == "Uniform":
+        for i, name in ((0, "lower"), (1, "upper")):
+            if known(i) and not math.isfinite(args[i]):
+                return f"~uniform's {name} bound is {args[i]:g}: a bound is a finite number"
+        if known(0) and known(1) and not args[0] <= args[1]:
+            return f"~uniform's bounds are {args[0]:g} and {args[1]:g}: the lower is at most the upper"
+        return None
+    return None

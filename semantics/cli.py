@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-from . import SERQ_VERSION
+from . import SERQ_VERSION, ir
 from .arguments import number, whole
 from .cli_common import overrides, print_warnings, program_arguments, source_of, with_statement_span
 from .errors import ProgramErrors, SerqError, UsageError, render
@@ -26,6 +26,12 @@ EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with usage errors as UsageError (exit 2, a `usage:` line)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # the innermost command's parser, for the usage line under an error found after parsing (a subcommand's
+        # defaults override its parent's: `oracle replay` leaves its own)
+        self.set_defaults(usage_parser=self)
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         raise UsageError(f"{message}\n{self.format_usage().rstrip()}")
@@ -104,7 +110,13 @@ def command_check(args: argparse.Namespace) -> int:
     loaded = load(args.file, overrides(args), "check")
     print_warnings(loaded)
     p = loaded.program
-    print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} block(s)")
+    library = ""
+    if isinstance(p.arrival, ir.NoArrival) and not p.blocks[p.session]:  # nothing runs: say what was checked
+        empty = not (p.pools or p.stages or p.gauges or len(p.attrs) > len(ir.BUILTIN_ATTRS))
+        library = ("; an empty program: nothing to run" if empty else
+                   "; a library (no workload, no session): definitions only, nothing to run")
+    print(f"OK: {len(p.pools)} pool(s), {len(p.stages)} stage(s), {len(p.attrs)} attribute(s), {len(p.blocks)} "
+          f"block(s){library}")
     return EXIT_OK
 
 
@@ -248,6 +260,7 @@ COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = None
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         if argv[:1] == ["lean"]:
@@ -258,8 +271,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
     except UsageError as e:
-        print(f"serq-ref: {e.message}" if e.message.startswith("usage:") or "\nusage:" in e.message
-              else f"serq-ref: {e.message}\nusage: serq-ref {{check,ir,run,trace}} FILE [options]", file=sys.stderr)
+        if e.message.startswith("usage:") or "\nusage:" in e.message:
+            print(f"serq-ref: {e.message}", file=sys.stderr)
+        else:  # the usage of the command that was given, else the main one's
+            leaf = getattr(args, "usage_parser", None)
+            usage = leaf.format_usage().rstrip() if leaf is not None else \
+                "usage: serq-ref {check,ir,run,trace} FILE [options]"
+            print(f"serq-ref: {e.message}\n{usage}", file=sys.stderr)
         return EXIT_USAGE
     except ProgramErrors as e:
         for error in e.errors:

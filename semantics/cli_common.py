@@ -62,6 +62,13 @@ def with_statement_span(loaded: Loaded, action):
     try:
         return action()
     except RunError as e:
+        trace = loaded.smap.trace
+        if e.in_trace and trace is not None:  # located in the trace file, and where the program names it
+            e.notes = tuple(e.notes) + (f"{trace.file}:{trace.line}:{trace.col}: the program reads the trace "
+                                        "here",)
+            if e.span is None:
+                e.file = e.file or loaded.smap.file
+            raise
         if e.span is None and e.stmt is not None:
             e.span = loaded.smap.stmt(*e.stmt)
         if e.span is None:

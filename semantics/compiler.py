@@ -10,17 +10,18 @@ runs on the result.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from functools import lru_cache
 from typing import Mapping
 
 from . import ir
-from .errors import ProgramError
-from .sourcemap import SourceMap
+from .errors import ErrorLog, ProgramError, Span
+from .sourcemap import SourceMap, add_use_notes
 from .syntax import ast
-from .syntax.desugar import desugar_program
-from .syntax.lower import lower_kernel
+from .syntax.desugar import desugar_recovering
+from .syntax.lower import lower_recovering
 from .syntax.parser import parse_text
 from .textfile import read_text
 
@@ -31,9 +32,11 @@ MAX_USE_DEPTH = 32
 RECURSION_LIMIT = 20000
 
 
-def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[ast.Item, ...]:
+def resolve_uses(program: ast.Program, read: set[str], depth: int = 0,
+                 uses: dict[str, Span] | None = None) -> tuple[ast.Item, ...]:
     """The program's items with each ``use`` replaced by the used file's items
-    (themselves resolved); a file already read contributes nothing again."""
+    (themselves resolved); a file already read contributes nothing again.
+    ``uses`` gets each file read -> the `use` that read it."""
     items: list[ast.Item] = []
     for item in program.items:
         if not isinstance(item, ast.Use):
@@ -47,12 +50,14 @@ def resolve_uses(program: ast.Program, read: set[str], depth: int = 0) -> tuple[
             raise ProgramError(f"`use` nests deeper than {MAX_USE_DEPTH} files", item.span)
         text = read_used_file(path, item)
         read.add(path)
+        if uses is not None:
+            uses[path] = item.span
         library = parse_library(text, path)
         for used in library.items:
             if isinstance(used, (ast.Workload, ast.SessionItem, ast.ServerItem, ast.RunBlock)):
                 raise ProgramError("a library used by another file holds definitions only (let, def, pool, stage, "
                                    "queue, gauge)", used.span)
-        items.extend(resolve_uses(library, read, depth + 1))
+        items.extend(resolve_uses(library, read, depth + 1, uses))
     return tuple(items)
 
 
@@ -89,16 +94,50 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
     by name before folding; ``arrivals`` replaces the run block's arrivals."""
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    uses: dict[str, Span] = {}
     try:
         program = parse_text(text, file)
-        items = resolve_uses(program, {os.path.normpath(file)})
-        kernel = desugar_program(file, items, sets)
-        return lower_kernel(kernel, arrivals)
+        items = resolve_uses(program, {os.path.normpath(file)}, uses=uses)
+        kernel, errors = desugar_recovering(file, items, sets)
+        try:
+            program, smap, lowering_errors = lower_recovering(kernel, arrivals)
+        except ProgramError:
+            if errors:  # a declaration the lowering refused: the desugaring's errors, as before
+                raise_with_the_rests_errors(file, None, None, errors)
+            raise
+        smap = dataclasses.replace(smap, uses=uses)
+        if errors and lowering_errors:  # the lowering's may be of the parts dropped (a name only they assigned)
+            raise_with_the_rests_errors(file, None, None, errors)
+        if errors or lowering_errors:
+            raise_with_the_rests_errors(file, program, smap, errors + lowering_errors)
+        return program, smap
+    except ProgramError as error:  # one in a used file is located there and at the uses that read it
+        add_use_notes(error, uses)
+        raise
     except RecursionError:
         raise ProgramError("the program nests too deeply to compile: an expression or a block thousands of levels "
                            "deep (write a long sum with an aggregate, sum j in n (…))", file=file) from None
     finally:
         sys.setrecursionlimit(limit)
+
+
+def raise_with_the_rests_errors(file: str, program: ir.Program | None, smap: SourceMap | None,
+                                errors: list[ProgramError]) -> None:
+    """Raise the front end's errors in statements, gauges and the like (``errors``) with the linker's errors
+    of the rest of the program (issue 23: one error must not hide another): ``program`` is the IR without
+    the parts that had one (a wrong statement dropped whole with its nested blocks, or `end;` in the
+    lowering; a wrong gauge left out), and the linker's errors join the front end's in source order, at
+    most one per place. Its warnings are not given: a program with errors is not run. ``program`` None:
+    the errors alone."""
+    from .link import link  # the linker runs on a compiled program; here, only on a program with errors
+
+    log = ErrorLog([file])
+    for error in errors:
+        log.add(error)
+    if program is not None:
+        with log.recover():
+            link(program, smap)
+    log.raise_errors()
 
 
 def compile_file(path: str, *, sets: Mapping[str, float] | None = None,

@@ -127,10 +127,14 @@ class RunError(SerqError):
     statement index) of the IR statement that failed, and ``time`` the
     simulated time; the CLI turns ``stmt`` into a span with the SourceMap."""
 
-    def __init__(self, message: str, stmt: tuple[int, int] | None = None, time: float | None = None, span: Span | None = None):
+    def __init__(self, message: str, stmt: tuple[int, int] | None = None, time: float | None = None, span: Span | None = None,
+                 in_trace: bool = False):
         super().__init__(message, span)
         self.stmt = stmt
         self.time = time
+        #: an error of the trace file the program reads (located in it, when it has a place there); the CLI
+        #: also names the program's `trace "FILE";`
+        self.in_trace = in_trace
 
 
 class UsageError(SerqError):

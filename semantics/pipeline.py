@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from . import ir
 from .errors import ErrorLog, ProgramError, Span, UsageError, Warning_
-from .sourcemap import SourceMap
+from .sourcemap import SourceMap, add_use_notes
 from .textfile import STDIN, read_stdin, read_text
 
 
@@ -124,8 +124,10 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
     warnings: list[Warning_] = []
     with log.recover():
         warnings = link(program, smap)
+    for error in log.errors:  # one in a used file is located there and at the uses that read it
+        add_use_notes(error, smap.uses)
     log.raise_errors()
-    warnings = list_idleness_warnings(program, smap) + list(warnings)
+    warnings = list_idleness_warnings(program, smap, command) + list(warnings)
     base_dir = os.getcwd() if path == STDIN else os.path.dirname(os.path.abspath(path))
     return Loaded(program, smap, tuple(warnings), base_dir)
 
@@ -180,7 +182,7 @@ def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMa
     if command == "run":  # a trace is as long as its --steps
         check_arrival_count(program, overrides, smap)
     measured = command == "run" or (command in ("check", "ir") and from_file("warmup") and from_file("horizon"))
-    if measured and has_horizon and not program.warmup < program.horizon:
+    if measured and has_horizon and program.horizon > 0 and not program.warmup < program.horizon:  # (the link: > 0)
         message = (f"the warm-up ({program.warmup:g}) ends at or after the horizon ({program.horizon:g}): "
                    "nothing would be measured")
         if overrides.horizon is not None or overrides.warmup is not None:
@@ -191,15 +193,21 @@ def check_run_settings(program: ir.Program, overrides: Overrides, smap: SourceMa
                            smap.run, file=smap.file)
 
 
-def list_idleness_warnings(program: ir.Program, smap: SourceMap) -> list[Warning_]:
+def list_idleness_warnings(program: ir.Program, smap: SourceMap, command: str = "check") -> list[Warning_]:
     """A program that can do nothing gets a warning (issue 13): sessions
     that never arrive (no workload, or `arrive none;`), or arrivals whose
-    session is empty. A library, with neither, is definitions only and gets
-    none (`check` on it checks its declarations)."""
+    session is empty. A library, with neither, is definitions only: `check`
+    on it checks its declarations and says it is a library (command_check),
+    and a command that runs it gets the warning that the run does nothing
+    (issue 23: an empty program ran 0 events without a word)."""
     arrives = not isinstance(program.arrival, ir.NoArrival)
     acts = bool(program.blocks[program.session])
     if arrives == acts:
-        return []
+        if arrives or command not in ("run", "trace"):
+            return []
+        message = ("the program has no workload and no session statements (an empty program, or a library of "
+                   "definitions that a program reads with `use`), so a run does nothing")
+        return [Warning_(message, smap.arrival, smap.file)]
     if acts:
         message = ("the program starts no session: its workload has no arrival process (arrive poisson, renewal, "
                    "closed or batch, or a trace), so a run does nothing")

@@ -136,6 +136,12 @@ def format_observe_table(observes: Sequence[ObserveSummary]) -> list[str]:
         for observe in observes
         if observe.constant_zero
     ]
+    lines += [
+        f"note: observe {observe.name}: {observe.not_finite:,} of its {observe.count:,} samples are not finite "
+        "(inf, -inf or nan), and its figures include them"
+        for observe in observes
+        if observe.not_finite
+    ]
     return lines
 
 
@@ -304,6 +310,7 @@ def to_json(report: Report) -> dict:
                 "ci": number(observe.ci),
                 "cv2": number(observe.cv2),
                 "p99": number(observe.p99),
+                "not_finite": observe.not_finite,
             }
             for observe in report.observes
         },

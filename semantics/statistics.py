@@ -67,6 +67,9 @@ class ObserveSummary:
     #: A test (0/1 by construction) that was 0 in all of 40 or more samples:
     #: the report notes it under the table.
     constant_zero: bool
+    #: Samples that are inf, -inf or NaN (``observe x = 1 / 0``): the
+    #: figures above include them, and the report says how many (issue 23).
+    not_finite: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ def summarize_observe(rec: ObserveRecord) -> ObserveSummary:
         cv2=calculate_cv2(values),
         p99=calculate_quantile(values, P99),
         constant_zero=constant_zero,
+        not_finite=sum(1 for value in values if not math.isfinite(value)),
     )
 
 

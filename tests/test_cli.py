@@ -135,7 +135,7 @@ def test_run_json_fields(capsys):
     assert list(report)[:10] == ["serq_version", "horizon", "end", "warmup", "seed", "events", "arrivals", "ended",
                                  "turns", "mean_live"]
     assert set(report["observes"]) == {"sojourn", "wait", "slow"}
-    assert set(report["observes"]["sojourn"]) == {"count", "mean", "ci", "cv2", "p99"}
+    assert set(report["observes"]["sojourn"]) == {"count", "mean", "ci", "cv2", "p99", "not_finite"}
     assert report["stages"][0]["name"] == "server"
 
 
@@ -211,3 +211,45 @@ def test_run_time_error_names_the_statement(capsys, tmp_path):
     assert f"{f}:5:3: error: the branch guard is" in err
     # the source line (indented by two) and a caret under column 3
     assert "\n    branch (g) { run s (1); }\n    ^" in err
+
+
+MM1 = "examples/single-turn/mm1.sq"
+
+
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "1e-400"])
+def test_a_number_beyond_a_floats_range_is_a_usage_error_naming_the_option(capsys, value):
+    # issue 23: --set lambda=1e400 was read as inf and blamed on the program's `arrive` line
+    code, out, err = run_cli(capsys, "run", MM1, "--set", f"lambda={value}", "--horizon", "10")
+    assert code == 2 and out == ""
+    assert f"argument --set: {value} " in err and ("overflows" in err or "underflows" in err)
+    assert "usage: serq-ref run" in err and "mm1.sq:" not in err
+
+
+def test_inf_spelled_out_is_still_a_number():
+    from semantics.arguments import number
+
+    assert number("inf") == number("+Infinity") == float("inf") and number("-inf") == -float("inf")
+    assert number("0e5") == 0.0 and number("1e308") == 1e308
+
+
+def test_set_of_an_undeclared_name_is_a_usage_error(capsys):
+    # issue 23: it exited 1, as if the program were wrong; the README says usage errors exit 2
+    code, out, err = run_cli(capsys, "run", MM1, "--set", "nosuch=1", "--horizon", "10")
+    assert code == 2 and out == ""
+    assert "--set nosuch: the program declares no let constant nosuch" in err and "lambda, mu, long" in err
+    assert "usage: serq-ref run" in err
+
+
+@pytest.mark.parametrize("argv, usage", [
+    (["oracle", "check", "does/not/exist"], "usage: serq-ref oracle check"),
+    (["oracle", "replay", "does/not/exist.csv", "--spacing", "1", "--budget", "8", "--max-seqs", "1",
+      "--blocks", "4"], "usage: serq-ref oracle replay"),
+    (["oracle", "run", "does/not/exist.json"], "usage: serq-ref oracle run"),
+    (["oracle", "diverge", "does/not/a.log", "does/not/b.log"], "usage: serq-ref oracle diverge"),
+    (["check", "does/not/exist.sq"], "usage: serq-ref check"),
+])
+def test_each_command_prints_its_own_usage_under_an_error(capsys, argv, usage):
+    # issue 23: the oracle commands printed `usage: serq-ref {check,ir,run,trace} FILE [options]`
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert usage in err and "{check,ir,run,trace}" not in err

@@ -466,7 +466,7 @@ def test_a_pools_nan_wait_says_why(capsys, tmp_path):
 # --------------------------------------------------------------------------
 
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/*.sq"))
-USER_PROGRAMS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/programs/warnings").glob("*.sq"))
+USER_PROGRAMS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/programs").rglob("*.sq"))  # every one
 
 
 @pytest.mark.parametrize("path", EXAMPLES + USER_PROGRAMS)

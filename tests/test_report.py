@@ -167,7 +167,7 @@ def test_json_fields_in_order():
         "mean_live", "observes", "gauges", "stages", "pools",
     ]  # fmt: skip
     assert data["serq_version"] == SERQ_VERSION
-    assert list(data["observes"]["wait"]) == ["count", "mean", "ci", "cv2", "p99"]
+    assert list(data["observes"]["wait"]) == ["count", "mean", "ci", "cv2", "p99", "not_finite"]
     assert list(data["gauges"]["busy"]) == ["mean", "ci", "min", "max"]
     assert list(data["stages"][0]) == [
         "name", "index", "mean_number", "utilization", "completed", "throughput", "mean_wait",
@@ -183,7 +183,7 @@ def test_json_fields_in_order():
 
 def test_json_writes_non_finite_numbers_as_null():
     data = json.loads(dumps_json(build_report(make_result(stages=(STEP_STAGE,)))))
-    assert data["observes"]["wait"] == {"count": 3, "mean": 2.0, "ci": None, "cv2": 0.25, "p99": 3.0}
+    assert data["observes"]["wait"] == {"count": 3, "mean": 2.0, "ci": None, "cv2": 0.25, "p99": 3.0, "not_finite": 0}
     assert data["stages"][0]["mean_wait"] is None
     assert data["stages"][0]["index"] == 1 and data["stages"][0]["iterations"] == 1200
     assert data["pools"][0]["index"] is None

@@ -401,9 +401,11 @@ def run_error_of(text: str) -> RunError:
 def test_an_erlang_phase_count_the_run_cannot_draw_is_a_run_error(phases: str) -> None:
     """~erlang(k, mean) is "a sum of k exponentials" (semantics/smallstep/rng.py, after seed 002 §2's
     ~erlang(k,mean)): k = inf or 1e308 looped for ever drawing phases, and NaN raised ValueError
-    from int(). Now a RunError naming the statement."""
-    error = run_error_of("stage gate : delay; workload { arrive batch(1); } "
-                         f"session {{ set a = ~erlang({phases}, 1); run gate (a); end; }} run {{ horizon 5; seed 1; }}")
+    from int(). Now a RunError naming the statement (a computed k: a constant one outside its domain, inf or
+    NaN, is refused when linking, issue 23; tests/test_bad_input.py)."""
+    error = run_error_of("stage gate : delay; workload { arrive batch(1); init { set x = 0; } } "
+                         f"session {{ set a = ~erlang(x + {phases}, 1); run gate (a); end; }} "
+                         "run { horizon 5; seed 1; }")
     assert "~erlang's phase count k is" in error.message
     assert error.stmt is not None
 
@@ -417,8 +419,9 @@ def test_an_erlang_renewal_gap_with_too_many_phases_is_a_run_error() -> None:
 
 
 def test_an_erlang_of_a_few_phases_still_draws() -> None:
-    """Not every Erlang is refused: k below 1 is read as 1 and a fraction is truncated, as before."""
-    for phases in ("0", "2.5", "4"):
+    """Not every Erlang is refused: a whole k of 1 or more draws (issue 23: k below 1 or a fraction, which
+    were read as 1 and truncated, are errors now: tests/test_bad_input.py)."""
+    for phases in ("1", "2", "4"):
         outcome = outcome_of("stage gate : delay; workload { arrive batch(1); } "
                              f"session {{ set a = ~erlang({phases}, 1); run gate (a); end; }} run {{ horizon 5; seed 1; }}")
         assert outcome == "result"
@@ -487,8 +490,8 @@ TRACE_HEADER = b"session,turn,new,out,think,forced\n"
 
 
 @pytest.mark.parametrize(("rows", "expected"), [
-    (b"inf,1,2,3,1,0\n", "the session and turn are inf and 1"),
-    (b"0,nan,2,3,1,0\n0,1,2,3,1,0\n", "the session and turn are 0 and nan"),
+    (b"inf,1,2,3,1,0\n", "the trace's column `session` is inf: it is a session number, a whole number"),
+    (b"0,nan,2,3,1,0\n0,1,2,3,1,0\n", "the trace's column `turn` is nan: it is a turn number, a whole number"),
     (b"0,1,\xff,3,1,0\n", "not UTF-8 text"),
     (b"0,1," + b"9" * 200_000 + b",3,1,0\n", "not a CSV file the run can read"),
 ])

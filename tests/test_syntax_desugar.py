@@ -11,7 +11,7 @@ import pytest
 
 from semantics import codec, ir
 from semantics.compiler import compile_source
-from semantics.errors import ProgramError
+from semantics.errors import ProgramError, UsageError
 
 RUN = "run { horizon 100; }\n"
 
@@ -338,7 +338,7 @@ def test_sets_override_lets_and_arrivals_override_the_run_block() -> None:
     program, _ = compile_source("let B = 4; let C = B * 2; pool kv { cap C; }\nsession { end; }\n"
                                 "run { horizon 10; arrivals 3; }", "t.sq", sets={"B": 10}, arrivals=7)
     assert program.pools[0].cap == 20.0 and program.arrivals == 7
-    with pytest.raises(ProgramError, match="no let constant Q"):
+    with pytest.raises(UsageError, match="declares no let constant Q"):
         compile_source("let B = 4;\nsession { end; }\nrun { horizon 1; }", "t.sq", sets={"Q": 1})
 
 

@@ -53,7 +53,13 @@ fi
 pip=("$venv/bin/python" -m pip install -q)
 "${pip[@]}" "torch==$TORCH_VERSION"
 "${pip[@]}" --no-deps "vllm==$VLLM_VERSION"
-"${pip[@]}" "${DEPS[@]}" "torch==$TORCH_VERSION"
+# vllm itself went in with --no-deps, and DEPS is only its scheduler's import chain: pip's resolver would
+# end this step with "ERROR: pip's dependency resolver does not currently take into account ..." and about
+# 45 lines of "vllm 0.33.0 requires X, which is not installed" (ray, the GPU kernels, torch 2.14.0, ...),
+# none of which the scheduler imports. --no-warn-conflicts leaves them out; check() below is the test
+# that counts, and it fails loudly if the scheduler does not import.
+echo "installing the scheduler's dependencies only (not vllm's serving stack: pip is told not to list what it lacks)"
+"${pip[@]}" --no-warn-conflicts "${DEPS[@]}" "torch==$TORCH_VERSION"
 
 if ! check; then
   echo "error: $venv was built but does not import vLLM $VLLM_VERSION's scheduler;" >&2

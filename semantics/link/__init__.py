@@ -68,8 +68,13 @@ def link(program: ir.Program, smap: SourceMap | None = None, verdicts: bool = Tr
     smap = smap if smap is not None else SourceMap()
     log = ErrorLog([smap.file] if smap.file else [])
     with allow_deep_expressions():
-        check_structure(program, smap, log)
-        log.raise_errors()
+        local = ErrorLog(log.files)
+        check_structure(program, smap, log, local)
+        blocking = bool(log.errors)  # an index out of range: the other checks would read past it
+        for error in local.errors:
+            log.add(error)
+        if blocking:
+            log.raise_errors()
         check_runs(program, smap, log)
         check_moments(program, smap, log)
         check_caching(program, smap, log)

@@ -24,7 +24,6 @@ uniform [lo, hi], bernoulli {0, 1}; lognormal (0, inf) (read as [0, inf)), norma
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from dataclasses import dataclass
@@ -166,9 +165,16 @@ class RangeEvaluator:
             return multiply(a, b)
         if op == "Div":
             return divide(a, b)
-        if op == "Pow":
-            return EVERYTHING
+        if op == "Pow":  # of two constants, its value (issue 23: pow(1, 2) was anything, and warned of)
+            return self.evaluate_point(arithmetic.power, a, b)
         return TEST
+
+    @staticmethod
+    def evaluate_point(f, *args: Interval) -> Interval:
+        """``f`` of operands that are each one number: that one value; anything otherwise."""
+        if all(a.low == a.high for a in args):
+            return make_point(f(*(a.low for a in args)))
+        return EVERYTHING
 
     def evaluate_sample(self, e: ir.Sample) -> Interval | None:
         args = [self.evaluate(a) for a in e.args]
@@ -210,8 +216,10 @@ class RangeEvaluator:
             return apply_monotone(args[0], sqrt_bound, False)
         if e.fun == "Exp":
             return apply_monotone(args[0], arithmetic.exp, False)
-        if e.fun in ("Ln", "Pow"):
-            return EVERYTHING
+        if e.fun == "Ln":  # increasing; ln(0) = -inf (a negative operand's NaN is not modelled)
+            return apply_monotone(args[0], lambda x: arithmetic.ln(max(x, 0.0)), False)
+        if e.fun == "Pow":
+            return self.evaluate_point(arithmetic.FUNCTIONS[e.fun], *args)
         if e.fun in ("Used", "Free", "CachedIn"):
             ref = e.args[0].ref
             return Interval(0.0, self.pool_cap(ref), False)
@@ -263,21 +271,17 @@ def read_trace_columns(program: ir.Program, smap) -> dict[int, Interval]:
     path = program.trace
     if not os.path.isabs(path):
         path = os.path.join(os.path.dirname(os.path.abspath(smap.file)) if smap.file else os.getcwd(), path)
+    from ..errors import RunError
+    from ..smallstep.workload import read_trace  # the run's reader: every cell checked as the run checks it
+
     slots = {"new": program.slot_new, "out": program.slot_out, "think": program.slot_think,
              "forced": program.slot_forced}
-    values: dict[str, list[float]] = {name: [] for name in slots}
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or any(name not in reader.fieldnames for name in slots):
-                return {}
-            for row in reader:
-                for name in slots:
-                    values[name].append(float(row[name]))
-    except (OSError, UnicodeDecodeError, csv.Error, TypeError, ValueError):
-        return {}
-    if not values["new"] or any(math.isnan(v) for column in values.values() for v in column):
-        return {}
+        sessions = read_trace(path)
+    except RunError:
+        return {}  # the run says where the file is wrong
+    rows = [row for session in sessions for row in session]
+    values = {name: [row[k] for row in rows] for k, name in enumerate(slots)}
     return {slot: Interval(min(values[name]), max(values[name]), all(v == int(v) for v in values[name]
                                                                        if math.isfinite(v)))
             for name, slot in slots.items()}

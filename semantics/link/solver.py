@@ -18,10 +18,11 @@ from fractions import Fraction
 import z3
 
 from .. import ir
+from .constants import evaluate_constant
 from .names import name_attribute, show_expr
 from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
 from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict
-from .ranges import EVERYTHING, Interval
+from .ranges import EVERYTHING, Interval, RangeEvaluator
 
 #: Z3's deterministic work limit per query, and a wall-clock backstop (ms).
 RESOURCE_LIMIT = 2_000_000
@@ -42,9 +43,11 @@ class Encoder:
     shared one would let one query's witness depend on the queries before it)."""
 
     def __init__(self, program: ir.Program, ranges: tuple[Interval, ...],
-                 columns: dict[int, Interval] | None = None):
+                 columns: dict[int, Interval] | None = None, heads: dict | None = None):
         self.program = program
         self.ranges = ranges
+        #: each loop's head invariant (loops.py), by the loop statement's (block, index)
+        self.heads = heads or {}
         #: the trace's columns as a `turn;` loads them (the file's values), by slot
         self.columns = columns or {}
         self.context = z3.Context()
@@ -110,11 +113,11 @@ class Encoder:
                 self.pass_statement(stmt)
         for level, (block, index) in enumerate(path.steps):
             stmts = program.blocks[block]
-            for stmt in stmts[:index]:
-                self.pass_statement(stmt)
+            for at, stmt in enumerate(stmts[:index]):
+                self.pass_statement(stmt, (block, at))
             stmt = stmts[index]
             if level + 1 < len(path.steps):
-                self.enter(stmt, path.steps[level + 1][0])
+                self.enter(stmt, path.steps[level + 1][0], (block, index))
             elif isinstance(stmt, ir.Hold):  # its header is read at every admission, a preempted body's again
                 self.forget(list_assigned(program, stmt.body) | {self.program.slot_computed})
         self.instant = 0
@@ -123,8 +126,8 @@ class Encoder:
         self.count += 1
         self.instant = self.count
 
-    def pass_statement(self, stmt: ir.Stmt) -> None:
-        """A statement the session has passed on the way to the site."""
+    def pass_statement(self, stmt: ir.Stmt, at: tuple[int, int] | None = None) -> None:
+        """A statement the session has passed on the way to the site (at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
         if isinstance(stmt, ir.Set):  # a quantity of its own, named as the attribute, so a witness can say it
@@ -147,8 +150,25 @@ class Encoder:
                 self.constraints.append(guard == 0)
             elif else_ends and not then_ends:
                 self.constraints.append(guard == 1)
-        elif isinstance(stmt, (ir.Loop, ir.While)):
-            self.forget(list_assigned(program, stmt.block))
+        elif isinstance(stmt, (ir.Loop, ir.While)):  # a while is left at its head
+            self.forget_to_the_head(list_assigned(program, stmt.block), at)
+
+    def forget_to_the_head(self, assigned: set[int | str], at: tuple[int, int] | None) -> None:
+        """``forget``, then what holds at the head of the loop at ``at`` (loops.py) of each attribute
+        forgotten: an earlier iteration may have changed it, but only within the loop's invariant."""
+        before = dict(self.state)
+        self.forget(assigned)
+        head = self.heads.get(at)
+        if head is None:
+            return
+        for slot, term in self.state.items():
+            if before.get(slot) is term:
+                continue  # not forgotten: the path's own value
+            interval, known = head[slot], self.ranges[slot]
+            if interval.low > known.low and math.isfinite(interval.low):  # only what the range does not say
+                self.constraints.append(term >= self.make_constant(interval.low))
+            if interval.high < known.high and math.isfinite(interval.high):
+                self.constraints.append(term <= self.make_constant(interval.high))
 
     def pass_turn(self) -> None:
         """`turn;`: turn_no and the trace's columns change, then the turn block runs."""
@@ -162,15 +182,15 @@ class Encoder:
         for stmt in program.blocks[program.turn]:
             self.pass_statement(stmt)
 
-    def enter(self, stmt: ir.Stmt, child: int) -> None:
-        """The site is inside ``stmt``'s block ``child``."""
+    def enter(self, stmt: ir.Stmt, child: int, at: tuple[int, int] | None = None) -> None:
+        """The site is inside ``stmt``'s block ``child`` (``stmt`` at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
         if isinstance(stmt, ir.Branch):
             guard = self.encode(stmt.guard)
             self.constraints.append(guard == (1 if child == stmt.then_block else 0))
         elif isinstance(stmt, (ir.Loop, ir.While)):
-            self.forget(list_assigned(program, stmt.block))
+            self.forget_to_the_head(list_assigned(program, stmt.block), at)
             if isinstance(stmt, ir.While):
                 self.constraints.append(self.encode(stmt.guard) == 1)
         elif isinstance(stmt, ir.Hold):
@@ -241,7 +261,7 @@ class Encoder:
 
     def encode_binary(self, e: ir.Binary) -> z3.ArithRef:
         if e.op == "Pow":
-            return self.make_fresh("pow")
+            return self.encode_constant_or_fresh(e, "pow")
         a, b = self.encode(e.left), self.encode(e.right)
         if e.op == "Div":
             # a float division by 0 is ±inf (or NaN for 0 / 0), as IEEE 754 says (docs/arithmetic.md); Z3's
@@ -282,6 +302,21 @@ class Encoder:
             self.constraints.append(draw >= 0)
         return draw
 
+    def encode_constant_or_fresh(self, e: ir.Expr, stem: str) -> z3.ArithRef:
+        """A function Z3 does not model (pow, ln): its value when its operands are constants (issue 23:
+        `set a = pow(1, 2)` was any number, and a hold of `a + 1` warned of -1), else a fresh quantity
+        within the expression's range over the attribute ranges (ranges.py: ln is increasing)."""
+        value = evaluate_constant(e)
+        if value is not None and math.isfinite(value):
+            return self.make_constant(value)
+        fresh = self.make_fresh(stem)
+        interval = RangeEvaluator(self.program, list(self.ranges)).evaluate(e)
+        if interval is not None and math.isfinite(interval.low):  # (ln(0) is -inf: no bound Z3 takes)
+            self.constraints.append(fresh >= self.make_constant(interval.low))
+        if interval is not None and math.isfinite(interval.high):
+            self.constraints.append(fresh <= self.make_constant(interval.high))
+        return fresh
+
     def encode_call(self, e: ir.Call) -> z3.ArithRef:
         args = [self.encode(a.expr) for a in e.args if isinstance(a, ir.ExprArg)]
         if e.fun == "Min":
@@ -307,7 +342,7 @@ class Encoder:
             self.constraints.append(power >= 0)
             return power
         if e.fun in ("Ln", "Pow"):
-            return self.make_fresh(e.fun.lower())
+            return self.encode_constant_or_fresh(e, e.fun.lower())
         return self.name_quantity(e, show_expr(self.program, e), self.observable_range(e))
 
     def observable_range(self, e: ir.Call) -> Interval:
@@ -332,12 +367,21 @@ def format_model_value(value: z3.ExprRef) -> str:
         return _format_whole(value.as_long())
     if z3.is_rational_value(value):
         fraction = value.as_fraction()
-        return _format_whole(fraction.numerator) if fraction.denominator == 1 else f"{float(fraction):.12g}"
+        return _format_whole(fraction.numerator) if fraction.denominator == 1 else _format_float(fraction)
     return str(value)
 
 
 def _format_whole(n: int) -> str:
-    return str(n) if abs(n) < 10**15 else f"{float(n):.12g}"
+    return str(n) if abs(n) < 10**15 else _format_float(n)
+
+
+def _format_float(x) -> str:
+    """12 digits; a value beyond a float's range (a model's integer above 1.8e308) by its power of ten."""
+    try:
+        return f"{float(x):.12g}"
+    except OverflowError:
+        whole = abs(int(x))
+        return f"{'-' if x < 0 else ''}about 10^{len(str(whole)) - 1}"
 
 
 def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from .. import ir
+from .. import arithmetic, ir
 from ..errors import ErrorLog, Warning_
 from ..sourcemap import SourceMap
 from .constants import evaluate_constant
@@ -115,6 +115,22 @@ def raise_if_malformed(program: ir.Program, smap: SourceMap, site: Site, express
         problem = describe_expression_problem(program, e)
         if problem is not None:
             raise make_error(smap, site, f"malformed IR: {problem}")
+    for e in expressions:
+        problem = describe_draw_problem(e)
+        if problem is not None:
+            raise make_error(smap, site, problem)
+
+
+def describe_draw_problem(e: ir.Expr) -> str | None:
+    """The first draw of ``e`` with a constant argument its distribution is not defined for
+    (arithmetic.describe_draw_problem; issue 23), or None. The run checks the arguments that are not
+    constant as it draws."""
+    for sub in list_subexpressions(e):
+        if isinstance(sub, ir.Sample):
+            problem = arithmetic.describe_draw_problem(sub.dist, [evaluate_constant(a) for a in sub.args])
+            if problem is not None:
+                return problem
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -134,7 +150,7 @@ BUILTIN_SLOT_FIELDS = (
 )
 
 
-def check_program_fields(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
+def check_program_fields(program: ir.Program, smap: SourceMap, log: ErrorLog, local: ErrorLog | None = None) -> None:
     n_attrs = len(program.attrs)
     for name in BUILTIN_SLOT_FIELDS:
         slot = getattr(program, name)
@@ -159,17 +175,23 @@ def check_program_fields(program: ir.Program, smap: SourceMap, log: ErrorLog) ->
     if isinstance(program.arrival, ir.Renewal):
         with log.recover():
             raise_if_malformed(program, smap, locate_program("arrival.Renewal", smap.arrival), [program.arrival.gap])
+    settings = smap.settings or {}  # each at its own place in the run block
+    local = log if local is None else local  # (the errors no later check is misled by: check_structure)
+    if not program.horizon > 0:
+        local.add(make_error(smap, locate_program("horizon", settings.get("horizon", smap.run)),
+                           f"the horizon is {format_number(program.horizon)}: a run's horizon is a positive time "
+                           "(or inf with `arrivals N`; `run { horizon …; }` or --horizon)"))
     if not program.warmup >= 0:
-        log.add(make_error(smap, locate_program("warmup", smap.run),
+        local.add(make_error(smap, locate_program("warmup", settings.get("warmup", smap.run)),
                            f"the warm-up is {format_number(program.warmup)}: it is the time the statistics start, 0 "
                            "or later (`run { warmup …; }` or --warmup)"))
     if isinstance(program.arrival, (ir.Closed, ir.Batch)) and program.arrival.n > MAX_POPULATION:
         word = "closed population" if isinstance(program.arrival, ir.Closed) else "batch size"
-        log.add(make_error(smap, locate_program(f"arrival.{type(program.arrival).__name__}", smap.arrival),
+        local.add(make_error(smap, locate_program(f"arrival.{type(program.arrival).__name__}", smap.arrival),
                            f"the {word} is {format_count(program.arrival.n)}: serq-ref holds every session in memory "
                            f"and starts at most {MAX_POPULATION:,} at once"))
     if isinstance(program.arrival, ir.Poisson) and not (0 < program.arrival.rate < math.inf):
-        log.add(make_error(smap, locate_program("arrival.Poisson", smap.arrival),
+        local.add(make_error(smap, locate_program("arrival.Poisson", smap.arrival),
                            f"arrive poisson: the rate is {format_number(program.arrival.rate)}; a rate of arrivals is "
                            "a positive, finite number per unit of time"))
 
@@ -197,7 +219,7 @@ def describe_statement_problem(program: ir.Program, stmt: ir.Stmt) -> str | None
     return None
 
 
-def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
+def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog, local: ErrorLog | None = None) -> None:
     """The blocks reachable from init, turn and session: indices in range, no
     block inside itself (they form a tree). A statement with a problem is not
     looked into (its blocks may not exist); the next one is checked."""
@@ -209,12 +231,17 @@ def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
             if problem is not None:
                 log.add(make_error(smap, site, f"malformed IR: {problem}"))
                 continue
+            for part in list_parts(stmt):
+                problem = describe_draw_problem(part.expr)
+                if problem is not None:
+                    local.add(make_error(smap, site, problem))
+                    break
             if isinstance(stmt, (ir.Set, ir.Choose)) and (stmt.slot if isinstance(stmt, ir.Set) else stmt.var) in owned:
                 slot = stmt.slot if isinstance(stmt, ir.Set) else stmt.var
-                log.add(make_error(smap, site, f"assigns `{name_attribute(program, slot)}`, a built-in attribute the "
+                local.add(make_error(smap, site, f"assigns `{name_attribute(program, slot)}`, a built-in attribute the "
                                                "semantics sets; a program reads it and does not assign it"))
             if isinstance(stmt, ir.Choose) and stmt.count > MAX_CHOOSE_MEMBERS:
-                log.add(make_error(smap, site, f"`choose` among {format_count(stmt.count)} members: each run of it "
+                local.add(make_error(smap, site, f"`choose` among {format_count(stmt.count)} members: each run of it "
                                                f"weighs every member's keys, and serq-ref weighs at most "
                                                f"{MAX_CHOOSE_MEMBERS:,}"))
             for child in list_child_blocks(stmt):
@@ -223,6 +250,7 @@ def check_blocks(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
                     continue
                 check(child, path + (block,))
 
+    local = log if local is None else local  # (the errors no later check is misled by: check_structure)
     # seed 002 §2, Built-in session attributes: the ones the semantics sets (the trace's columns with a trace)
     owned = {program.slot_serial, program.slot_turn, program.slot_cached, program.slot_computed}
     if program.trace is not None:
@@ -336,10 +364,13 @@ def check_gauges(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
             raise_if_malformed(program, smap, locate_gauge(program, smap, i), [gauge.expr])
 
 
-def check_structure(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
-    """Every index in range and the session's blocks a tree (check 6)."""
-    check_program_fields(program, smap, log)
-    check_blocks(program, smap, log)
+def check_structure(program: ir.Program, smap: SourceMap, log: ErrorLog, local: ErrorLog | None = None) -> None:
+    """Every index in range and the session's blocks a tree (check 6). ``local`` (default ``log``) gets the
+    errors that mislead no later check, so that the linker goes on after them (issue 23): a run setting out
+    of its range, a statement that assigns a built-in, a choice among too many, a draw's constant argument
+    outside its domain."""
+    check_program_fields(program, smap, log, local)
+    check_blocks(program, smap, log, local)
     check_pools(program, smap, log)
     check_stages(program, smap, log)
     check_gauges(program, smap, log)

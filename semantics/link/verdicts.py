@@ -99,17 +99,30 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
     ranges = compute_attribute_ranges(program, columns)
     evaluator = RangeEvaluator(program, list(ranges))
     warnings: list[Warning_] = []
+    heads = None
     for question in list_questions(program, smap):
         expr = strip_cost(question.expr)
         if settle_by_ranges(question, evaluator.evaluate(expr)):
             continue
         from .solver import Encoder, decide, formulate
 
-        encoder = Encoder(program, ranges, columns)
-        if question.path is not None:
-            encoder.walk(question.path)
-        term = encoder.encode(expr)
-        verdict = decide(encoder, term, formulate(question, encoder, term))
+        def ask(loop_heads: dict | None):
+            encoder = Encoder(program, ranges, columns, loop_heads)
+            if question.path is not None:
+                encoder.walk(question.path)
+            term = encoder.encode(expr)
+            return decide(encoder, term, formulate(question, encoder, term))
+
+        verdict = ask(None)
+        if (verdict.answer == ALWAYS or (verdict.answer == SOMETIMES and question.warns)) and question.path is not None:
+            # asked again with what holds at the heads of the loops on the way (loops.py): a witness no run
+            # reaches there goes (issue 23); only now, since the invariants slow Z3 on every question
+            if heads is None:
+                from .loops import compute_loop_heads
+
+                heads = compute_loop_heads(program, ranges, columns)
+            if heads:
+                verdict = ask(heads)
         if verdict.answer == ALWAYS:
             log.add(make_error(smap, question.site, phrase_finding(question, verdict)))
         if verdict.answer == SOMETIMES and question.warns:

@@ -72,11 +72,12 @@ def sample_distribution(dist: str, args: list[float], stream: int, position: int
 
     exp(mean), det(x), uniform(lo, hi), erlang(k, mean) (a sum of k
     exponentials of mean mean/k), h2(mean, cv2) (two exponential phases with
-    balanced means; cv2 below 1 is read as 1, the exponential), bernoulli(p);
-    serq-ref's extension (docs/design/draws.md): lognormal(mean, cv) (exp of a
-    normal of sigma^2 = ln(1 + cv^2), mu = ln(mean) - sigma^2 / 2: mean
-    ``mean``, standard deviation ``cv * mean``), normal(mean, sd) (any sign).
-    The arguments are checked by the caller (values.check_draw_arguments).
+    balanced means), bernoulli(p); serq-ref's extension (docs/design/draws.md):
+    lognormal(mean, cv) (exp of a normal of sigma^2 = ln(1 + cv^2), mu =
+    ln(mean) - sigma^2 / 2: mean ``mean``, standard deviation ``cv * mean``),
+    normal(mean, sd) (any sign). The arguments are in their ranges
+    (arithmetic.describe_draw_problem: the link checks the constant ones, the
+    run every other before it draws).
     """
     if dist == "Det":
         return args[0], position

@@ -81,6 +81,9 @@ _BINARY = arithmetic.BINARY
 #: The one-argument pure functions, by IR name.
 _MATH = {fun: arithmetic.FUNCTIONS[fun] for fun in ("Abs", "Floor", "Ceil", "Sqrt", "Exp", "Ln")}
 
+describe_draw_problem = arithmetic.describe_draw_problem
+_INF = math.inf
+
 
 def raise_run_error(env: Env, message: str):
     raise RunError(message, stmt=env.stmt, time=env.config.time)
@@ -93,26 +96,10 @@ MAX_ERLANG_PHASES = 10_000_000
 
 def check_erlang_phases(env: Env, phases: float) -> None:
     """A RunError for an Erlang phase count the run cannot draw: NaN, inf, or
-    more than MAX_ERLANG_PHASES (below 1 is read as 1, a fraction truncated)."""
+    more than MAX_ERLANG_PHASES (a k below 1 or a fraction is arithmetic.describe_draw_problem's error)."""
     if not phases <= MAX_ERLANG_PHASES:
         raise_run_error(env, f"~erlang's phase count k is {phases:g}: the draw is a sum of k exponentials, and k "
                              f"must be a finite number of at most {MAX_ERLANG_PHASES:,} phases")
-
-
-def check_draw_arguments(env: Env, dist: str, values: list[float]) -> None:
-    """A RunError for arguments ``~lognormal`` or ``~normal`` cannot draw
-    with (docs/design/draws.md): lognormal's mean finite and above 0, its cv
-    finite and at least 0; normal's mean finite, its sd finite and at least 0."""
-    if dist == "Lognormal":
-        mean, cv = values
-        if not (0.0 < mean < math.inf) or not (0.0 <= cv < math.inf):
-            raise_run_error(env, f"~lognormal(mean, cv) is ~lognormal({mean:g}, {cv:g}): the mean must be a finite "
-                                 f"number above 0 and the coefficient of variation cv a finite number at least 0")
-    elif dist == "Normal":
-        mean, sd = values
-        if not math.isfinite(mean) or not (0.0 <= sd < math.inf):
-            raise_run_error(env, f"~normal(mean, sd) is ~normal({mean:g}, {sd:g}): the mean must be finite and the "
-                                 f"standard deviation sd a finite number at least 0")
 
 
 def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: str) -> int:
@@ -289,7 +276,10 @@ class ExpressionCompiler:
             mean = args[0]
 
             def sample_exponential(env: Env) -> float:
-                value = sample_exp(mean(env), env.stream, env.draws)
+                m = mean(env)
+                if not 0.0 <= m < _INF:  # a mean the link could not check (it checks a constant one)
+                    raise_run_error(env, arithmetic.describe_draw_problem("Exp", [m]))
+                value = sample_exp(m, env.stream, env.draws)
                 env.draws += 1
                 return value
 
@@ -299,8 +289,9 @@ class ExpressionCompiler:
             values = [f(env) for f in args]
             if dist == "Erlang":
                 check_erlang_phases(env, values[0])
-            elif dist in ("Lognormal", "Normal"):
-                check_draw_arguments(env, dist, values)
+            problem = describe_draw_problem(dist, values)  # the arguments the link could not check (issue 23)
+            if problem is not None:
+                raise_run_error(env, problem)
             value, env.draws = sample_distribution(dist, values, env.stream, env.draws)
             return value
 

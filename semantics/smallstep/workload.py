@@ -25,7 +25,7 @@ import math
 import os
 
 from .. import ir
-from ..errors import RunError
+from ..errors import RunError, Span
 from .configuration import READY, Configuration, Session, Workload, build, insert_event, ready_push, setter
 from .machine import MAX_READIES_PER_INSTANT, Machine
 from .rules import rule
@@ -35,34 +35,94 @@ from .values import Env
 TRACE_COLUMNS = ("session", "turn", "new", "out", "think", "forced")
 
 
-def read_trace(path: str) -> tuple[tuple[tuple[float, float, float, float], ...], ...]:
+#: What each column of a trace holds (seed 002 §2: "with a trace new, out, think, more, forced"): its
+#: requirement, in words, and whether a value meets it. Every cell is checked where it is read (issue 23:
+#: a negative `new` crashed the replay with a KeyError).
+TRACE_CELLS = {
+    "session": ("a session number, a whole number, 0 or more", lambda x: 0 <= x < math.inf and x == int(x)),
+    "turn": ("a turn number, a whole number, 1 or more", lambda x: 1 <= x < math.inf and x == int(x)),
+    "new": ("a number of tokens, a whole number, 0 or more", lambda x: 0 <= x < math.inf and x == int(x)),
+    "out": ("a number of tokens, a whole number, 0 or more", lambda x: 0 <= x < math.inf and x == int(x)),
+    "think": ("a time, a finite number, 0 or more", lambda x: 0 <= x < math.inf),
+    "forced": ("0 or 1 (a forced miss or not)", lambda x: x in (0.0, 1.0)),
+}
+
+
+def trace_error(path: str, line: int, col: int, message: str, width: int = 1) -> RunError:
+    """An error of the trace file at ``path``, located in it (line, column); the CLI adds where the program
+    names the trace (``RunError.in_trace``)."""
+    return RunError(message, span=Span(path, line, col, col + max(1, width)), in_trace=True)
+
+
+def read_trace(path: str, cells: dict | None = None) -> tuple[tuple[tuple[float, float, float, float], ...], ...]:
     """The trace's sessions in ascending session number, each its rows
-    (new, out, think, forced) in ascending turn number."""
+    (new, out, think, forced) in ascending turn number: the rows may come in
+    any order (they are sorted), and a session's turns are numbered 1 to n,
+    each once. Every cell is checked as TRACE_CELLS says, an error located at
+    its line and column (``cells``: requirements that replace TRACE_CELLS')."""
+    cells = {**TRACE_CELLS, **(cells or {})}
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or any(col not in reader.fieldnames for col in TRACE_COLUMNS):
-                raise RunError(f"trace {path}: the header must name the columns {','.join(TRACE_COLUMNS)}")
-            sessions: dict[int, list] = {}
-            for line, row in enumerate(reader, start=2):
+            text = f.read()
+        lines = text.splitlines()
+        reader = csv.reader(text.splitlines(keepends=True))
+        header = next(reader, None)
+        missing = [col for col in TRACE_COLUMNS if header is None or col not in header]
+        if missing:
+            raise trace_error(path, 1, 1, f"the header must name the columns {','.join(TRACE_COLUMNS)} "
+                                          f"({', '.join(missing)} missing)")
+        index = {name: header.index(name) for name in TRACE_COLUMNS}
+        sessions: dict[int, dict[int, tuple[int, tuple]]] = {}
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not cell.strip() for cell in row):
+                continue  # a blank line
+            raw = lines[line - 1] if line <= len(lines) else ""
+            offsets = [1]
+            for cell in row[:-1]:
+                offsets.append(offsets[-1] + len(cell) + 1)
+            if ",".join(row) != raw:  # quoted cells: the columns are not where the cells' lengths put them
+                offsets = [1] * len(row)
+            values = {}
+            for name in TRACE_COLUMNS:
+                k = index[name]
+                if k >= len(row) or not row[k].strip():
+                    raise trace_error(path, line, len(raw) + 1 if k >= len(row) else offsets[k],
+                                      f"the trace's column `{name}` is missing in this row: it is "
+                                      f"{cells[name][0]}")
+                cell = row[k].strip()
                 try:
-                    key, turn = float(row["session"]), float(row["turn"])
-                    values = tuple(float(row[col]) for col in ("new", "out", "think", "forced"))
-                except (TypeError, ValueError):
-                    raise RunError(f"trace {path}:{line}: a value is not a number") from None
-                if not (math.isfinite(key) and math.isfinite(turn)):  # they order the rows: a NaN has no place
-                    raise RunError(f"trace {path}:{line}: the session and turn are {row['session']} and "
-                                   f"{row['turn']}; they number the rows, so each is a finite number")
-                sessions.setdefault(int(key), []).append((turn, line, values))
+                    value = float(cell)
+                except ValueError:
+                    value = None
+                requirement, holds = cells[name]
+                if value is None or not holds(value):
+                    found = f"{cell!r}, not a number" if value is None else cell
+                    raise trace_error(path, line, offsets[k], f"the trace's column `{name}` is {found}: it is "
+                                                              f"{requirement}", len(row[k]))
+                values[name] = value
+            key, turn = int(values["session"]), int(values["turn"])
+            turns = sessions.setdefault(key, {})
+            if turn in turns:
+                raise trace_error(path, line, offsets[index["turn"]],
+                                  f"session {key}'s turn {turn} is given twice (line {turns[turn][0]} and here): a "
+                                  "session's turns are numbered 1 to n, each once", len(row[index["turn"]]))
+            turns[turn] = (line, tuple(values[name] for name in ("new", "out", "think", "forced")))
     except OSError as e:
-        raise RunError(f"trace {path}: {e.strerror}") from None
+        raise RunError(f"trace {path}: {e.strerror}", in_trace=True) from None
     except UnicodeDecodeError as e:
-        raise RunError(f"trace {path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise RunError(f"trace {path}: not UTF-8 text ({e.reason} at byte {e.start})", in_trace=True) from None
     except csv.Error as e:
-        raise RunError(f"trace {path}: not a CSV file the run can read ({e})") from None
+        raise RunError(f"trace {path}: not a CSV file the run can read ({e})", in_trace=True) from None
     if not sessions:
-        raise RunError(f"trace {path} has no rows")
-    return tuple(tuple(v for _, _, v in sorted(rows)) for _, rows in sorted(sessions.items()))
+        raise RunError(f"trace {path} has no rows", in_trace=True)
+    for key, turns in sessions.items():
+        if sorted(turns) != list(range(1, len(turns) + 1)):
+            gap = min(set(range(1, len(turns) + 1)) - set(turns))
+            raise trace_error(path, turns[max(turns)][0], 1,
+                              f"session {key} has turns {', '.join(map(str, sorted(turns)))} but no turn {gap}: a "
+                              "session's turns are numbered 1 to n, each once (the rows may come in any order)")
+    return tuple(tuple(values for _, (_, values) in sorted(turns.items())) for _, turns in sorted(sessions.items()))
 
 
 def load_trace(program: ir.Program, base_dir: str | None):
@@ -71,6 +131,8 @@ def load_trace(program: ir.Program, base_dir: str | None):
     path = program.trace
     if not os.path.isabs(path) and base_dir is not None:
         path = os.path.join(base_dir, path)
+        shown = os.path.relpath(path)  # as the errors name it: relative to here, when it is below here
+        path = shown if not shown.startswith("..") else path
     return read_trace(path)
 
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..errors import ErrorLog, ProgramError, Span
+from ..errors import ErrorLog, ProgramError, Span, UsageError
 from ..ir import BUILTIN_ATTRS, CONTEXT_VARIABLES
 from . import ast
 from .parser import get_keywords
@@ -102,6 +102,8 @@ class Kernel:
     run: Mapping[str, ast.Option]
     run_span: Span | None
     share: tuple[str, Span] | None
+    #: the `trace "FILE";` clause, where an error of the trace file is also located
+    trace_span: Span | None = None
 
 
 # --------------------------------------------------------------------------
@@ -321,12 +323,13 @@ class Desugarer:
         for item in items:
             with self.log.recover():
                 self.read_item(item)
-        for name in self.sets:
-            if name not in self.lets:
-                self.log.add(ProgramError(f"no let constant {name}: --set replaces a declared let "
-                                          f"(this program has {', '.join(self.lets) or 'none'})", file=self.file))
         # a statement reads the declarations: after a wrong one, its errors would be that one's again
         self.log.raise_errors()
+        unknown = [name for name in self.sets if name not in self.lets]
+        if unknown:  # the command line is wrong, not the program: a usage error (exit 2)
+            raise UsageError("; ".join(f"--set {name}: the program declares no let constant {name}" for name in unknown)
+                             + f" (--set replaces a declared let; {self.file} has "
+                               f"{', '.join(self.lets) or 'none'})")
 
     def read_item(self, item: ast.Item) -> None:
         if isinstance(item, ast.Let):
@@ -501,13 +504,23 @@ class Desugarer:
     # ----------------------------------------------------------- program
 
     def desugar(self, items: tuple[ast.Item, ...]) -> Kernel:
+        kernel, _ = self.desugar_recovering(items)
+        self.log.raise_errors()
+        assert kernel is not None
+        return kernel
+
+    def desugar_recovering(self, items: tuple[ast.Item, ...]) -> tuple[Kernel | None, list[ProgramError]]:
+        """The kernel and the errors found: a declaration's error or a whole-program one raises them (no
+        kernel); with errors in statements or gauges only, the kernel without those (each dropped), so that
+        the rest of the program can still be lowered and linked and its own errors reported (issue 23: one
+        error must not hide another)."""
         self.read_items(items)
         kernel = None
         with self.log.recover():
             kernel = self.desugar_program()
-        self.log.raise_errors()
-        assert kernel is not None
-        return kernel
+        if kernel is None:
+            self.log.raise_errors()
+        return kernel, self.log.sorted_errors()
 
     def desugar_program(self) -> Kernel:
         """The kernel of the items read: the session's statements desugared
@@ -570,6 +583,11 @@ class Desugarer:
         pools = tuple(dataclasses.replace(p, options=tuple(self.rewrite_value(o, declarations) for o in p.options))
                       for p in self.pools)
         stages = tuple(dataclasses.replace(s, kind=self.rewrite_value(s.kind, declarations)) for s in self.stages)
+        gauges = []
+        for g in self.gauges:  # a gauge with an error is recorded and dropped, as a statement is
+            with self.log.recover():
+                gauges.append(ast.GaugeDecl(g.name, self.rewrite_expr(g.expr, Scope(ast.WORKLOAD, (), "gauge")),
+                                            span=g.span))
         return Kernel(
             file=self.file,
             lets=dict(self.lets),
@@ -581,11 +599,11 @@ class Desugarer:
             turn=tuple(turn),
             session=tuple(session),
             hidden=hidden,
-            gauges=tuple(ast.GaugeDecl(g.name, self.rewrite_expr(g.expr, Scope(ast.WORKLOAD, (), "gauge")),
-                                       span=g.span) for g in self.gauges),
+            gauges=tuple(gauges),
             run=run,
             run_span=self.run_block.span if self.run_block else None,
             share=self.share,
+            trace_span=traces[0].span if traces else None,
         )
 
     def check_binding_names(self, stmts: tuple[ast.Stmt, ...]) -> None:
@@ -1333,3 +1351,10 @@ def rename_expr(expr: ast.Expr, subst: Mapping[str, ast.Name]) -> ast.Expr:
 def desugar_program(file: str, items: tuple[ast.Item, ...], sets: Mapping[str, float] | None) -> Kernel:
     """The kernel program of a parsed file whose ``use``s are resolved."""
     return Desugarer(file, sets).desugar(items)
+
+
+def desugar_recovering(file: str, items: tuple[ast.Item, ...],
+                       sets: Mapping[str, float] | None) -> tuple[Kernel | None, list[ProgramError]]:
+    """``desugar_program``, with the kernel of the statements and gauges that had no error besides the errors
+    (Desugarer.desugar_recovering)."""
+    return Desugarer(file, sets).desugar_recovering(items)

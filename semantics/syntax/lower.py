@@ -84,6 +84,10 @@ class Lowering:
         #: The run block's settings as written, by name (horizon, warmup,
         #: seed, arrivals): the span of each.
         self.settings: dict[str, Span] = {}
+        #: lower_recovering: errors in statements, gauges and the like leave the IR of the rest (each wrong
+        #: statement an `end;`, a wrong gauge left out), returned with them
+        self.recovering = False
+        self.declarations_failed = False
 
     # ----------------------------------------------------------- program
 
@@ -111,8 +115,11 @@ class Lowering:
                 if isinstance(stmt, ast.Hold) and stmt.lease is not None:
                     with self.log.recover():
                         self.leased.append(self.lower_ref(stmt.lease.pool, "pool"))
+        before = len(self.log.errors)
         pools = [member for spec in kernel.pools for member in self.recover(self.lower_pool, spec, [])]
         stages = [member for spec in kernel.stages for member in self.recover(self.lower_stage, spec, [])]
+        #: a pool or stage dropped moves the IR's indices: the IR of the rest is then no program to link
+        self.declarations_failed = len(self.log.errors) > before
         arrival = self.recover(self.lower_arrival, None, ir.NoArrival())
         init = self.lower_block(kernel.init)
         turn = self.lower_block(kernel.turn)
@@ -130,7 +137,8 @@ class Lowering:
             self.gauge_spans[index] = gauge.span
             with self.log.recover():
                 gauges.append(ir.Gauge(gauge.name, self.lower_expr(gauge.expr)))
-        self.log.raise_errors()
+        if not self.recovering or self.declarations_failed:
+            self.log.raise_errors()
         share = None
         if kernel.share is not None:
             share = kernel.share[0]
@@ -168,6 +176,7 @@ class Lowering:
             run=kernel.run_span,
             share=kernel.share[1] if kernel.share is not None else None,
             settings=dict(self.settings),
+            trace=kernel.trace_span,
         )
         return program, source_map
 
@@ -694,3 +703,13 @@ def are_close_names(a: str, b: str) -> bool:
 def lower_kernel(kernel: Kernel, arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
     """The IR of a kernel program and the spans of its parts."""
     return Lowering(kernel, arrivals).lower()
+
+
+def lower_recovering(kernel: Kernel, arrivals: int | None = None) -> tuple[ir.Program, SourceMap, list[ProgramError]]:
+    """``lower_kernel``, and the errors of statements, gauges, the arrival, the run block or hidden names,
+    with the IR of the rest (each wrong statement lowered as `end;`, a wrong gauge left out), for the linker
+    to find the rest's own errors (issue 23); an error in a pool or stage declaration raises them all."""
+    lowering = Lowering(kernel, arrivals)
+    lowering.recovering = True
+    program, smap = lowering.lower()
+    return program, smap, lowering.log.sorted_errors()
