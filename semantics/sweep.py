@@ -46,7 +46,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Sequence
 
 from .arguments import positive
-from .errors import ProgramError, SerqError, UsageError
+from .errors import SerqError, UsageError
 
 #: The most values of one setting, and the most runs (points × seeds) of a sweep.
 MAX_VALUES = 10_000
@@ -561,15 +561,7 @@ def command(args: argparse.Namespace) -> int:
     # the first point, loaded here: a bad program or a NAME the program does not declare stops the sweep at once
     first = Overrides(seed=args.seed, horizon=args.horizon, warmup=args.warmup, arrivals=args.arrivals,
                       sets=tuple((s.name, s.values[0].value) for s in args.sets))
-    try:
-        loaded = load(args.file, first, "run")
-    except ProgramError as e:
-        if e.message.startswith("no let constant "):
-            name, _, said = e.message[len("no let constant "):].partition(":")
-            has = said[said.find("(this program has"):] if "(this program has" in said else ""
-            raise UsageError(f"--set {name}=...: the program declares no `let {name}` to sweep {has}".rstrip()
-                             + f"\n{USAGE}") from None
-        raise
+    loaded = load(args.file, first, "run")  # an undeclared NAME is a usage error of its own (syntax.desugar)
     base_seed = loaded.program.seed
     seeds = tuple(range(base_seed, base_seed + args.seeds))
     observes = list(loaded.program.observes)

@@ -70,7 +70,7 @@ def test_a_bad_value_is_refused_saying_why(text, said):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["sweep", MM1, "--set", "rho=1,2"], "--set rho=...: the program declares no `let rho`"),
+    (["sweep", MM1, "--set", "rho=1,2"], "--set rho: the program declares no let constant rho"),
     (["sweep", MM1, "--set", "lambda=1:0:1"], "argument --set: lambda=1:0:1: STEP 1 goes away"),
     (["sweep", MM1, "--set", "lambda=1e999"], "overflows"),
     (["sweep", MM1], "at least one --set"),
