@@ -1032,6 +1032,24 @@ def run_replay(job) -> dict:
     empty_in_a_row = 0
     status = "finished"
     queue = BatchQueue(scheduler) if job.get("async") else None
+
+    def apply_outputs(at: float, sampled, engine_outputs) -> None:
+        """A step's outputs applied at clock ``at``: first tokens, the cached
+        tokens reported, finishes, and each finished turn's next send after
+        its think time (in the order the turns finished)."""
+        nonlocal sequence
+        for rid in sampled:
+            if rows[rid]["first"] is None:
+                rows[rid]["first"] = at
+        for rid, cached in reported_cached(engine_outputs).items():
+            rows[rid]["cached"] = cached
+        for rid in finished_ids(engine_outputs):
+            rows[rid]["done"] = at
+            s, k = (int(x) for x in rid.split(":"))
+            if k + 1 < len(sessions[s]):
+                heapq.heappush(sends, (at + sessions[s][k]["think"], sequence, s, k + 1))
+                sequence += 1
+
     while True:
         while sends and sends[0][0] <= clock:
             t, _, s, k = heapq.heappop(sends)
@@ -1077,18 +1095,7 @@ def run_replay(job) -> dict:
             formed, applied = queue.step(on_schedule)
             if applied is not None:
                 end, _, engine_outputs, received = applied
-                for rid in received:
-                    if rows[rid]["first"] is None:
-                        rows[rid]["first"] = end
-                for rid, cached in reported_cached(engine_outputs).items():
-                    rows[rid]["cached"] = cached
-                for rid in finished_ids(engine_outputs):
-                    rows[rid]["done"] = end
-                    s, k = (int(x) for x in rid.split(":"))
-                    if k + 1 < len(sessions[s]):
-                        think = sessions[s][k]["think"]
-                        heapq.heappush(sends, (end + think, sequence, s, k + 1))
-                        sequence += 1
+                apply_outputs(end, received, engine_outputs)
             if formed is None or formed.total_num_scheduled_tokens > 0:
                 empty_in_a_row = 0
                 continue
@@ -1137,18 +1144,7 @@ def run_replay(job) -> dict:
         steps += 1
         clock += 1.0
         sampled, engine_outputs = fake_model_step(scheduler, output)
-        for rid in sampled:
-            if rows[rid]["first"] is None:
-                rows[rid]["first"] = clock
-        for rid, cached in reported_cached(engine_outputs).items():
-            rows[rid]["cached"] = cached
-        for rid in finished_ids(engine_outputs):
-            rows[rid]["done"] = clock
-            s, k = (int(x) for x in rid.split(":"))
-            if k + 1 < len(sessions[s]):
-                think = sessions[s][k]["think"]
-                heapq.heappush(sends, (clock + think, sequence, s, k + 1))
-                sequence += 1
+        apply_outputs(clock, sampled, engine_outputs)
     for rid, row in rows.items():
         if row["cached"] is None and rid in cached_at_admission:
             row["cached"] = cached_at_admission[rid]
