@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = "oracle/data/campaign/scenarios.jsonl"
-SWEEP = ["sweep", "examples/replay/vllm_replay.sq", "--set", "sessions=333", "--set", "spacing=2.5:5:0.5", "--json"]
+SWEEP = ["sweep", "examples/replay/vllm_replay.sq", "--set", "sessions=333", "--set", "spacing=2.5:5:0.5",
+         "--set", "async_scheduling=0", "--json"]
 
 
 def timed(argv: list[str]) -> tuple[float, float, bytes]:
