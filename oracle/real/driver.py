@@ -1033,6 +1033,12 @@ def run_replay(job) -> dict:
     status = "finished"
     queue = BatchQueue(scheduler) if job.get("async") else None
 
+    def deadlock() -> str:
+        """The status of a replay whose unfinished requests nothing can schedule, with nothing left to send."""
+        running, waiting = scheduler.get_request_counts()
+        return (f"deadlock at clock {clock!r} after {steps} steps: nothing schedulable ({running} running, "
+                f"{waiting} waiting) and nothing to come")
+
     def apply_outputs(at: float, sampled, engine_outputs) -> None:
         """A step's outputs applied at clock ``at``: first tokens, the cached
         tokens reported, finishes, and each finished turn's next send after
@@ -1107,11 +1113,7 @@ def run_replay(job) -> dict:
                 continue
             if not sends:
                 if scheduler.get_num_unfinished_requests() > 0:
-                    running, waiting = scheduler.get_request_counts()
-                    status = (
-                        f"deadlock at clock {clock!r} after {steps} steps: nothing "
-                        f"schedulable ({running} running, {waiting} waiting) and nothing to come"
-                    )
+                    status = deadlock()
                     break
                 continue
             clock = max(clock, sends[0][0])
@@ -1130,11 +1132,7 @@ def run_replay(job) -> dict:
                 continue
             if not sends:
                 if scheduler.get_num_unfinished_requests() > 0:
-                    running, waiting = scheduler.get_request_counts()
-                    status = (
-                        f"deadlock at clock {clock!r} after {steps} steps: nothing "
-                        f"schedulable ({running} running, {waiting} waiting) and nothing to come"
-                    )
+                    status = deadlock()
                 break
             clock = max(clock, sends[0][0])
             continue
