@@ -29,6 +29,7 @@ from semantics.errors import ProgramError
 from semantics.smallstep.driver import run, trace
 from semantics.smallstep.rules import REGISTRY
 from shared_paths import SHARED
+from test_oracle_harness import assert_full_trace_agrees  # the synchronous engine's check, on the async records
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "oracle" / "data"
@@ -248,19 +249,7 @@ def test_the_full_async_replay_reproduces(spacing):
 
 
 def assert_full_async_trace_agrees(spacing: int) -> None:
-    import csv
-    import io
-
-    from oracle.replay import replay
-
-    rows = [tuple(r) for r in replay(str(SHARED / "traces" / "short_base.csv"), spacing, 512, 64, 8010,
-                                     asynchronous=True)]
-    text = gzip.decompress((DATA / "replay" / f"async-short_base-s{spacing:02d}.csv.gz").read_bytes()).decode()
-    real_rows = [(int(r["session"]), int(r["turn"]), float(r["sent"]), float(r["first"]), float(r["done"]),
-                  int(r["prompt"]), int(r["cached"]), int(r["out"])) for r in csv.DictReader(io.StringIO(text))]
-    assert len(rows) == len(real_rows) == 3321
-    differing = [(ours, theirs) for ours, theirs in zip(rows, real_rows) if ours != theirs]
-    assert differing == [], f"{len(differing)} of 3321 requests differ; the first: {differing[0]}"
+    assert_full_trace_agrees(spacing, asynchronous=True)
 
 
 def test_the_full_trace_on_the_asynchronous_engine_agrees_at_spacing_24():

@@ -14,28 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from semantics.cli import main
 from strategies import generated
+from test_diagnostics import SMALL, run_cli, write  # the diagnostics tests' program and helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SMALL = """\
-stage srv : fifo;
-workload { arrive poisson(0.5); }
-session { run srv (~exp(1)); }
-"""
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def write(tmp_path: Path, text: str, name: str = "prog.sq") -> str:
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 # --------------------------------------------------------------------------

@@ -171,15 +171,18 @@ def test_the_reference_replay_program_dumps_the_same_rows(capsys, tmp_path):
             (float(row["sent"]), float(row["first"]), float(row["done"]), float(row["cached"]))
 
 
-def real_rows(spacing: int) -> list[tuple]:
-    text = gzip.decompress((REPLAYS / f"short_base-s{spacing:02d}.csv.gz").read_bytes()).decode()
+def real_rows(spacing: int, asynchronous: bool = False) -> list[tuple]:
+    """vLLM's recorded rows of the full trace at ``spacing``, of the synchronous engine or the asynchronous one."""
+    prefix = "async-" if asynchronous else ""
+    text = gzip.decompress((REPLAYS / f"{prefix}short_base-s{spacing:02d}.csv.gz").read_bytes()).decode()
     return [(int(r["session"]), int(r["turn"]), float(r["sent"]), float(r["first"]), float(r["done"]),
              int(r["prompt"]), int(r["cached"]), int(r["out"])) for r in csv.DictReader(io.StringIO(text))]
 
 
-def assert_full_trace_agrees(spacing: int) -> None:
-    rows = [tuple(r) for r in replay(str(SHARED / "traces" / "short_base.csv"), spacing, 512, 64, 8010)]
-    real = real_rows(spacing)
+def assert_full_trace_agrees(spacing: int, asynchronous: bool = False) -> None:
+    rows = [tuple(r) for r in replay(str(SHARED / "traces" / "short_base.csv"), spacing, 512, 64, 8010,
+                                     asynchronous=asynchronous)]
+    real = real_rows(spacing, asynchronous)
     assert len(rows) == len(real) == 3321
     differing = [(ours, theirs) for ours, theirs in zip(rows, real) if ours != theirs]
     assert differing == [], f"{len(differing)} of 3321 requests differ; the first: {differing[0]}"
