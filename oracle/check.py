@@ -487,7 +487,7 @@ def check(paths: list[str], command: str | None = None, jobs: int = 1, timeout: 
                                 progress=bar, journal=journal, labels=[case.label for case in cases])
         try:
             for case, outcome in zip(cases, results):
-                outcome.case = case  # a journal's outcome comes back without its case
+                outcome.case = case  # here, not in the worker: no case travels back from a process, a cluster or a journal
                 outcomes.append(outcome)
                 if pool is not None:
                     bar.advance()
@@ -514,7 +514,6 @@ def answer_and_judge(engine, case: Case, logs: str | None = None) -> Outcome:
         outcome = judge(case, *engine.answer(case, log), engine.name)
         if outcome.passed and os.path.exists(log):
             os.unlink(log)
-    outcome.case = case
     return outcome
 
 
