@@ -273,3 +273,28 @@ def test_the_lean_fragments_vocabulary_is_the_declarations():
     for name in ("Queued", "CachedIn", "Holders", "BudgetLeft"):
         assert name in ir.FUNCTIONS, name
     assert len(lean.SelfPreemption) == len(ir.SELF_PREEMPTION)
+
+
+# --------------------------------------------------------------------------
+# The IR's printer: one function per declared node
+# --------------------------------------------------------------------------
+
+
+def test_the_ir_printer_has_a_function_for_every_declared_expression_and_argument():
+    """semantics/link/names.py prints IR expressions in the source's syntax
+    (the linker's messages) through one table per union; a node added to the
+    union without its printer fails here. (``serq-ref fmt`` prints the parse
+    tree, not the IR: its dispatch is by grammar rule, docs/ir.md.)"""
+    from semantics.link import names
+
+    assert set(names.SHOW_EXPR) == set(irspec.UNIONS["Expr"].members)
+    assert set(names.SHOW_ARG) == set(irspec.UNIONS["Arg"].members)
+    one, two = ir.Num(1.0), ir.Num(2.0)
+    program = ir.Program(**{**{f.name: () for f in dataclasses.fields(ir.Program)}, "attrs": ("prompt",),
+                            "pools": (ir.Pool("kv", None, 10.0, None, None, None, None, None, None),)})
+    shown = [names.show_expr(program, e) for e in (
+        ir.Num(2.5), ir.Attr(0), ir.Ctx("N"), ir.Sample("Exp", (one,)), ir.Call("Used", (ir.PoolArg(ir.Ref(0, 1, None)),)),
+        ir.Unary("Neg", ir.Binary("Add", one, two)), ir.Binary("Pow", one, two), ir.Cond(one, two, ir.Num(-1.0)),
+        ir.Cost(ir.CostTarget("Pool", 0, 1), ir.Binary("Mul", ir.Attr(0), two)))]
+    assert shown == ["2.5", "prompt", "present", "~exp(1)", "used(kv)", "-(1 + 2)", "pow(1, 2)", "1 ? 2 : (-1)",
+                     "prompt * 2"]
