@@ -41,7 +41,7 @@ may give ``policy`` ("fcfs", "priority"), a ``priority`` per request,
 ``max_model_len`` and ``watermark``. When it gives any of them, or has a
 request that could never finish alone in the cache or whose prompt and
 output pass max_model_len, the harness writes what
-they mean into the program's text (``_with_limits``), as it writes a serve
+they mean into the program's AST (``_with_limits``), as it writes a serve
 key: vLLM's priority queue and victim (``queue by (priority, arrival);
 requeue by key;``, ``preempt by (-priority, -arrival);``), the watermark in
 the admission's reservation, and each session's refusal (``refused``, a code:
@@ -300,9 +300,11 @@ class Built(NamedTuple):
 def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = False,
                      older_rule: bool = False, text: str | None = None) -> Built:
     """``scenario_program`` and its source map (lean_bridge translates the
-    program and locates what it refuses with the map). With a serve key the
-    library's text is spliced into the scenario program's (``_with_serve``),
-    so the map's lines are those of that text, not of either file."""
+    program and locates what it refuses with the map). The program is
+    examples/oracle/vllm_scenario.sq with lib/vllm.sq, parsed once, with the
+    scenario's serve key and limits written into its AST by name
+    (oracle/ast_edit.py): the map's spans are those files', but for what the
+    harness wrote in, which is at ``FRAGMENT``."""
     at = check_scenario(data, path, text)
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
