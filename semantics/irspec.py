@@ -20,8 +20,49 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from dataclasses import dataclass
 from typing import Any
+
+
+class Data:
+    """A small immutable record: ``FIELDS`` and ``DEFAULTS`` (the last
+    fields'), compared by value. Not a dataclass: ``serq-ref check`` imports
+    semantics.ir and with it this module, and a dataclass costs its creation
+    (an ``exec``) at import."""
+
+    __slots__ = ()
+    FIELDS: tuple[str, ...] = ()
+    DEFAULTS: tuple = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        given = dict(zip(self.FIELDS, args))
+        given.update(kwargs)
+        first_default = len(self.FIELDS) - len(self.DEFAULTS)
+        for k, name in enumerate(self.FIELDS):
+            if name in given:
+                value = given.pop(name)
+            elif k >= first_default:
+                value = self.DEFAULTS[k - first_default]
+            else:
+                raise TypeError(f"{type(self).__name__} needs `{name}`")
+            object.__setattr__(self, name, value)
+        if given:
+            raise TypeError(f"{type(self).__name__} has no field `{next(iter(given))}`")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def values(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.values() == self.values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.values()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.FIELDS)})"
+
 
 # --------------------------------------------------------------------------
 # JSON types of fields
@@ -32,12 +73,12 @@ class JsonType:
     """What a field's value is in JSON (and in the schema)."""
 
 
-@dataclass(frozen=True)
-class Prim(JsonType):
+class Prim(JsonType, Data):
     """``Index`` (a non-negative integer), ``Number`` (a float, infinity as
     ``"inf"``), ``Str`` or ``Bool``."""
 
     name: str
+    __slots__ = FIELDS = ('name',)
 
 
 INDEX = Prim("Index")
@@ -46,53 +87,53 @@ STR = Prim("Str")
 BOOL = Prim("Bool")
 
 
-@dataclass(frozen=True)
-class Enum(JsonType):
+class Enum(JsonType, Data):
     """One of ``values``, a string as in Python. ``what`` names it in an
     error ("unknown distribution `X`"); without it the error lists the values."""
 
     values: tuple[str, ...]
-    what: str | None = None
+    what: str | None
+    __slots__ = FIELDS = ('values', 'what')
+    DEFAULTS = (None,)
 
 
-@dataclass(frozen=True)
-class Const(JsonType):
+class Const(JsonType, Data):
     """Exactly ``value`` (the program's ``version``)."""
 
     value: Any
+    __slots__ = FIELDS = ('value',)
 
 
-@dataclass(frozen=True)
-class Opt(JsonType):
+class Opt(JsonType, Data):
     """``null`` (None) or the inner type."""
 
     inner: JsonType
+    __slots__ = FIELDS = ('inner',)
 
 
-@dataclass(frozen=True)
-class List(JsonType):
+class List(JsonType, Data):
     """An array of ``item`` (a tuple in Python)."""
 
     item: JsonType
+    __slots__ = FIELDS = ('item',)
 
 
-@dataclass(frozen=True)
-class Tuple(JsonType):
+class Tuple(JsonType, Data):
     """An array of fixed length, one type per position (a tuple in Python)."""
 
     items: tuple[JsonType, ...]
+    __slots__ = FIELDS = ('items',)
 
 
-@dataclass(frozen=True)
-class Def(JsonType):
+class Def(JsonType, Data):
     """A declared node, union or named type, by its name (a forward reference:
     ``Def("Expr")`` inside the expressions themselves)."""
 
     name: str
+    __slots__ = FIELDS = ('name',)
 
 
-@dataclass(frozen=True)
-class UnitOr(JsonType):
+class UnitOr(JsonType, Data):
     """A small enum written inline: one of the bare strings ``units`` or the
     single-key object ``{tag: payload}``. With ``none``, Python's None is
     ``units[0]`` (``evict``: None is ``"Lru"``, keys are ``{"By": keys}``);
@@ -103,32 +144,36 @@ class UnitOr(JsonType):
     payload: JsonType
     title: str
     what: str
-    none: bool = True
+    none: bool
+    __slots__ = FIELDS = ('units', 'tag', 'payload', 'title', 'what', 'none')
+    DEFAULTS = (True,)
 
 
-@dataclass(frozen=True)
-class Wrap(JsonType):
+class Wrap(JsonType, Data):
     """``{key: inner}``: a value under one field of its own (``preempt``'s
     ``{"By": {"keys": [...]}}``)."""
 
     key: str
     inner: JsonType
+    __slots__ = FIELDS = ('key', 'inner')
 
 
-@dataclass(frozen=True)
-class Absent:
+class Absent(Data):
     """A field left out of the JSON when its value is ``default`` (serq-ref's
     extensions of version 13 are, so files without them load and mean the
     seed's rule). ``null``: an explicit null reads as the default too.
     ``description`` goes into the schema."""
 
     inner: JsonType
-    default: Any = None
-    description: str | None = None
-    null: bool = False
+    default: Any
+    description: str | None
+    null: bool
+    __slots__ = FIELDS = ('inner', 'default', 'description', 'null')
+    DEFAULTS = (None, None, False)
 
 
 FieldType = JsonType | Absent
+
 
 # --------------------------------------------------------------------------
 # Nodes, unions, named types
@@ -139,8 +184,7 @@ FieldType = JsonType | Absent
 STRUCT, TUPLE, NEWTYPE, UNIT = "struct", "tuple", "newtype", "unit"
 
 
-@dataclass(frozen=True)
-class NodeSpec:
+class NodeSpec(Data):
     cls: type
     shape: str
     fields: tuple[tuple[str, FieldType], ...]  # (name, JSON type) in the dataclass's order
@@ -149,10 +193,10 @@ class NodeSpec:
     description: str | None
     tag_field: str | None  # a field whose value is the tag (CostTarget.kind)
     tags: tuple[str, ...]  # the tags of a node with a tag_field
+    __slots__ = FIELDS = ('cls', 'shape', 'fields', 'tag', 'define', 'description', 'tag_field', 'tags')
 
 
-@dataclass(frozen=True)
-class UnionSpec:
+class UnionSpec(Data):
     name: str
     members: tuple[type, ...]
     title: str
@@ -161,16 +205,18 @@ class UnionSpec:
     define: bool  # in $defs (else inline: a stage's kind)
     later: bool  # a tag of LATER_NODES is named as a later version's node
     refusals: tuple[tuple[str, str], ...]  # tag -> a message of its own
+    __slots__ = FIELDS = ('name', 'members', 'title', 'what', 'description', 'define', 'later', 'refusals')
 
 
-@dataclass(frozen=True)
-class TypeSpec:
+class TypeSpec(Data):
     """A named type of the schema's $defs that is no node (``Keys``, ``Pairs``)."""
 
     name: str
     type: JsonType
-    title: str | None = None
-    description: str | None = None
+    title: str | None
+    description: str | None
+    __slots__ = FIELDS = ('name', 'type', 'title', 'description')
+    DEFAULTS = (None, None)
 
 
 #: Every declared node by class, in declaration order.
