@@ -184,9 +184,11 @@ def _decoder(t: spec.JsonType) -> Decoder:
 
         def enum(v: Json, path: str) -> str:
             if not isinstance(v, str) or v not in values:
-                if what is not None and isinstance(v, str):
+                if what is None:
+                    raise IRFormatError(path, f"expected one of {', '.join(map(json.dumps, values))}, found {_show(v)}")
+                if isinstance(v, str):
                     raise IRFormatError(path, f"unknown {what} `{v}`")
-                raise IRFormatError(path, f"expected one of {', '.join(map(json.dumps, values))}, found {_show(v)}")
+                raise IRFormatError(path, f"expected the name of a {what}, found {_show(v)}")
             return v
 
         return enum
