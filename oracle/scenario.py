@@ -378,7 +378,8 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
     if "serve" in data:
         items = insert_step_option(items, REQUEST_ENGINE, "memory", _serve_options(data["serve"], at))
     if continues:
-        items = insert_step_option(items, REQUEST_ENGINE, None, parse_step_options("self preemption continue;", FRAGMENT))
+        continues_clause = parse_step_options("self preemption continue;", FRAGMENT)
+        items = insert_step_option(items, REQUEST_ENGINE, None, continues_clause)
     return _build(data, at, items, loaded, sets, verdicts=True)
 
 

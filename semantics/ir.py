@@ -6,6 +6,13 @@ dataclasses mirror the reference implementation's encoding field for field
 Every collection is a tuple, so an IR value is hashable and can be shared by
 every configuration of a run.
 
+Each class is declared once: the ``@node(...)`` above it gives its JSON form
+(its shape and each field's JSON type, in the vocabulary of
+``semantics.irspec``), and ``union(...)`` after each ``typing.Union`` declares
+the union. ``semantics.codec`` (both ways) and ``ir_schema/ir.schema.json``
+(``python -m ir_schema.generate``) are derived from these declarations alone:
+adding a node is this file (docs/ir.md).
+
 Naming: a class per IR node, named as the IR names it; a field per JSON field,
 named as the JSON names it, except where the JSON name is a Python keyword or
 positional (``Cond.then``/``Cond.otherwise``, ``Branch.then_block``).
@@ -112,8 +119,8 @@ SIDES = ("Workload", "Server")
 # --------------------------------------------------------------------------
 
 
-@node(STRUCT, define="Ref", description="A family of `count` pools or stages from `base`; `index` selects a member (null for a family of one).",
-       base=INDEX, count=INDEX, index=Opt(Def("Expr")))
+@node(STRUCT, define="Ref", base=INDEX, count=INDEX, index=Opt(Def("Expr")), description=(
+    "A family of `count` pools or stages from `base`; `index` selects a member (null for a family of one)."))
 @dataclass(frozen=True, slots=True)
 class Ref:
     """A family of ``count`` pools or stages starting at ``base``; ``index``

@@ -293,7 +293,8 @@ def test_the_ir_printer_has_a_function_for_every_declared_expression_and_argumen
     program = ir.Program(**{**{f.name: () for f in dataclasses.fields(ir.Program)}, "attrs": ("prompt",),
                             "pools": (ir.Pool("kv", None, 10.0, None, None, None, None, None, None),)})
     shown = [names.show_expr(program, e) for e in (
-        ir.Num(2.5), ir.Attr(0), ir.Ctx("N"), ir.Sample("Exp", (one,)), ir.Call("Used", (ir.PoolArg(ir.Ref(0, 1, None)),)),
+        ir.Num(2.5), ir.Attr(0), ir.Ctx("N"), ir.Sample("Exp", (one,)),
+        ir.Call("Used", (ir.PoolArg(ir.Ref(0, 1, None)),)),
         ir.Unary("Neg", ir.Binary("Add", one, two)), ir.Binary("Pow", one, two), ir.Cond(one, two, ir.Num(-1.0)),
         ir.Cost(ir.CostTarget("Pool", 0, 1), ir.Binary("Mul", ir.Attr(0), two)))]
     assert shown == ["2.5", "prompt", "present", "~exp(1)", "used(kv)", "-(1 + 2)", "pow(1, 2)", "1 ? 2 : (-1)",
