@@ -41,7 +41,7 @@ may give ``policy`` ("fcfs", "priority"), a ``priority`` per request,
 ``max_model_len`` and ``watermark``. When it gives any of them, or has a
 request that could never finish alone in the cache or whose prompt and
 output pass max_model_len, the harness writes what
-they mean into the program's text (``_with_limits``), as it writes a serve
+they mean into the program's AST (``_with_limits``), as it writes a serve
 key: vLLM's priority queue and victim (``queue by (priority, arrival);
 requeue by key;``, ``preempt by (-priority, -arrival);``), the watermark in
 the admission's reservation, and each session's refusal (``refused``, a code:
@@ -60,8 +60,12 @@ from pathlib import Path
 
 from typing import Callable, NamedTuple
 
+from oracle.ast_edit import (Items, Loaded, append_to_init, insert_step_option, load_items, parse_expr,
+                             parse_pool_options, parse_step_options, parse_stmts, prepend_lets, replace_hold_reserve,
+                             replace_pool_option, replace_session_call, replace_step_option)
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
+from semantics.syntax import ast
 from semantics.jsonpos import nearest, positions
 from semantics.textfile import read_text  # a file's UTF-8 text, its errors as a program's file's
 from semantics.sourcemap import SourceMap
@@ -69,15 +73,17 @@ from semantics.sourcemap import SourceMap
 ROOT = Path(__file__).resolve().parent.parent
 #: The harness's program of a scenario (lib/vllm.sq's engine, one request per session).
 SCENARIO_PROGRAM = ROOT / "examples" / "oracle" / "vllm_scenario.sq"
-#: Where a serve order is written into lib/vllm.sq's engine.
-SERVE_ANCHOR = "serve admission;"
 LIBRARY = ROOT / "examples" / "lib" / "vllm.sq"
+#: lib/vllm.sq's step stage, whose ``serve admission`` a scenario's serve key replaces.
+ENGINE = "engine"
 #: The one-request program (seed 002, section 7), the reference compiler's (``request_program``).
 REQUEST_PROGRAM = ROOT / "examples" / "oracle" / "vllm_request.sq"
-#: Where the serve order is written into the one-request program's step stage.
-REQUEST_SERVE_ANCHOR = "cost 1; memory kv;"
-#: Where vLLM 0.33.0's self-preemption rule is written into it.
-REQUEST_SELF_PREEMPTION_ANCHOR = "memory kv; }"
+#: The one-request program's step stage: a serve key goes before its ``memory``, ``self preemption continue``
+#: last.
+REQUEST_ENGINE = "vllm"
+#: What the harness's fragments are located at (they are no file's): the serve key's errors are the
+#: scenario's, at its ``serve``.
+FRAGMENT = "<oracle.scenario>"
 
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
 OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark")
@@ -294,20 +300,23 @@ class Built(NamedTuple):
 def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = False,
                      older_rule: bool = False, text: str | None = None) -> Built:
     """``scenario_program`` and its source map (lean_bridge translates the
-    program and locates what it refuses with the map). With a serve key the
-    library's text is spliced into the scenario program's (``_with_serve``),
-    so the map's lines are those of that text, not of either file."""
+    program and locates what it refuses with the map). The program is
+    examples/oracle/vllm_scenario.sq with lib/vllm.sq, parsed once, with the
+    scenario's serve key and limits written into its AST by name
+    (oracle/ast_edit.py): the map's spans are those files', but for what the
+    harness wrote in, which is at ``FRAGMENT``."""
     at = check_scenario(data, path, text)
-    program_text = SCENARIO_PROGRAM.read_text(encoding="utf-8")
+    loaded = load_items(SCENARIO_PROGRAM)
+    items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
                        data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)), is_async(data))
     if older_rule:
         sets["older_rule"] = 1.0
     if "serve" in data:
-        program_text = _with_serve(program_text, data["serve"])
+        items = replace_step_option(items, ENGINE, "serve_admission", _serve_options(data["serve"], at))
     if has_limits(data):
-        program_text = _with_limits(program_text, data)
-    return _build(data, at, program_text, SCENARIO_PROGRAM, sets, verdicts)
+        items = _with_limits(items, data)
+    return _build(data, at, items, loaded, sets, verdicts)
 
 
 def is_async(data: dict) -> bool:
@@ -318,18 +327,18 @@ def is_async(data: dict) -> bool:
     return bool(data.get("async", False))
 
 
-def _build(data: dict, at: Callable[..., Span], program_text: str, file: Path, sets: dict[str, float],
+def _build(data: dict, at: Callable[..., Span], items: Items, loaded: Loaded, sets: dict[str, float],
            verdicts: bool) -> Built:
-    """A scenario's program: ``program_text`` (``file``'s, the scenario's serve key
-    written in) compiled with ``sets``, the requests as its explicit sessions
+    """A scenario's program: ``items`` (``loaded``'s, edited for the scenario)
+    compiled with ``sets``, the requests as its explicit sessions
     (prompt, o = out, arrive), linked (with the range verdicts when
     ``verdicts``); with its source map. That it does not
     compile with a serve key is the key's fault, located at the key (``at``)."""
-    from semantics.compiler import compile_source
+    from semantics.compiler import compile_items
     from semantics.link import link
 
     try:
-        program, smap = compile_source(program_text, str(file), sets=sets)
+        program, smap = compile_items(items, loaded.file, uses=loaded.uses, sets=sets)
     except ProgramError as e:
         if "serve" in data:
             raise ProgramError(f"the scenario's serve key `{data['serve']}` does not compile: {e.message}",
@@ -364,39 +373,34 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,
             "max_seqs": float(data["max_seqs"]), "chunk": float(data.get("chunk", 0))}
-    program_text = REQUEST_PROGRAM.read_text(encoding="utf-8")
+    loaded = load_items(REQUEST_PROGRAM)
+    items = loaded.items
     if "serve" in data:
-        if REQUEST_SERVE_ANCHOR not in program_text:
-            raise AssertionError(f"{REQUEST_PROGRAM} no longer has `{REQUEST_SERVE_ANCHOR}`")
-        program_text = program_text.replace(REQUEST_SERVE_ANCHOR, f"cost 1; serve by ({data['serve']}); memory kv;")
+        items = insert_step_option(items, REQUEST_ENGINE, "memory", _serve_options(data["serve"], at))
     if continues:
-        if REQUEST_SELF_PREEMPTION_ANCHOR not in program_text:
-            raise AssertionError(f"{REQUEST_PROGRAM} no longer has `{REQUEST_SELF_PREEMPTION_ANCHOR}`")
-        program_text = program_text.replace(REQUEST_SELF_PREEMPTION_ANCHOR, "memory kv; self preemption continue; }")
-    return _build(data, at, program_text, REQUEST_PROGRAM, sets, verdicts=True)
+        continues_clause = parse_step_options("self preemption continue;", FRAGMENT)
+        items = insert_step_option(items, REQUEST_ENGINE, None, continues_clause)
+    return _build(data, at, items, loaded, sets, verdicts=True)
 
 
-def _with_serve(text: str, key: str) -> str:
-    """The scenario program with ``key`` as its engine's serve order: the
-    library is read from its file, so its text is spliced in place of the
-    ``use`` line, with ``serve by (KEY);`` for ``serve admission;``."""
-    library = LIBRARY.read_text(encoding="utf-8")
-    if library.count(SERVE_ANCHOR) != 1:
-        raise AssertionError(f"{LIBRARY} no longer has one `{SERVE_ANCHOR}`")
-    library = library.replace(SERVE_ANCHOR, f"serve by ({key});")
-    return text.replace('use "../lib/vllm.sq";', library)
+def _serve_options(key: str, at: Callable[..., Span]) -> tuple[ast.Option, ...]:
+    """The clause ``serve by (KEY);`` of the scenario's serve key; a key that
+    does not parse is the scenario's error, at its ``serve``."""
+    try:
+        return parse_step_options(f"serve by ({key});", FRAGMENT)
+    except ProgramError as e:
+        raise ProgramError(f"the scenario's serve key `{key}` does not compile: {e.message}", at("serve")) from None
 
 
-#: Where _with_limits writes: the request pool's queue, the KV pool's victim, the admission's reservation
-#: (lib/vllm.sq), the workload's defaults and the request statement (examples/oracle/vllm_scenario.sq).
-QUEUE_ANCHOR = "queue fifo;"
-VICTIM_ANCHOR = "preempt lifo;"
-RESERVE_ANCHOR = "reserve (known)"
-INIT_ANCHOR = "init { set prompt = 1; set o = 1; set arrive = 0; }"
-REQUEST_ANCHOR = "  vllm_request(prompt, o, 0, t0);"
+#: What _with_limits changes, by name: the request pool's ``queue fifo`` and the KV pool's ``preempt lifo``
+#: (lib/vllm.sq), the reservation ``known`` of ``vllm_request``'s hold in kv, the workload's init (which sets
+#: these attributes) and the session's call of ``vllm_request`` (examples/oracle/vllm_scenario.sq).
+REQUEST_POOL, KV_POOL, REQUEST_DEF = "reqs", "kv", "vllm_request"
+INIT_SETS = ("prompt", "o", "arrive")
+REQUEST_CALL = ("prompt", "o", "0", "t0")
 
 
-def _with_limits(text: str, data: dict) -> str:
+def _with_limits(items: Items, data: dict) -> Items:
     """The scenario program with the scenario's policy and limits written in
     (docs/design/priorities-and-limits.md): under the priority policy vLLM's
     heap and victim; the watermark's blocks added to the reservation of an
@@ -408,30 +412,27 @@ def _with_limits(text: str, data: dict) -> str:
     below max_model_len; 3 under the recorded convention, a request that
     could never finish alone in the cache), observed as ``refused`` before
     the request holds anything, and the output length cut at max_model_len."""
-    if 'use "../lib/vllm.sq";' in text:
-        text = text.replace('use "../lib/vllm.sq";', LIBRARY.read_text(encoding="utf-8"))
-    for anchor in (QUEUE_ANCHOR, VICTIM_ANCHOR, RESERVE_ANCHOR, INIT_ANCHOR, REQUEST_ANCHOR):
-        if text.count(anchor) != 1:
-            raise AssertionError(f"the scenario program no longer has one `{anchor}`")
     if data.get("policy") == "priority":
-        text = text.replace(QUEUE_ANCHOR, "queue by (priority, arrival); requeue by key;")
-        text = text.replace(VICTIM_ANCHOR, "preempt by (-priority, -arrival);")
+        items = replace_pool_option(items, REQUEST_POOL, "queue_fifo",
+                                    parse_pool_options("queue by (priority, arrival); requeue by key;", FRAGMENT))
+        items = replace_pool_option(items, KV_POOL, "preempt_lifo",
+                                    parse_pool_options("preempt by (-priority, -arrival);", FRAGMENT))
     given = 1 if "max_model_len" in data else 0
-    text = text.replace(RESERVE_ANCHOR, "reserve (min(known + (holders(reqs) > 0 ? floor(watermark * (blocks + 1)) "
-                                        ": 0) * bs, blocks * bs))")
-    text = text.replace(INIT_ANCHOR, "init { set prompt = 1; set o = 1; set arrive = 0; set priority = 0; "
-                                     "set arrival = 0; }")
-    text = text.replace(REQUEST_ANCHOR, f"""  set refusal = {given} == 1 && ceil(max_model_len / bs) > blocks ? 1
-              : prompt >= max_model_len ? 2
-              : {given} == 0 && ceil(min(prompt + o - 1, max_model_len - 1) / bs) > blocks ? 3 : 0;
-  branch (refusal > 0) {{
-    observe refused = refusal;
-    end;
-  }}
-  vllm_request(prompt, min(o, max_model_len - prompt), 0, t0);""")
-    lets = (f"let max_model_len = {_max_model_len(data)};\n"
-            f"let watermark = {float(data.get('watermark', 0.0))!r};\n")
-    return lets + text
+    items = replace_hold_reserve(items, REQUEST_DEF, KV_POOL, "known", parse_expr(
+        "min(known + (holders(reqs) > 0 ? floor(watermark * (blocks + 1)) : 0) * bs, blocks * bs)", FRAGMENT))
+    items = append_to_init(items, INIT_SETS, parse_stmts("set priority = 0; set arrival = 0;", FRAGMENT))
+    items = replace_session_call(items, REQUEST_DEF, REQUEST_CALL, parse_stmts(f"""
+        set refusal = {given} == 1 && ceil(max_model_len / bs) > blocks ? 1
+                    : prompt >= max_model_len ? 2
+                    : {given} == 0 && ceil(min(prompt + o - 1, max_model_len - 1) / bs) > blocks ? 3 : 0;
+        branch (refusal > 0) {{
+          observe refused = refusal;
+          end;
+        }}
+        vllm_request(prompt, min(o, max_model_len - prompt), 0, t0);""", FRAGMENT))
+    return prepend_lets(items, (("max_model_len", parse_expr(str(_max_model_len(data)), FRAGMENT)),
+                                ("watermark", parse_expr(repr(float(data.get("watermark", 0.0))), FRAGMENT))),
+                        FRAGMENT)
 
 
 def request_key(request: str) -> tuple:

@@ -92,12 +92,33 @@ def compile_source(text: str, file: str, *, sets: Mapping[str, float] | None = N
     """The IR of the program ``text`` read from ``file`` (the name errors
     carry and ``use`` resolves against). ``sets`` replaces ``let`` constants
     by name before folding; ``arrivals`` replaces the run block's arrivals."""
+    uses: dict[str, Span] = {}
+
+    def parse_and_resolve() -> tuple[ast.Item, ...]:
+        return resolve_uses(parse_text(text, file), {os.path.normpath(file)}, uses=uses)
+
+    return compile_resolved(file, parse_and_resolve, uses, sets=sets, arrivals=arrivals)
+
+
+def compile_items(items: tuple[ast.Item, ...], file: str, *, uses: Mapping[str, Span] | None = None,
+                  sets: Mapping[str, float] | None = None,
+                  arrivals: int | None = None) -> tuple[ir.Program, SourceMap]:
+    """The IR of a program given as its items, each ``use`` already resolved
+    (``resolve_uses``; ``uses``: the files it read, for the notes of an error
+    in one): what ``compile_source`` does after parsing. The oracle harness
+    builds its scenario programs as AST values (oracle/scenario.py)."""
+    return compile_resolved(file, lambda: tuple(items), dict(uses or {}), sets=sets, arrivals=arrivals)
+
+
+def compile_resolved(file: str, get_items, uses: dict[str, Span], *, sets: Mapping[str, float] | None,
+                     arrivals: int | None) -> tuple[ir.Program, SourceMap]:
+    """Desugar and lower the items ``get_items()`` returns (parsing and
+    resolving, for ``compile_source``), with the recursion limit raised and
+    an error in a used file noted at its uses."""
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
-    uses: dict[str, Span] = {}
     try:
-        program = parse_text(text, file)
-        items = resolve_uses(program, {os.path.normpath(file)}, uses=uses)
+        items = get_items()
         kernel, errors = desugar_recovering(file, items, sets)
         try:
             program, smap, lowering_errors = lower_recovering(kernel, arrivals)

@@ -6,6 +6,13 @@ dataclasses mirror the reference implementation's encoding field for field
 Every collection is a tuple, so an IR value is hashable and can be shared by
 every configuration of a run.
 
+Each class is declared once: the ``@node(...)`` above it gives its JSON form
+(its shape and each field's JSON type, in the vocabulary of
+``semantics.irspec``), and ``union(...)`` after each ``typing.Union`` declares
+the union. ``semantics.codec`` (both ways) and ``ir_schema/ir.schema.json``
+(``python -m ir_schema.generate``) are derived from these declarations alone:
+adding a node is this file (docs/ir.md).
+
 Naming: a class per IR node, named as the IR names it; a field per JSON field,
 named as the JSON names it, except where the JSON name is a Python keyword or
 positional (``Cond.then``/``Cond.otherwise``, ``Branch.then_block``).
@@ -15,6 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Union
+
+from .irspec import (BOOL, INDEX, NEWTYPE, NUMBER, STR, STRUCT, TUPLE, UNIT, Absent, Const, Def, Enum, List, Opt,
+                     Tuple, UnitOr, Wrap, named, node, union)
 
 IR_VERSION = 13
 
@@ -109,6 +119,8 @@ SIDES = ("Workload", "Server")
 # --------------------------------------------------------------------------
 
 
+@node(STRUCT, define="Ref", base=INDEX, count=INDEX, index=Opt(Def("Expr")), description=(
+    "A family of `count` pools or stages from `base`; `index` selects a member (null for a family of one)."))
 @dataclass(frozen=True, slots=True)
 class Ref:
     """A family of ``count`` pools or stages starting at ``base``; ``index``
@@ -119,6 +131,7 @@ class Ref:
     index: "Expr | None"
 
 
+@node(STRUCT, define="Family", tag_field="kind", tags=("Pool", "Stage"), base=INDEX, count=INDEX)
 @dataclass(frozen=True, slots=True)
 class CostTarget:
     """What a ``Cost`` expression is measured in: ``kind`` is "Pool" or "Stage"."""
@@ -128,6 +141,7 @@ class CostTarget:
     count: int
 
 
+@node(NEWTYPE, tag="Joint", parts=List(Def("Target")))
 @dataclass(frozen=True, slots=True)
 class JointTarget:
     """A quantity measured in several resources at once (``{"Joint": [targets]}``)."""
@@ -136,6 +150,7 @@ class JointTarget:
 
 
 Target = Union[CostTarget, JointTarget]
+union("Target", Target, title="cost target", what="cost target", description="What a cost is measured in.")
 
 
 # --------------------------------------------------------------------------
@@ -143,57 +158,68 @@ Target = Union[CostTarget, JointTarget]
 # --------------------------------------------------------------------------
 
 
+@node(NEWTYPE, value=NUMBER)
 @dataclass(frozen=True, slots=True)
 class Num:
     value: float
 
 
+@node(NEWTYPE, slot=INDEX)
 @dataclass(frozen=True, slots=True)
 class Attr:
     slot: int
 
 
+@node(NEWTYPE, var=Enum(tuple(CONTEXT_VARIABLES), "context variable"))
 @dataclass(frozen=True, slots=True)
 class Ctx:
     var: str  # a key of CONTEXT_VARIABLES
 
 
+@node(TUPLE, dist=Enum(tuple(DISTRIBUTIONS), "distribution"), args=List(Def("Expr")))
 @dataclass(frozen=True, slots=True)
 class Sample:
     dist: str  # a key of DISTRIBUTIONS
     args: tuple["Expr", ...]
 
 
+@node(NEWTYPE, tag="Expr", expr=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class ExprArg:
     expr: "Expr"
 
 
+@node(NEWTYPE, tag="Pool", ref=Def("Ref"))
 @dataclass(frozen=True, slots=True)
 class PoolArg:
     ref: Ref
 
 
+@node(NEWTYPE, tag="Stage", ref=Def("Ref"))
 @dataclass(frozen=True, slots=True)
 class StageArg:
     ref: Ref
 
 
 Arg = Union[ExprArg, PoolArg, StageArg]
+union("Arg", Arg, title="argument", what="argument kind")
 
 
+@node(TUPLE, fun=Enum(tuple(FUNCTIONS), "function"), args=List(Def("Arg")))
 @dataclass(frozen=True, slots=True)
 class Call:
     fun: str  # a key of FUNCTIONS
     args: tuple[Arg, ...]
 
 
+@node(TUPLE, op=Enum(UNARY_OPS, "unary operator"), operand=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Unary:
     op: str
     operand: "Expr"
 
 
+@node(TUPLE, op=Enum(BINARY_OPS, "binary operator"), left=Def("Expr"), right=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Binary:
     op: str
@@ -201,6 +227,7 @@ class Binary:
     right: "Expr"
 
 
+@node(TUPLE, test=Def("Expr"), then=Def("Expr"), otherwise=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Cond:
     test: "Expr"
@@ -208,6 +235,7 @@ class Cond:
     otherwise: "Expr"
 
 
+@node(TUPLE, target=Def("Target"), expr=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Cost:
     """Keeps ``expr``'s value and records the resource it is measured in."""
@@ -217,29 +245,36 @@ class Cost:
 
 
 Expr = Union[Num, Attr, Ctx, Sample, Call, Unary, Binary, Cond, Cost]
+union("Expr", Expr, title="expression", what="expression", description="An expression, externally tagged.", later=True)
+#: A list of keys (``queue by``, ``evict by``, ``serve by``, ``choose``'s order).
+named("Keys", List(Def("Expr")))
 
 # --------------------------------------------------------------------------
 # Statements
 # --------------------------------------------------------------------------
 
 
+@node(UNIT)
 @dataclass(frozen=True, slots=True)
 class Turn:
     pass
 
 
+@node(TUPLE, slot=INDEX, expr=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Set:
     slot: int
     expr: Expr
 
 
+@node(TUPLE, index=INDEX, expr=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Observe:
     index: int  # into Program.observes
     expr: Expr
 
 
+@node(TUPLE, ref=Def("Ref"), units=Def("Expr"), reserve=Opt(Def("Expr")))
 @dataclass(frozen=True, slots=True)
 class HoldPool:
     """One pool of a hold: ``pool (units) [reserve (reserve)]``."""
@@ -249,12 +284,15 @@ class HoldPool:
     reserve: Expr | None
 
 
+@node(TUPLE, ref=Def("Ref"), duration=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Lease:
     ref: Ref
     duration: Expr
 
 
+@node(STRUCT, pools=List(Def("HoldPool")), reuse=Opt(Def("Expr")), body=INDEX, cache=Opt(Def("Expr")),
+      lease=Opt(Def("Lease")))
 @dataclass(frozen=True, slots=True)
 class Hold:
     pools: tuple[HoldPool, ...]
@@ -264,28 +302,34 @@ class Hold:
     lease: Lease | None
 
 
+@node(TUPLE, ref=Def("Ref"), amount=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Grow:
     ref: Ref
     amount: Expr
 
 
+@node(NEWTYPE, ref=Def("Ref"))
 @dataclass(frozen=True, slots=True)
 class Drop:
     ref: Ref
 
 
+@node(NEWTYPE, ref=Def("Ref"))
 @dataclass(frozen=True, slots=True)
 class Release:
     ref: Ref
 
 
+@node(TUPLE, ref=Def("Ref"), amount=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Load:
     ref: Ref
     amount: Expr
 
 
+@node(STRUCT, stage=Def("Ref"), mode=Enum(RUN_MODES, "run mode"), work=Def("Expr"), growing=Opt(Def("Ref")),
+      also=Absent(List(Def("Ref"))))
 @dataclass(frozen=True, slots=True)
 class Run:
     stage: Ref
@@ -295,6 +339,7 @@ class Run:
     also: tuple[Ref, ...] | None = None  # further stages of one flow; None when absent
 
 
+@node(TUPLE, guard=Def("Expr"), then_block=INDEX, else_block=INDEX)
 @dataclass(frozen=True, slots=True)
 class Branch:
     guard: Expr
@@ -302,11 +347,14 @@ class Branch:
     else_block: int
 
 
+@node(NEWTYPE, block=INDEX)
 @dataclass(frozen=True, slots=True)
 class Loop:
     block: int
 
 
+@node(TUPLE, description="Not in the seed's syntax; version-13 files compiled elsewhere use it.", guard=Def("Expr"),
+      block=INDEX)
 @dataclass(frozen=True, slots=True)
 class While:
     """``{"While": [guard, block]}``: the block again while the guard is 1.
@@ -317,6 +365,7 @@ class While:
     block: int
 
 
+@node(STRUCT, var=INDEX, count=INDEX, key=Def("Keys"))
 @dataclass(frozen=True, slots=True)
 class Choose:
     var: int  # the attribute slot the index is written to
@@ -324,18 +373,22 @@ class Choose:
     key: tuple[Expr, ...]
 
 
+@node(UNIT)
 @dataclass(frozen=True, slots=True)
 class End:
     pass
 
 
 Stmt = Union[Turn, Set, Observe, Hold, Grow, Drop, Release, Load, Run, Branch, Loop, While, Choose, End]
+union("Stmt", Stmt, title="statement", what="statement", later=True,
+      description="A statement, externally tagged; a nested block is named by its index in `blocks`.")
 
 # --------------------------------------------------------------------------
 # Pools and stages
 # --------------------------------------------------------------------------
 
 
+@node(STRUCT, define="Spill", to=INDEX, via=INDEX, work=Def("Expr"), when=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Spill:
     to: int  # pool index
@@ -344,6 +397,13 @@ class Spill:
     when: Expr
 
 
+@node(STRUCT, define="Pool", name=STR, index=Absent(INDEX, null=True), cap=NUMBER, block=Opt(NUMBER),
+      evict=UnitOr(("Lru",), "By", Def("Keys"), title="eviction", what="eviction"),
+      preempt=UnitOr(("None",), "By", Wrap("keys", Def("Keys")), title="preemption", what="preemption"),
+      queue=Opt(Def("Keys")), spill=Opt(Def("Spill")), admit_via=Opt(INDEX),
+      requeue=Absent(Enum(REQUEUE), "Head", description=(
+          "serq-ref's extension of version 13 (docs/design/priorities-and-limits.md): a preempted hold re-enters "
+          "the queue at its head (Head, the default when absent) or by the queue's keys as any hold joining (Key)")))
 @dataclass(frozen=True, slots=True)
 class Pool:
     name: str
@@ -360,16 +420,27 @@ class Pool:
     requeue: str = "Head"
 
 
+@node(NEWTYPE, servers=INDEX)
 @dataclass(frozen=True, slots=True)
 class Fifo:
     servers: int
 
 
+@node(NEWTYPE, capacity=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Ps:
     capacity: Expr
 
 
+@node(STRUCT, budget=Def("Expr"), cost=Def("Expr"), chunk=Def("Expr"),
+      serve=UnitOr(("ExclusivePrefill",), "By", Def("Keys"), title="serve order", what="serve"), memory=Opt(INDEX),
+      self_preemption=Absent(Enum(SELF_PREEMPTION), "End", description=(
+          "serq-ref's extension of version 13 (docs/architecture.md): after a grower preempted itself the pass "
+          "ends (End, the default when absent) or goes on with the next resident (Continue)")),
+      schedule_ahead=Absent(BOOL, False, description=(
+          "serq-ref's extension of version 13 (docs/design/async-scheduling.md): true, the next iteration is "
+          "formed before the ended one's results are applied (vLLM 0.33.0's asynchronous scheduling); false, the "
+          "default when absent, they are applied first")))
 @dataclass(frozen=True, slots=True)
 class Step:
     budget: Expr
@@ -389,8 +460,11 @@ class Step:
 
 
 StageKind = Union[Fifo, Ps, Step]
+union("StageKind", StageKind, title="stage kind", what="stage kind", define=False,
+      refusals={"Delay": "`Delay` is not a stage kind of IR version 13 (a delay stage is `Ps` of `N`)"})
 
 
+@node(STRUCT, define="Stage", name=STR, index=Absent(INDEX, null=True), kind=Def("StageKind"))
 @dataclass(frozen=True, slots=True)
 class Stage:
     name: str
@@ -403,26 +477,35 @@ class Stage:
 # --------------------------------------------------------------------------
 
 
+@node(NEWTYPE, rate=NUMBER)
 @dataclass(frozen=True, slots=True)
 class Poisson:
     rate: float
 
 
+@node(NEWTYPE, gap=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Renewal:
     gap: Expr
 
 
+@node(NEWTYPE, n=INDEX)
 @dataclass(frozen=True, slots=True)
 class Closed:
     n: int
 
 
+@node(NEWTYPE, n=INDEX)
 @dataclass(frozen=True, slots=True)
 class Batch:
     n: int
 
 
+#: An explicit session's attribute values.
+named("Pairs", List(Tuple((INDEX, NUMBER))), description="Attribute values: [slot, value] pairs.")
+
+
+@node(STRUCT, define="Session", attrs=Def("Pairs"), turns=Absent(List(Def("Pairs"))))
 @dataclass(frozen=True, slots=True)
 class SessionSpec:
     """An explicit session: its attributes, and optionally its turns."""
@@ -431,17 +514,20 @@ class SessionSpec:
     turns: tuple[tuple[tuple[int, float], ...], ...] | None
 
 
+@node(NEWTYPE, sessions=List(Def("Session")))
 @dataclass(frozen=True, slots=True)
 class Sessions:
     sessions: tuple[SessionSpec, ...]
 
 
+@node(UNIT, tag="None")
 @dataclass(frozen=True, slots=True)
 class NoArrival:
     pass
 
 
 Arrival = Union[Poisson, Renewal, Closed, Batch, Sessions, NoArrival]
+union("Arrival", Arrival, title="arrival", what="arrival")
 
 # --------------------------------------------------------------------------
 # Attribute types and the program
@@ -449,14 +535,24 @@ Arrival = Union[Poisson, Renewal, Closed, Batch, Sessions, NoArrival]
 
 #: An attribute's type: "Size", "Value", or a target (``{"Cost": target}``).
 AttrType = Union[str, CostTarget, JointTarget]
+named("AttrType", UnitOr(("Size", "Value"), "Cost", Def("Target"), title="attribute type", what="attribute type",
+                         none=False))
 
 
+@node(STRUCT, define="Gauge", name=STR, expr=Def("Expr"))
 @dataclass(frozen=True, slots=True)
 class Gauge:
     name: str
     expr: Expr
 
 
+@node(STRUCT, version=Const(IR_VERSION), attrs=List(STR), attr_types=List(Def("AttrType")),
+      sides=List(List(Enum(SIDES))), observes=List(STR), pools=List(Def("Pool")), stages=List(Def("Stage")),
+      arrival=Def("Arrival"), trace=Opt(STR), trace_ordered=BOOL, init=INDEX, turn=INDEX, session=INDEX,
+      blocks=List(List(Def("Stmt"))), horizon=NUMBER, warmup=NUMBER, seed=INDEX, arrivals=Absent(INDEX, null=True),
+      slot_cached=INDEX, slot_serial=INDEX, slot_turn=INDEX, slot_new=INDEX, slot_out=INDEX, slot_think=INDEX,
+      slot_more=INDEX, slot_forced=INDEX, slot_computed=INDEX, hidden=List(INDEX),
+      share=Absent(Enum(("MaxMin", "Bottleneck"), "share"), null=True), gauges=Absent(List(Def("Gauge")), ()))
 @dataclass(frozen=True, slots=True)
 class Program:
     version: int
