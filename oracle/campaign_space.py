@@ -323,10 +323,15 @@ def draw_all(seed: int, index: int) -> tuple[dict, dict[str, str]]:
       convention, under which a request that never fits is refused),
       ``refuses_some`` (at most the largest prompt: that prompt, and any
       other not below it, is refused), ``ends_some`` (above the largest
-      prompt, below the largest prompt + out: that request ends at the
-      limit), ``above_all`` (above every prompt + out, up to twice that or
-      32768), ``cache_too_small`` (above what the cache holds: vLLM would
-      not start, every request refused). Given, the threshold is cut to it
+      prompt and at most a request's prompt + out - 1, else, when no
+      request's is above the largest prompt, the same for some request's
+      prompt: that request is served and ends at the limit, check_stop;
+      drawn as ``above_all`` when every request has ``out`` 1),
+      ``above_all`` (above every prompt + out, up to twice that or 32768),
+      ``cache_too_small`` (above what the cache holds: vLLM would not
+      start, every request refused; ``above_all`` when max_model_len is
+      within one block, which any cache holds; drawn with weight 1 against 3 for
+      ``default`` and 2 for the others, ``ALL_WEIGHTS``). Given, the threshold is cut to it
       (config/scheduler.py:355-360; the ``threshold`` region is then the
       cut value's) and, but for ``cache_too_small``, the pool is drawn
       against ceil(max_model_len / block) as well as the requests' needs,
@@ -355,8 +360,8 @@ def draw_all(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     if region == "refuses_some":
         length = r.randint(max(1, min(prompts) // 2), max(prompts))
     elif region == "ends_some":
-        # above the largest prompt, below a request's prompt + out - 1 (the tokens it has when it ends);
-        # else above a prompt, below that request's prompt + out - 1
+        # above the largest prompt, at most a request's prompt + out - 1 (so it ends at the limit);
+        # else above a prompt, at most that request's prompt + out - 1
         if max(lifetimes) - 1 > max(prompts):
             length = r.randint(max(prompts) + 1, max(lifetimes) - 1)
         else:
@@ -378,8 +383,11 @@ def draw_all(seed: int, index: int) -> tuple[dict, dict[str, str]]:
         total = max(total, need)
     usable = _usable(r, regions["pool"], need, total)
     if region == "cache_too_small":
-        # too small for one request of max_model_len (but the requests may fit)
+        # too small for one request of max_model_len (but the requests may fit); a max_model_len
+        # within one block fits any cache: such a case is above_all's
         usable = max(1, min(usable, -(-length // block) - 1))
+        if -(-length // block) <= usable:
+            region = regions["max_model_len"] = "above_all"
     if length is not None and chunk > length:
         chunk = length
         regions["threshold"] = _threshold_region(chunk, block, engine["budget"])

@@ -290,7 +290,7 @@ def record_coverage() -> None:
             "preemptions": sum(f["preemptions"] for f in features),
             "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
         }
-        if kind in ("scenario", "serve", "space", "priority", "limits"):
+        if kind in ("scenario", "serve", "space", "priority", "limits", "space-all"):
             cases = [r["case"] for r in records]
             entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
             entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
@@ -305,14 +305,24 @@ def record_coverage() -> None:
                 != {k: r["answer_older_rule"][k] for k in ("first", "done", "preemptions", "steps")}
                 for r in records
             )
-        if kind == "priority":
+        if kind == "space-all":
+            entry["async"] = sum(bool(c.get("async")) for c in cases)
+            entry["with_priorities"] = sum(c.get("policy") == "priority" for c in cases)
+            entry["async_with_priorities"] = sum(bool(c.get("async")) and c.get("policy") == "priority"
+                                                 for c in cases)
+            entry["async_with_priorities_and_preemptions"] = sum(
+                bool(c.get("async")) and c.get("policy") == "priority" and f["preemptions"] > 0
+                for c, f in zip(cases, features))
+        if kind in ("priority", "space-all"):
+            cases = [c for c in cases if c.get("policy") == "priority"]
             entry["with_priority_ties"] = sum(len({q["priority"] for q in c["requests"]}) < len(c["requests"])
                                               for c in cases)
             entry["with_negative_priorities"] = sum(any(q["priority"] < 0 for q in c["requests"]) for c in cases)
             entry["with_all_distinct_priorities"] = sum(
                 len(c["requests"]) > 1 and len({q["priority"] for q in c["requests"]}) == len(c["requests"])
                 for c in cases)
-        if kind == "limits":
+        if kind in ("limits", "space-all"):
+            cases = [r["case"] for r in records]
             refusals = [r["answer"].get("refused", {}) for r in records]
             entry["with_max_model_len"] = sum("max_model_len" in c for c in cases)
             entry["with_watermark"] = sum(bool(c.get("watermark")) for c in cases)
