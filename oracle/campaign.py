@@ -51,10 +51,10 @@ from semantics.errors import SerqError, UsageError
 
 from . import campaign_cases, campaign_space
 
-KINDS = ("scenario", "serve", "replay", "space", "priority", "limits")
+KINDS = ("scenario", "serve", "replay", "space", "priority", "limits", "space-all")
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
 FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl",
-         "priority": "priority.jsonl", "limits": "limits.jsonl"}
+         "priority": "priority.jsonl", "limits": "limits.jsonl", "space-all": "space-all.jsonl"}
 #: The compared fields of a scenario's answer (``refused`` only when a request was: absent is none).
 FIELDS = ("first", "done", "preemptions", "steps", "refused")
 
@@ -93,10 +93,12 @@ def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
     """Case ``index`` of ``seed`` as oracle/campaign_cases.py draws it (``space``:
     oracle/campaign_space.py, every knob over its whole range); with
     ``asynchronous`` it says ``"async": true`` (vLLM 0.33.0's default engine,
-    the async-*.jsonl files; without, the synchronous engine's)."""
+    the async-*.jsonl files; without, the synchronous engine's). ``space-all``:
+    oracle/campaign_space.py's draw_all, which draws the mode itself."""
     case = {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
             "replay": campaign_cases.replay, "space": campaign_space.scenario,
-            "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario}[kind](seed, index)
+            "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
+            "space-all": campaign_space.scenario_all}[kind](seed, index)
     return {**case, "async": True} if asynchronous else case
 
 
@@ -649,7 +651,7 @@ def run(kind: str, count: int, seed: int, start: int = 0, recorded: str | None =
             if record is None:
                 raise UsageError(f"{recorded} has no case {seed}/{index} (a campaign file of --kind {kind}?)")
             if record["case"] != case:
-                generator = "oracle/campaign_space.py" if kind == "space" else "oracle/campaign_cases.py"
+                generator = "oracle/campaign_space.py" if kind.startswith("space") else "oracle/campaign_cases.py"
                 raise UsageError(f"{recorded}: case {seed}/{index} is not the {kind} case {generator} "
                                  f"draws (a campaign file of another --kind?)")
             answers.append(record["answer"])

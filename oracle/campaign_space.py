@@ -64,7 +64,7 @@ from __future__ import annotations
 import math
 import random
 
-from .campaign_cases import SCENARIO_MAX_MODEL_LEN, SERVE_KEYS, blocks_needed
+from .campaign_cases import PRIORITY_MODES, SCENARIO_MAX_MODEL_LEN, SERVE_KEYS, blocks_needed
 
 #: Added to a case's stream so that no case shares campaign_cases.py's stream.
 SPACE_OFFSET = 777_000_000
@@ -186,16 +186,10 @@ def _usable(r: random.Random, region: str, need: int, total: int) -> int:
     return total + r.randint(1, max(1, total))
 
 
-def draw(seed: int, index: int, mode: str = "sync", serve: bool = False) -> tuple[dict, dict[str, str]]:
-    """Case ``index`` of ``seed`` and the region of each knob it drew
-    (module docstring). ``mode``: "sync" (the default; "async" is drawn
-    into the case as ``"async": true`` for a driver that answers it);
-    ``serve``: every case gets a serve-by key of campaign_cases.SERVE_KEYS."""
-    if mode not in ("sync", "async"):
-        raise ValueError(f"mode is sync or async, not {mode!r}")
-    r = _rng(seed, index)
-    regions = {knob: r.choice(KNOBS[knob]) for knob in KNOBS if knob not in ("mode", "priority")}
-    regions["mode"], regions["priority"] = mode, "serve" if serve else "fcfs"
+def _requests(r: random.Random, regions: dict[str, str], step_bound: int = STEP_BOUND) -> tuple[dict, list[list[int]]]:
+    """The engine's numbers and the requests ([prompt, out, arrive]) of the
+    regions drawn (``regions``' budget and threshold may fall to another
+    region: set here); the work kept within about ``step_bound`` steps."""
     block = _block(r, regions["block"])
     max_seqs = _max_seqs(r, regions["max_seqs"])
     regions["budget"], budget = _budget(r, regions["budget"], max_seqs)
@@ -209,27 +203,44 @@ def draw(seed: int, index: int, mode: str = "sync", serve: bool = False) -> tupl
         _, prompt = _prompt(r, regions["prompts"], block, first_chunk)
         out = _out(r, regions["outs"])
         requests.append([prompt, out, arrivals[k]])
-    # The work within STEP_BOUND: a request's prefill takes about prompt / first_chunk steps.
+    # The work within step_bound: a request's prefill takes about prompt / first_chunk steps.
     steps = sum(math.ceil(p / first_chunk) + o for p, o, _ in requests)
-    if steps > STEP_BOUND:
-        share = STEP_BOUND / steps
+    if steps > step_bound:
+        share = step_bound / steps
         floor_ = first_chunk + block if regions["prompts"] == "beyond_chunk" else 1
         for q in requests:
             q[0] = max(floor_, min(q[0], int(q[0] * share)))
             q[1] = max(1, int(q[1] * share)) if q[1] > 16 else q[1]
     for q in requests:
         q[0] = min(q[0], SCENARIO_MAX_MODEL_LEN - q[1])
+    return {"budget": budget, "max_seqs": max_seqs, "block_size": block, "chunk": chunk}, requests
+
+
+def draw(seed: int, index: int, mode: str = "sync", serve: bool = False) -> tuple[dict, dict[str, str]]:
+    """Case ``index`` of ``seed`` and the region of each knob it drew
+    (module docstring): the kind ``space`` (space.jsonl), synchronous FCFS
+    unless told. ``mode``: "sync" (the default; "async" is drawn
+    into the case as ``"async": true`` for a driver that answers it);
+    ``serve``: every case gets a serve-by key of campaign_cases.SERVE_KEYS.
+    ``draw_all`` draws mode, policy and the limits too."""
+    if mode not in ("sync", "async"):
+        raise ValueError(f"mode is sync or async, not {mode!r}")
+    r = _rng(seed, index)
+    regions = {knob: r.choice(KNOBS[knob]) for knob in KNOBS if knob not in ("mode", "priority")}
+    regions["mode"], regions["priority"] = mode, "serve" if serve else "fcfs"
+    engine, requests = _requests(r, regions)
+    block = engine["block_size"]
     needs = [blocks_needed(p, o, block) for p, o, _ in requests]
     need, total = max(needs), sum(needs)
     usable = _usable(r, regions["pool"], need, total)
     prefix_caching = regions["prefix_caching"] == "on"
     case = {
         "kind": "scenario",
-        "budget": budget,
-        "max_seqs": max_seqs,
+        "budget": engine["budget"],
+        "max_seqs": engine["max_seqs"],
         "block_size": block,
         "num_blocks": usable + 1,
-        "chunk": chunk,
+        "chunk": engine["chunk"],
         "prefix_caching": prefix_caching,
         "requests": [{"prompt": p, "out": o, **({"arrive": a} if a else {})} for p, o, a in requests],
     }
@@ -238,6 +249,194 @@ def draw(seed: int, index: int, mode: str = "sync", serve: bool = False) -> tupl
     if mode == "async":
         case["async"] = True
     return case, regions
+
+
+# ---------------------------------------------------------------------------
+# The kind ``space-all`` (space-all.jsonl): both modes, priorities and limits on
+
+#: Added to a case's stream for the kind space-all (a stream apart from space's and campaign_cases.py's).
+SPACE_ALL_OFFSET = 888_000_000
+
+#: The kind space-all's knobs: space's (but its priority parameter), then mode, policy, the
+#: priorities' pattern and the limits (module docstring of draw_all).
+ALL_KNOBS: dict[str, tuple[str, ...]] = {
+    **{knob: regions for knob, regions in KNOBS.items() if knob not in ("mode", "priority")},
+    "mode": ("sync", "async"),
+    "policy": ("fcfs", "priority"),
+    "priorities": ("none",) + PRIORITY_MODES,
+    "max_model_len": ("default", "refuses_some", "ends_some", "above_all", "cache_too_small"),
+    "never_fits": ("none", "prompt", "with_output"),
+    "watermark": ("zero", "low", "medium", "high"),
+}
+
+#: The knobs of space-all whose regions are not drawn equally often: a cache too small for
+#: max_model_len refuses every request (nothing runs), so it is the rarest.
+ALL_WEIGHTS: dict[str, tuple[int, ...]] = {"max_model_len": (3, 2, 2, 2, 1)}
+
+#: The work of a space-all case within about this many steps (the asynchronous driver takes
+#: about six times as long a step as the synchronous one).
+STEP_BOUND_ALL = 1500
+
+
+def _threshold_region(chunk: int, block: int, budget: int) -> str:
+    """The threshold region a chunk cap lies in (the least one that names it)."""
+    if chunk == 0:
+        return "off"
+    if chunk == 1:
+        return "one"
+    if chunk < min(block, budget):
+        return "below_block"
+    if chunk < budget:
+        return "below_budget"
+    return "at_budget" if chunk == budget else "above_budget"
+
+
+def _priorities(r: random.Random, pattern: str, n: int) -> list[int]:
+    """Each request's priority under ``pattern`` (campaign_cases.PRIORITY_MODES)."""
+    if pattern == "equal":
+        return [r.randint(-2, 2)] * n
+    if pattern == "two":
+        pair = r.sample(range(-3, 4), 2)
+        return [r.choice(pair) for _ in range(n)]
+    if pattern == "few":
+        return [r.randint(-3, 3) for _ in range(n)]
+    if pattern == "distinct":
+        return r.sample(range(-n, n + 1), n)
+    return [r.randint(-1_000_000, 1_000_000) for _ in range(n)]
+
+
+def draw_all(seed: int, index: int) -> tuple[dict, dict[str, str]]:
+    """Case ``index`` of ``seed`` of the kind space-all and the region of
+    each of its knobs (``ALL_KNOBS``), from ``random.Random(seed * 1_000_003
+    + index + SPACE_ALL_OFFSET)``. The knobs of ``draw`` (over the same
+    ranges, the work within ``STEP_BOUND_ALL``), and:
+
+    - ``mode``: ``sync`` (vLLM's Scheduler) or ``async`` (AsyncScheduler,
+      vLLM 0.33.0's default: the case says ``"async": true``);
+    - ``policy``: ``fcfs`` or ``priority`` (``"policy": "priority"``, every
+      request a ``priority``);
+    - ``priorities``: under the priority policy, the pattern of
+      campaign_cases.PRIORITY_MODES (``equal``: all tied, ``two``, ``few``
+      values in -3..3, ``distinct``, ``wide`` in -10^6..10^6); ``none``
+      under FCFS;
+    - ``max_model_len``: ``default`` (not given: 8192 and the recorded
+      convention, under which a request that never fits is refused),
+      ``refuses_some`` (at most the largest prompt: that prompt, and any
+      other not below it, is refused), ``ends_some`` (above the largest
+      prompt and at most a request's prompt + out - 1, else, when no
+      request's is above the largest prompt, the same for some request's
+      prompt: that request is served and ends at the limit, check_stop;
+      drawn as ``above_all`` when every request has ``out`` 1),
+      ``above_all`` (above every prompt + out, up to twice that or 32768),
+      ``cache_too_small`` (above what the cache holds: vLLM would not
+      start, every request refused; ``above_all`` when max_model_len is
+      within one block, which any cache holds; drawn with weight 1 against 3 for
+      ``default`` and 2 for the others, ``ALL_WEIGHTS``). Given, the threshold is cut to it
+      (config/scheduler.py:355-360; the ``threshold`` region is then the
+      cut value's) and, but for ``cache_too_small``, the pool is drawn
+      against ceil(max_model_len / block) as well as the requests' needs,
+      so the cache is one vLLM starts;
+    - ``never_fits`` (only under ``default``; else ``none``): a request
+      whose ``prompt`` alone, or whose prompt ``with_output``, needs more
+      blocks than the cache has (refused under the recorded convention),
+      put among the others;
+    - ``watermark``: ``zero`` (not given), ``low`` (0.01-0.1), ``medium``
+      (0.1-0.5), ``high`` (0.5-0.99), two decimals (vLLM's range [0, 1):
+      config/scheduler.py:196).
+    """
+    r = random.Random(seed * 1_000_003 + index + SPACE_ALL_OFFSET)
+    knobs = [k for k in ALL_KNOBS if k != "priorities"]
+    regions = {knob: r.choices(ALL_KNOBS[knob], ALL_WEIGHTS[knob])[0] if knob in ALL_WEIGHTS
+               else r.choice(ALL_KNOBS[knob]) for knob in knobs}
+    regions["priorities"] = r.choice(PRIORITY_MODES) if regions["policy"] == "priority" else "none"
+    if regions["max_model_len"] != "default":
+        regions["never_fits"] = "none"
+    engine, requests = _requests(r, regions, STEP_BOUND_ALL)
+    block, chunk = engine["block_size"], engine["chunk"]
+    length = None
+    prompts = [p for p, _, _ in requests]
+    lifetimes = [p + o for p, o, _ in requests]
+    region = regions["max_model_len"]
+    if region == "refuses_some":
+        length = r.randint(max(1, min(prompts) // 2), max(prompts))
+    elif region == "ends_some":
+        # above the largest prompt, at most a request's prompt + out - 1 (so it ends at the limit);
+        # else above a prompt, at most that request's prompt + out - 1
+        if max(lifetimes) - 1 > max(prompts):
+            length = r.randint(max(prompts) + 1, max(lifetimes) - 1)
+        else:
+            tall = [k for k in range(len(requests)) if lifetimes[k] - 1 > prompts[k]]
+            if tall:
+                k = r.choice(tall)
+                length = r.randint(prompts[k] + 1, lifetimes[k] - 1)
+        if length is None:
+            region = regions["max_model_len"] = "above_all"
+    if region in ("above_all", "cache_too_small"):
+        length = r.randint(max(lifetimes) + 1, min(32768, 2 * max(lifetimes) + 16))
+    accepted = [(p, o) for p, o, _ in requests if length is None or p < length]
+    limit = SCENARIO_MAX_MODEL_LEN if length is None else length
+    needs = [-(-min(p + o - 1, limit - 1) // block) for p, o in accepted] or [1]
+    need, total = max(needs), sum(needs)
+    if length is not None and region != "cache_too_small":
+        # the cache holds one request of max_model_len (kv_cache_planning.py:151-183)
+        need = max(need, -(-length // block))
+        total = max(total, need)
+    usable = _usable(r, regions["pool"], need, total)
+    if region == "cache_too_small":
+        # too small for one request of max_model_len (but the requests may fit); a max_model_len
+        # within one block fits any cache: such a case is above_all's
+        usable = max(1, min(usable, -(-length // block) - 1))
+        if -(-length // block) <= usable:
+            region = regions["max_model_len"] = "above_all"
+    if length is not None and chunk > length:
+        chunk = length
+        regions["threshold"] = _threshold_region(chunk, block, engine["budget"])
+    never = regions["never_fits"]
+    if never != "none" and usable * block >= SCENARIO_MAX_MODEL_LEN - 1:
+        # a cache that holds the longest request (8191 tokens computed): nothing can be too long for it
+        never = regions["never_fits"] = "none"
+    if never != "none":
+        if never == "prompt":
+            big = [usable * block + r.randint(1, 64), r.randint(1, 8)]
+        else:
+            prompt = r.randint(1, usable * block)
+            big = [prompt, usable * block - prompt + 2 + r.randint(0, 32)]
+        big[0] = min(big[0], SCENARIO_MAX_MODEL_LEN - 1)
+        big[1] = min(big[1], SCENARIO_MAX_MODEL_LEN - big[0])
+        requests.insert(r.randint(0, len(requests)), big + [r.choice([a for _, _, a in requests])])
+    case = {
+        "kind": "scenario",
+        "budget": engine["budget"],
+        "max_seqs": engine["max_seqs"],
+        "block_size": block,
+        "num_blocks": usable + 1,
+        "chunk": chunk,
+        "prefix_caching": regions["prefix_caching"] == "on",
+        "requests": [{"prompt": p, "out": o, **({"arrive": a} if a else {})} for p, o, a in requests],
+    }
+    if regions["policy"] == "priority":
+        case["policy"] = "priority"
+        values = _priorities(r, regions["priorities"], len(requests))
+        case["requests"] = [dict(q, priority=v) for q, v in zip(case["requests"], values)]
+    if length is not None:
+        case["max_model_len"] = length
+    w = regions["watermark"]
+    if w != "zero":
+        lo, hi = {"low": (0.01, 0.1), "medium": (0.1, 0.5), "high": (0.5, 0.99)}[w]
+        case["watermark"] = round(r.uniform(lo, hi), 2)
+    if regions["mode"] == "async":
+        case["async"] = True
+    return case, regions
+
+
+def scenario_all(seed: int, index: int) -> dict:
+    """Case ``index`` of ``seed`` of the kind space-all."""
+    return draw_all(seed, index)[0]
+
+
+def regions_all(seed: int, index: int) -> dict[str, str]:
+    """The regions case ``index`` of ``seed`` of the kind space-all was drawn from."""
+    return draw_all(seed, index)[1]
 
 
 def scenario(seed: int, index: int) -> dict:

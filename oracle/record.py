@@ -5,6 +5,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record replays [--spacings 4 8 ...]
     python -m oracle.record campaign --kind scenario --count 2000 --seed 1
     python -m oracle.record campaign --kind space --count 5000 --seed 1
+    python -m oracle.record campaign --kind space-all --count 6000 --seed 1 --processes 2
     python -m oracle.record coverage           campaign/coverage.json from the campaign files
     python -m oracle.record manifest           recompute every listed file's sha256
 
@@ -43,7 +44,8 @@ FULL_MAX_STEPS = 2_000_000
 CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_size": 16}
 
 CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl",
-                  "space": "space.jsonl", "priority": "priority.jsonl", "limits": "limits.jsonl"}
+                  "space": "space.jsonl", "priority": "priority.jsonl", "limits": "limits.jsonl",
+                  "space-all": "space-all.jsonl"}
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -203,21 +205,24 @@ def record_replays(spacings, python=None, max_steps=FULL_MAX_STEPS, asynchronous
 
 
 def record_campaign(kind: str, count: int, seed: int, python=None, hours: float | None = None,
-                    append: bool = False, asynchronous: bool = False) -> None:
+                    append: bool = False, asynchronous: bool = False, processes: int = 1) -> None:
     """Draw ``count`` cases of ``kind`` from ``seed`` and record each with its
     real answer, one JSON line per case: {"seed", "index", "case", "answer"}
     (serve cases also "answer_older_rule": the same case with a running
     request that preempts itself ending the pass, as before 0.33.0).
     With ``hours`` it stops after that long and says how many it recorded.
     ``asynchronous``: every case says ``"async": true`` (vLLM 0.33.0's
-    default engine), written to campaign/async-NAME.jsonl."""
+    default engine), written to campaign/async-NAME.jsonl. ``processes``:
+    that many driver processes, case k answered by process k % processes
+    (the file is the same, in case order)."""
     from oracle import campaign_cases, campaign_space
 
     out = DATA / "campaign" / (("async-" if asynchronous else "") + CAMPAIGN_FILES[kind])
     out.parent.mkdir(parents=True, exist_ok=True)
     draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
             "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario,
-            "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario}[kind]
+            "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
+            "space-all": campaign_space.scenario_all}[kind]
     cases = [draw(seed, index) for index in range(count)]
     if asynchronous:
         cases = [{**case, "async": True} for case in cases]
@@ -227,7 +232,10 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
         jobs = [job for case in jobs for job in (case, {**case, "self_preempt_ends_pass": True})]
     keep = ("first", "done", "preemptions", "steps", "status", "unfinished", "features") if kind != "replay" else (
         "rows", "status", "steps", "unfinished", "never_sent", "features")
-    answers = real.iter_answers(jobs, python)
+    if processes > 1 and kind == "serve":
+        raise SystemExit("--processes: serve cases are two jobs each; record them with one process")
+    streams = [real.iter_answers(jobs[k::processes], python) for k in range(processes)]
+    answers = (next(streams[k % processes]) for k in range(len(jobs)))
     started = time.perf_counter()
     recorded = 0
     with out.open("a" if append else "w") as f:
@@ -238,6 +246,8 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
             if answer.get("refused"):  # which requests were refused and why (priority/limits cases)
                 record["answer"]["refused"] = answer["refused"]
+            if kind == "space-all":  # the engine that answered, as the driver says it (the case asked for it)
+                record["answer"]["mode"] = "async" if answer.get("async") else "sync"
             if kind == "serve":
                 older = next(answers)
                 if "error" in older:
@@ -246,14 +256,16 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
             recorded += 1
             if hours is not None and time.perf_counter() - started > hours * 3600:
-                answers.close()
+                for stream in streams:
+                    stream.close()
                 break
     elapsed = time.perf_counter() - started
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record campaign --kind {kind} --count {count} --seed {seed}"
-             + (" --async" if asynchronous else ""),
-             generator="oracle/campaign_space.py" if kind == "space" else "oracle/campaign_cases.py", seed=seed,
-             cases=sum(1 for _ in out.open()), seconds=round(elapsed, 1), **({"async": True} if asynchronous else {}))
+             + (" --async" if asynchronous else "") + (f" --processes {processes}" if processes > 1 else ""),
+             generator="oracle/campaign_space.py" if kind.startswith("space") else "oracle/campaign_cases.py",
+             seed=seed, cases=sum(1 for _ in out.open()), seconds=round(elapsed, 1),
+             **({"processes": processes} if processes > 1 else {}), **({"async": True} if asynchronous else {}))
     save_manifest(manifest)
     print(f"{out.relative_to(DATA)}: {recorded} {kind}s in {elapsed:.0f} s")
 
@@ -278,7 +290,7 @@ def record_coverage() -> None:
             "preemptions": sum(f["preemptions"] for f in features),
             "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
         }
-        if kind in ("scenario", "serve", "space", "priority", "limits"):
+        if kind in ("scenario", "serve", "space", "priority", "limits", "space-all"):
             cases = [r["case"] for r in records]
             entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
             entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
@@ -293,14 +305,24 @@ def record_coverage() -> None:
                 != {k: r["answer_older_rule"][k] for k in ("first", "done", "preemptions", "steps")}
                 for r in records
             )
-        if kind == "priority":
+        if kind == "space-all":
+            entry["async"] = sum(bool(c.get("async")) for c in cases)
+            entry["with_priorities"] = sum(c.get("policy") == "priority" for c in cases)
+            entry["async_with_priorities"] = sum(bool(c.get("async")) and c.get("policy") == "priority"
+                                                 for c in cases)
+            entry["async_with_priorities_and_preemptions"] = sum(
+                bool(c.get("async")) and c.get("policy") == "priority" and f["preemptions"] > 0
+                for c, f in zip(cases, features))
+        if kind in ("priority", "space-all"):
+            cases = [c for c in cases if c.get("policy") == "priority"]
             entry["with_priority_ties"] = sum(len({q["priority"] for q in c["requests"]}) < len(c["requests"])
                                               for c in cases)
             entry["with_negative_priorities"] = sum(any(q["priority"] < 0 for q in c["requests"]) for c in cases)
             entry["with_all_distinct_priorities"] = sum(
                 len(c["requests"]) > 1 and len({q["priority"] for q in c["requests"]}) == len(c["requests"])
                 for c in cases)
-        if kind == "limits":
+        if kind in ("limits", "space-all"):
+            cases = [r["case"] for r in records]
             refusals = [r["answer"].get("refused", {}) for r in records]
             entry["with_max_model_len"] = sum("max_model_len" in c for c in cases)
             entry["with_watermark"] = sum(bool(c.get("watermark")) for c in cases)
@@ -342,6 +364,7 @@ def main(argv=None) -> int:
     campaign.add_argument("--count", type=int, required=True)
     campaign.add_argument("--seed", type=int, default=1)
     campaign.add_argument("--hours", type=float)
+    campaign.add_argument("--processes", type=int, default=1, help="driver processes (case k on process k %% N)")
     campaign.add_argument("--async", dest="asynchronous", action="store_true",
                           help="every case with \"async\": true (campaign/async-NAME.jsonl)")
     commands.add_parser("coverage")
@@ -354,7 +377,7 @@ def main(argv=None) -> int:
             record_replays(args.spacings, args.vllm_python, args.max_steps, args.asynchronous)
         elif args.command == "campaign":
             record_campaign(args.kind, args.count, args.seed, args.vllm_python, args.hours,
-                            asynchronous=args.asynchronous)
+                            asynchronous=args.asynchronous, processes=args.processes)
         elif args.command == "coverage":
             record_coverage()
         else:

@@ -1,19 +1,24 @@
-"""What each region of the whole-space campaign exercises (issue 18, §4).
+"""What each region of the whole-space campaigns exercises (issue 18, §4).
 
-    python -m oracle.space_coverage [FILE.jsonl] [--out docs/data/space_coverage.json]
+    python -m oracle.space_coverage [--out docs/data/space_coverage.json]
 
-For every case of oracle/data/campaign/space.jsonl (drawn by
-oracle/campaign_space.py, which gives each case's regions again from its
-seed and index): the rules of serq-ref's step engine that applied while the
-harness's program ran the case (the small-step semantics with an observer,
-as ``serq-ref trace --coverage`` counts them), (on every fifth case: ``EVERY``), and the features the real
-scheduler's answer counted (oracle/real/driver.py's ``features``:
-preempt_steps, preemptions, self_preemptions, blocked_steps). Written per
-knob and region: the cases of the region, how many of them had each
+For every case of the two whole-space corpora (``CORPORA``: space.jsonl,
+synchronous FCFS, and space-all.jsonl, both modes, both policies and the
+limits; drawn by oracle/campaign_space.py, which gives each case's regions
+again from its seed and index): the rules of serq-ref's step engine that
+applied while the harness's program ran the case (the small-step semantics
+with an observer, as ``serq-ref trace --coverage`` counts them; on every
+fifth case: ``EVERY``), with three variants told apart (``VARIANTS``: a
+victim chosen by keys, vLLM's priority victim, by pool/preempt and by
+step/preempt-parked; a request that preempts itself), and the features of
+the case's answer: those the real scheduler counted (oracle/real/driver.py's
+``features``: preempt_steps, preemptions, self_preemptions, blocked_steps)
+and those the answer and the case say (``ANSWER_FEATURES``: a request
+refused, by each reason; a request ended at max_model_len). Written per
+corpus, knob and region: the cases of the region, how many of them had each
 feature, and of those whose rules were counted how many applied each rule
-at least once. Rules no case of a region
-applied are listed under ``never``. No times or dates: the same bytes for
-the same code and corpus.
+at least once. Rules no case of a region applied are listed under
+``never``. No times or dates: the same bytes for the same code and corpora.
 """
 
 from __future__ import annotations
@@ -26,9 +31,41 @@ from pathlib import Path
 from . import campaign_space
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path("oracle/data/campaign/space.jsonl")
+CAMPAIGN = Path("oracle/data/campaign")
+#: The whole-space corpora and the kind (oracle/campaign.py) each was drawn as.
+CORPORA = {"space.jsonl": "space", "space-all.jsonl": "space-all"}
 OUT = Path("docs/data/space_coverage.json")
-FEATURES = ("preempt_steps", "preemptions", "self_preemptions", "blocked_steps")
+#: The real scheduler's counts (oracle/real/driver.py's ``features``).
+DRIVER_FEATURES = ("preempt_steps", "preemptions", "self_preemptions", "blocked_steps")
+
+
+def _refused(reason: str):
+    return lambda record: any(why.startswith(reason + ":") for why in record["answer"].get("refused", {}).values())
+
+
+def _ended_at_limit(record: dict) -> bool:
+    """A request served and ended by check_stop at max_model_len (its prompt below it, prompt + out above it)."""
+    case = record["case"]
+    refused = record["answer"].get("refused", {})
+    return "max_model_len" in case and any(
+        str(k) not in refused and q["prompt"] + q["out"] > case["max_model_len"] > q["prompt"]
+        for k, q in enumerate(case["requests"]))
+
+
+#: Features of a case its answer and the case say (a refusal's reason: the driver's words).
+ANSWER_FEATURES = {
+    "refused_configuration": _refused("configuration"),
+    "refused_prompt": _refused("prompt"),
+    "refused_never_fits": _refused("never fits"),
+    "ended_at_max_model_len": _ended_at_limit,
+}
+FEATURES = DRIVER_FEATURES + tuple(ANSWER_FEATURES)
+#: Variants of a rule counted apart, ``RULE [what]``: (rule, name, test of the trace's fields).
+VARIANTS = (
+    ("pool/preempt", "by keys", lambda f: f.get("by") == "keys"),
+    ("pool/preempt", "self", lambda f: f.get("session") == f.get("grower")),
+    ("step/preempt-parked", "by keys", lambda f: f.get("by") == "keys"),
+)
 #: The rule families a scenario of the harness's program can apply (the others are other constructs').
 FAMILIES = ("step/", "pool/", "stage/step", "session/hold", "session/end", "workload/arrive")
 #: Rules of those families no scenario can apply: leases, spills, a growth that waits (preempt none),
@@ -45,8 +82,11 @@ def rules_applied(case: dict) -> dict[str, int]:
 
     counts: dict[str, int] = {}
 
-    def observe(rule: str, _c, _fields) -> None:
+    def observe(rule: str, _c, fields) -> None:
         counts[rule] = counts.get(rule, 0) + 1
+        for name, variant, test in VARIANTS:
+            if rule == name and test(fields or {}):
+                counts[f"{name} [{variant}]"] = counts.get(f"{name} [{variant}]", 0) + 1
 
     program = scenario_program({k: v for k, v in case.items() if k != "kind"}, older_rule=False)
     for _ in walk(build_machine(program, observer=observe), every=False):
@@ -57,7 +97,11 @@ def rules_applied(case: dict) -> dict[str, int]:
 def relevant_rules() -> list[str]:
     from semantics.smallstep.driver import all_rules
 
-    return [r.name for r in all_rules() if r.name.startswith(FAMILIES) and r.name not in UNREACHABLE]
+    names = []
+    for r in all_rules():
+        if r.name.startswith(FAMILIES) and r.name not in UNREACHABLE:
+            names += [r.name] + [f"{r.name} [{variant}]" for name, variant, _ in VARIANTS if name == r.name]
+    return names
 
 
 #: Rules are counted on every EVERY-th case (index 0, EVERY, ...): a run with an observer takes the
@@ -65,24 +109,38 @@ def relevant_rules() -> list[str]:
 EVERY = 5
 
 
-def measure(records: list[dict], every: int = EVERY) -> dict:
-    """The coverage data of a corpus's records (module docstring): features
-    over every case, rules over every ``every``-th."""
+def features_of(record: dict) -> set[str]:
+    """The features (``FEATURES``) a recorded case had."""
+    return ({f for f in DRIVER_FEATURES if record["answer"]["features"].get(f)}
+            | {f for f, test in ANSWER_FEATURES.items() if test(record)})
+
+
+def draw_of(kind: str):
+    """The generator of a whole-space kind: (seed, index) -> (case, regions), and its knobs."""
+    if kind == "space":
+        return campaign_space.draw, campaign_space.KNOBS
+    return campaign_space.draw_all, campaign_space.ALL_KNOBS
+
+
+def measure(records: list[dict], every: int = EVERY, kind: str = "space") -> dict:
+    """The coverage data of a corpus's records (module docstring), drawn as
+    ``kind``: features over every case, rules over every ``every``-th."""
     rules = relevant_rules()
+    draw, knobs = draw_of(kind)
     per_case = []
     for record in records:
-        case, regions = campaign_space.draw(record["seed"], record["index"])
+        case, regions = draw(record["seed"], record["index"])
         if case != record["case"]:
             raise ValueError(f"case {record['seed']}/{record['index']} is not what oracle/campaign_space.py draws")
         applied = None
         if record["index"] % every == 0:
             counts = rules_applied(record["case"])
             applied = {r for r in rules if counts.get(r)}
-        per_case.append((regions, applied, {f for f in FEATURES if record["answer"]["features"].get(f)}))
-    out: dict = {"format": "serq-ref/space-coverage", "version": 1, "cases": len(records),
+        per_case.append((regions, applied, features_of(record)))
+    out: dict = {"kind": kind, "cases": len(records),
                  "rules_every": every, "features": list(FEATURES), "rules": rules,
                  "total": _tally(per_case, rules), "regions": {}}
-    for knob, names in campaign_space.KNOBS.items():
+    for knob, names in knobs.items():
         out["regions"][knob] = {}
         for name in names:
             chosen = [c for c in per_case if c[0][knob] == name]
@@ -107,15 +165,21 @@ def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def measure_all(directory: Path = CAMPAIGN, every: int = EVERY) -> dict:
+    """The coverage data of every corpus of ``CORPORA`` in ``directory``."""
+    return {"format": "serq-ref/space-coverage", "version": 2,
+            "corpora": {name: measure(read(directory / name), every, kind) for name, kind in CORPORA.items()}}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oracle.space_coverage", description=__doc__.split("\n\n")[0])
-    parser.add_argument("corpus", nargs="?", default=str(CORPUS))
+    parser.add_argument("--campaign", default=str(CAMPAIGN), help="the directory of the corpora")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
-    data = measure(read(Path(args.corpus)))
+    data = measure_all(Path(args.campaign))
     Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    total = data["total"]
-    print(f"{data['cases']} cases; rules never applied: {', '.join(total['never']) or 'none'}")
+    for name, corpus in data["corpora"].items():
+        print(f"{name}: {corpus['cases']} cases; rules never applied: {', '.join(corpus['total']['never']) or 'none'}")
     return 0
 
 
