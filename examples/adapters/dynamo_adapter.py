@@ -19,7 +19,8 @@ request preempted first (`preemption_mode` lifo, the mocker's default).
 The timing model is the mocker's `fixed` one with 1 ms for a prefill and for
 a decode iteration, so that the virtual clock counts iterations: the
 iteration that starts at t ms is step t + 1, a token sampled at t ms was
-sampled by step t. Request i arrives at `arrive` ms (added after step
+sampled by step t (the replay's clock starts at the first arrival: the
+adapter adds that arrival back to every time it reads). Request i arrives at `arrive` ms (added after step
 `arrive`: the first step that can schedule it is arrive + 1); its prompt's
 blocks get hash ids of their own (no request shares a prefix with another).
 The answer: `first` the request's first_token_ms, `done` its last_token_ms,
@@ -109,9 +110,23 @@ def replay(scenario: dict, workdir: str) -> list[dict]:
     records = list(result.per_request)
     if len(records) != len(rows):
         raise RuntimeError(f"the mocker reported {len(records)} requests of {len(rows)}")
+    # the replay's clock starts at the trace's first arrival (its times are relative to it): back on
+    # the scenario's clock, every time is that much later
+    offset = min(row["timestamp"] for row in rows)
+    for record in records:
+        for key in ("arrival_time_ms", "first_token_ms", "last_token_ms"):
+            if record[key] is not None:
+                record[key] += offset
+        for admission in record["admission_history"]:
+            admission["at_ms"] += offset
     # the records come in the order of their random uuids: a request is known by its signature
     # (unsupported() refused the scenarios where two requests share one)
     by_signature = {(r["arrival_time_ms"], r["input_length"], r["requested_output_length"]): r for r in records}
+    missing = [row for row in rows
+               if (row["timestamp"], row["input_length"], row["output_length"]) not in by_signature]
+    if missing:
+        raise RuntimeError(f"the mocker's report has no request arriving at {missing[0]['timestamp']} ms "
+                           f"with {missing[0]['input_length']} prompt and {missing[0]['output_length']} output tokens")
     return [by_signature[(row["timestamp"], row["input_length"], row["output_length"])] for row in rows]
 
 
