@@ -17,6 +17,8 @@ Minimising a class (--minimise TRIES, the peers installed:
 $SERQ_DYNAMO_PYTHON, $SERQ_VIDUR_PYTHON) runs oracle/campaign.py's shrink on
 the class's smallest case: a smaller scenario is kept while the peer's answer
 still differs from serq-ref's and its first difference is still of the class.
+A class the previous record (--previous, default --out) has minimised keeps
+that minimised case; only a new class is minimised.
 """
 from __future__ import annotations
 
@@ -54,15 +56,15 @@ RUNS = (
     ("dynamo-async-scenarios", "dynamo", DYNAMO, ("oracle/data/campaign/async-scenarios.jsonl",), 20),
     ("vidur-vllm-shared", "vidur-vllm", f"{VIDUR} vllm", SHARED, 1),
     ("vidur-vllm-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/scenarios.jsonl",), 4),
-    ("vidur-vllm-serve", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/serve.jsonl",), 10),
-    ("vidur-vllm-priority", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/priority.jsonl",), 10),
-    ("vidur-vllm-async-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/async-scenarios.jsonl",), 10),
+    ("vidur-vllm-serve", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/serve.jsonl",), 5),
+    ("vidur-vllm-priority", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/priority.jsonl",), 5),
+    ("vidur-vllm-async-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/async-scenarios.jsonl",), 5),
     ("vidur-sarathi-shared", "vidur-sarathi", f"{VIDUR} sarathi", SHARED, 1),
-    ("vidur-sarathi-scenarios", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/scenarios.jsonl",), 2),
-    ("vidur-sarathi-serve", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/serve.jsonl",), 10),
-    ("vidur-sarathi-priority", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/priority.jsonl",), 10),
+    ("vidur-sarathi-scenarios", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/scenarios.jsonl",), 4),
+    ("vidur-sarathi-serve", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/serve.jsonl",), 5),
+    ("vidur-sarathi-priority", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/priority.jsonl",), 5),
     ("vidur-sarathi-async-scenarios", "vidur-sarathi", f"{VIDUR} sarathi",
-     ("oracle/data/campaign/async-scenarios.jsonl",), 10),
+     ("oracle/data/campaign/async-scenarios.jsonl",), 5),
 )
 
 
@@ -255,6 +257,10 @@ def vidur_class(peer: str, scenario: dict, step: int, sa: dict, sb: dict, what: 
         if any(e.get("mode") == "prefill" and e["tokens"] < prompt[e["request"]] and tb.get(e["request"]) != e["tokens"]
                for e in sa["scheduled"]):
             return "vidur-vllm-no-chunked-prefill"
+        left_out = [e["tokens"] for e in sa["scheduled"] if e.get("mode") == "prefill" and e["request"] not in tb]
+        if left_out and tb and (len(tb) + 1) * max(list(tb.values()) + left_out[:1]) > scenario["budget"]:
+            # its batch is counted padded: the number of requests times the longest
+            return "vidur-vllm-batch-counted-padded"
     if sa["preempted"] and any(r not in ta for r in tb):
         return f"{peer}-admits-in-a-step-that-preempts"
     if set(sa["preempted"]) != set(sb["preempted"]):
@@ -392,7 +398,7 @@ def record(runs: Path, tries: int, previous: dict | None, peers: tuple[str, ...]
                              **counts, "unsupported_reasons": reasons, "parts": run["parts"],
                              "differences": differences})
     for key, cls in data["classes"].items():
-        if key in old_classes and "minimised" in old_classes[key] and (tries == 0 or (peers and cls["peer"] not in peers)):
+        if key in old_classes and "minimised" in old_classes[key]:  # kept: only a class without one is minimised
             cls["minimised"] = old_classes[key]["minimised"]
         elif tries > 0 and (not peers or cls["peer"] in peers):
             print(f"minimising {key} from {cls['smallest']['case']} ...", file=sys.stderr, flush=True)
