@@ -6,6 +6,7 @@ grading's consistency (docs/data/field.json)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import importlib.util
 import json
 import shlex
@@ -113,3 +114,71 @@ def test_the_peers_lack_different_knobs():
     assert "cannot be told apart" in dynamo.unsupported(same) and vidur.unsupported(same) is None
     cached = dict(same, requests=same["requests"][:1], prefix_caching=True)
     assert dynamo.unsupported(cached) is None and "prefix caching" in vidur.unsupported(cached)
+
+
+# --- the recorded grading (docs/data/field.json) --------------------------------------
+
+RECORD = json.loads(FIELD.read_text()) if FIELD.exists() else None
+MANIFEST = json.loads((DATA / "manifest.json").read_text())
+
+
+def test_the_grading_is_recorded():
+    assert RECORD is not None, "docs/data/field.json: examples/adapters/field.py record writes it"
+    assert {run["peer"] for run in RECORD["runs"]} == {"dynamo", "vidur-vllm", "vidur-sarathi"}
+    graded = {}
+    for run in RECORD["runs"]:
+        graded[run["peer"].split("-")[0]] = graded.get(run["peer"].split("-")[0], 0) + run["graded"]
+    assert all(n >= 5000 for n in graded.values()), graded  # the issue's "at least 5,000 cases" per peer
+
+
+def test_the_counts_add_up():
+    from oracle.check import Selection, cases_of
+
+    for run in RECORD["runs"]:
+        assert run["agree"] + run["differ"] + run["unsupported"] == run["graded"], run["name"]
+        assert sum(run["unsupported_reasons"].values()) == run["unsupported"], run["name"]
+        assert len(run["differences"]) == run["differ"], run["name"]
+        # graded is the slice the command chose: every case, or every N-th
+        cases = Selection((), run["every"], None).choose([c for p in run["corpus"] for c in cases_of(str(ROOT / p), True)])
+        assert run["graded"] == len(cases), run["name"]
+        assert {d["case"] for d in run["differences"]} <= {c.label for c in cases}, run["name"]
+        # the parts' closing lines are oracle check's own
+        assert sum(part["cases"] for part in run["parts"][:1]) == run["graded"], run["name"]
+
+
+def test_every_difference_has_a_class_and_every_class_a_minimised_valid_case():
+    from oracle.campaign import scenario_valid
+    from oracle.scenario import check_scenario
+
+    counted: dict[str, int] = {}
+    for run in RECORD["runs"]:
+        for difference in run["differences"]:
+            assert difference["class"] in RECORD["classes"], difference
+            counted[difference["class"]] = counted.get(difference["class"], 0) + 1
+    assert counted == {key: cls["cases"] for key, cls in RECORD["classes"].items()}
+    for key, cls in RECORD["classes"].items():
+        small = cls.get("minimised")
+        assert small is not None, f"class {key} has no minimised case"
+        check_scenario(small["scenario"])  # a scenario of the contract (raises if not)
+        assert scenario_valid(small["scenario"]), key
+        assert small["peer"] != small["vllm"], f"class {key}: the minimised case does not differ"
+        assert small["first_difference"]["class"] == key, key
+
+
+def test_the_minimised_cases_are_vllm_s_answers():
+    # serq-ref answers the corpus as vLLM 0.33.0 (docs/conformance.md): the recorded "vllm" side of a
+    # minimised case is serq-ref's answer now, so a change of semantics shows here
+    from oracle.scenario import run_scenario
+
+    for key, cls in RECORD["classes"].items():
+        small = cls["minimised"]
+        answer = run_scenario(small["scenario"], key, False)
+        assert {k: answer[k] for k in ("first", "done", "preemptions", "steps")} == small["vllm"], key
+
+
+def test_the_graded_corpora_are_the_manifest_s():
+    for path, digest in RECORD["corpora"].items():
+        relative = os.path.relpath(ROOT / path, DATA)
+        assert relative in MANIFEST["files"], path
+        assert MANIFEST["files"][relative]["sha256"] == digest, path
+        assert hashlib.sha256((ROOT / path).read_bytes()).hexdigest() == digest, path
