@@ -107,11 +107,18 @@ class Outcome:
     variant: str | None = None
     #: what differs, by kind (``KINDS``): how many requests (1 for a figure, or for no answer)
     kinds: dict[str, int] = field(default_factory=dict)
+    #: the engine's reason it cannot express the scenario (its answer ``{"unsupported": WHY}``):
+    #: counted apart, neither passed nor failed (docs/conformance.md, "Unsupported")
+    unsupported: str | None = None
     case: Case | None = field(default=None, repr=False, compare=False)
 
     @property
     def passed(self) -> bool:
         return not self.lines
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.lines) and self.unsupported is None
 
 
 # --------------------------------------------------------------------------
@@ -268,6 +275,11 @@ class Command:
         except json.JSONDecodeError as e:
             shown = text.strip()[:60]
             return None, f"the engine's output is not JSON ({e.msg}): {shown!r}"
+        if isinstance(answer, dict) and "unsupported" in answer:
+            why = answer["unsupported"]
+            if not isinstance(why, str) or not why.strip():
+                return None, "the engine's answer is not the .out.json shape: `unsupported` is not a reason (a string)"
+            return {"unsupported": why.strip()}, None
         problem = shape_problem(answer)
         if problem:
             return None, f"the engine's answer is not the .out.json shape: {problem}"
@@ -351,6 +363,9 @@ def judge(case: Case, answer: dict | None, reason: str | None, who: str) -> Outc
     """A case's outcome from an engine's answer (or the reason it has none)."""
     if answer is None:
         return Outcome(case.label, [f"{case.label}: {reason}"], kinds={reason_kind(reason): 1})
+    if "unsupported" in answer:
+        return Outcome(case.label, [f"{case.label}: unsupported by the engine: {answer['unsupported']}"],
+                       unsupported=answer["unsupported"])
     lines = differences(case.label, case.recorded, answer, who)
     if not lines:
         return Outcome(case.label, [])
@@ -472,7 +487,7 @@ def check(paths: list[str], command: str | None = None, jobs: int = 1, timeout: 
     journal = None
     if resume is not None:
         key = fingerprint("oracle check", command, older_rule, [(c.label, c.recorded, c.variants) for c in cases])
-        journal = Journal(resume, key, len(cases), encode=lambda o: [o.label, o.lines, o.variant, o.kinds],
+        journal = Journal(resume, key, len(cases), encode=lambda o: [o.label, o.lines, o.variant, o.kinds, o.unsupported],
                           decode=lambda j: Outcome(*j))
     with tempfile.TemporaryDirectory(prefix="serq-ref-check-") as workdir, \
             CaseProgress(len(cases), "oracle check", draw=progress) as bar:
@@ -491,7 +506,7 @@ def check(paths: list[str], command: str | None = None, jobs: int = 1, timeout: 
                 outcomes.append(outcome)
                 if pool is not None:
                     bar.advance()
-                if logs is not None and not outcome.passed:
+                if logs is not None and outcome.failed:
                     keep_logs(outcome.case, logs, workdir if command is not None else None, older_rule)
                 if report is not None:
                     report(outcome)
@@ -559,7 +574,7 @@ def summary(outcomes: list[Outcome], command: str | None, shown: int = 5) -> lis
     command that runs the failed cases again. Empty when fewer than two
     failed (one case's own lines say all of it)."""
     cases = [o.case for o in outcomes]
-    failed = [(o, o.case) for o in outcomes if not o.passed]
+    failed = [(o, o.case) for o in outcomes if o.failed]
     if len(failed) < 2:
         return []
     lines = [f"summary: {len(failed):,} of {len(outcomes):,} cases failed"]
