@@ -280,6 +280,67 @@ def test_a_loops_head_invariant_bounds_what_its_guards_bound(guard, bound):
     assert (head[program.slot_turn].low, head[program.slot_turn].high) == (1.0, bound)
 
 
+KV_PER_TURN_COPY = (ROOT / "tests/programs/warnings/kv_per_turn_copy.sq").read_text(encoding="utf-8")
+
+
+def test_a_guard_on_a_copy_of_the_turn_number_bounds_the_turn_number(capsys, tmp_path):
+    # issue 23: `set calls = turn_no; set next = calls + 1; branch (next <= turns)` bounded next, and the
+    # loop's head said nothing of turn_no ("the index of `kv[turn_no - 1]` can be 4 when `turn_no` = 5")
+    path = write(tmp_path, KV_PER_TURN_COPY)
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and err == "", err
+    code, out, err = run_cli(capsys, "run", path, "--horizon", "200")
+    assert code == 0 and err == "", err
+
+
+@pytest.mark.parametrize("longer", ["next <= turns + 1", "calls < turns + 1", "next - 1 <= turns"])
+def test_a_loop_bounded_through_a_copy_that_can_pass_its_family_is_still_warned_of(capsys, tmp_path, longer):
+    # one turn longer, through the copy: turn_no reaches 5 at the hold, and the run stops there
+    path = write(tmp_path, KV_PER_TURN_COPY.replace("next <= turns", longer))
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and "warning: the index of `kv[turn_no - 1]` can be 4 when `turn_no` = 5" in err, err
+    code, out, err = run_cli(capsys, "run", path, "--horizon", "200")
+    assert code == 1 and "index 4 is out of range" in err, err
+
+
+@pytest.mark.parametrize("statements, bound", [
+    ("set calls = turn_no; branch (calls < turns)", 4.0),  # a copy
+    ("set calls = turn_no; branch (turns > calls)", 4.0),
+    ("set a = turn_no; set calls = a; set a = 0; branch (calls < turns)", 4.0),  # a copy of a copy outlives it
+    ("set next = turn_no + 1; branch (next <= turns)", 4.0),  # a difference by a constant
+    ("set back = turn_no - 2; branch (back < turns - 2)", 4.0),
+    ("set next = turn_no + 0.5; branch (next < turns)", 4.0),  # whole turn_no <= 3.5
+    # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked), and
+    # after a turn calls is no longer turn_no (this loop is warned of, truly: kv[4] at the hold)
+    ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", float("inf")),
+    ("set calls = turn_no; turn; branch (calls < turns)", float("inf")),
+    ("set calls = 2 - turn_no; branch (calls > 0)", float("inf")),  # not a sum with a constant: not tracked
+])
+def test_a_guard_on_a_related_attribute_narrows_the_loops_head(statements, bound):
+    from semantics.link.loops import compute_loop_heads
+    from semantics.link.ranges import compute_attribute_ranges
+    from strategies import load_text
+
+    program = load_text(KV_PER_TURN.replace("branch (turn_no < turns)", statements))
+    (head,) = compute_loop_heads(program, compute_attribute_ranges(program), {}).values()
+    assert (head[program.slot_turn].low, head[program.slot_turn].high) == (1.0, bound)
+
+
+@settings(max_examples=200, deadline=None)
+@given(y=st.floats(allow_nan=False, allow_infinity=False), c=st.floats(allow_nan=False, allow_infinity=False),
+       bound=st.floats(allow_nan=False))
+def test_a_bound_through_a_relation_holds_whatever_the_rounding(y, c, bound):
+    """x = y + c as a float sum: a bound on x gives one on y (loops.solve_high, solve_low) that every y
+    whose sum is within it meets, though the sum rounds (y = 2**53, c = 1 is y again)."""
+    from semantics.link.loops import solve_high, solve_low
+
+    x = y + c
+    if x <= bound:
+        assert y <= solve_high(bound, c)
+    if x >= bound:
+        assert y >= solve_low(bound, c)
+
+
 @settings(max_examples=15, deadline=None)
 @given(generated_program=generated())
 def test_a_generated_program_that_runs_gets_no_warning_but_a_true_one(generated_program):

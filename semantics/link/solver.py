@@ -161,14 +161,21 @@ class Encoder:
         head = self.heads.get(at)
         if head is None:
             return
+        forgotten = set()
         for slot, term in self.state.items():
             if before.get(slot) is term:
                 continue  # not forgotten: the path's own value
+            forgotten.add(slot)
             interval, known = head[slot], self.ranges[slot]
             if interval.low > known.low and math.isfinite(interval.low):  # only what the range does not say
                 self.constraints.append(term >= self.make_constant(interval.low))
             if interval.high < known.high and math.isfinite(interval.high):
                 self.constraints.append(term <= self.make_constant(interval.high))
+        # x = y + c at the head, for an x or y forgotten (the other, not assigned in the body, is what it
+        # was at the loop's entry): reals, as every `set` on the path is encoded (docs/arithmetic.md)
+        for x, y, c in sorted(head.relations):
+            if x in forgotten or y in forgotten:
+                self.constraints.append(self.encode(ir.Attr(x)) == self.encode(ir.Attr(y)) + self.make_constant(c))
 
     def pass_turn(self) -> None:
         """`turn;`: turn_no and the trace's columns change, then the turn block runs."""
