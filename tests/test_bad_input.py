@@ -465,6 +465,30 @@ def test_a_powers_range_holds_its_every_value(low, width, y_low, y_width, u, v, 
         assert math.isnan(value) or r.low <= value <= r.high, (a, b, base, y, value, r)
 
 
+# Found by tests/test_warning_property.py: what a path knows of turn_no, of the statements it passed, and
+# of a `branch with` whose probability is 0 or 1 on it.
+
+@pytest.mark.parametrize("session, found", [
+    ("run h[turn_no + 1] (1);", []),  # a session arrives with turn_no 0
+    ("turn;\n  turn;\n  run h[turn_no - 1] (1);", []),  # each turn adds 1: h[1]
+    ("turn;\n  turn;\n  run h[turn_no] (1);", ["error: the index of `h[turn_no]` is never a member index 0..1 (e.g. 2)"]),
+    # a run that goes on past a statement found its index a member there: the second is not warned of again
+    ("set x = serial;\n  run h[x] (1);\n  run h[x] (1);",
+     ["warning: the index of `h[x]` can be 2 when `x` = 2, which is not a member index 0..1"]),
+    # ~bernoulli(p) is 1 only if p > 0: a branch taken only when x > 5 is never taken
+    ("set x = serial;\n  branch with (x > 5) { run h[x] (1); }", []),
+    ("set x = serial;\n  branch with (x > 0) { run h[x] (1); }",
+     ["warning: the index of `h[x]` can be 2 when `x` = 2, which is not a member index 0..1"]),
+])
+def test_a_path_knows_the_turn_number_the_statements_passed_and_a_certain_branch_with(capsys, tmp_path, session,
+                                                                                      found):
+    path = write(tmp_path, "stage h[2] : delay;\nworkload { arrive batch(3); }\n"
+                           f"session {{\n  {session}\n}}\nrun {{ horizon 10; }}\n")
+    code, _, err = run_cli(capsys, "check", path)
+    said = [line.split(": ", 1)[1] for line in err.splitlines() if ": warning: " in line or ": error: " in line]
+    assert [line.split(" (e.g.")[0] + (" (e.g. 2)" if "(e.g. 2" in line else "") for line in said] == found, err
+
+
 @settings(max_examples=15, deadline=None)
 @given(generated_program=generated())
 def test_a_generated_program_that_runs_gets_no_warning_but_a_true_one(generated_program):

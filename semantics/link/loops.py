@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from .. import ir
 from .paths import HOLD, TURN, list_assigned, list_assigned_slots
-from .ranges import Interval, RangeEvaluator, join, make_point, widen
+from .ranges import Interval, RangeEvaluator, join, start_turn, widen
 
 #: Rounds of plain iteration at a loop's head before an endpoint that still moves is widened.
 ROUNDS_BEFORE_WIDENING = 4
@@ -90,13 +90,7 @@ class LoopHeads:
     def analyse(self) -> dict[tuple[int, int], State]:
         program = self.program
         start = list(self.ranges)
-        turn = make_point(0.0)
-        if isinstance(program.arrival, ir.Sessions):
-            for spec in program.arrival.sessions:
-                for slot, value in spec.attrs:
-                    if slot == program.slot_turn:
-                        turn = join(turn, make_point(value))
-        start[program.slot_turn] = turn
+        start[program.slot_turn] = start_turn(program)
         if 0 <= program.session < len(program.blocks):
             self.block(program.session, State(tuple(start)))
         return self.heads

@@ -277,6 +277,17 @@ def list_builtin_ranges(program: ir.Program) -> dict[int, Interval]:
     }
 
 
+def start_turn(program: ir.Program) -> Interval:
+    """turn_no when a session arrives: 0, or what an explicit session gives it."""
+    turn = make_point(0.0)
+    if isinstance(program.arrival, ir.Sessions):
+        for spec in program.arrival.sessions:
+            for slot, value in spec.attrs:
+                if slot == program.slot_turn:
+                    turn = join(turn, make_point(value))
+    return turn
+
+
 def count_serials(program: ir.Program) -> Interval:
     """The serials a run gives: its sessions are numbered by arrival from 0 (workload/arrive), and a batch,
     the explicit sessions or an open workload's `arrivals N` start so many (issue 23: the digest corpus's
