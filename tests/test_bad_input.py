@@ -310,6 +310,9 @@ def test_a_loop_bounded_through_a_copy_that_can_pass_its_family_is_still_warned_
     ("set next = turn_no + 1; branch (next <= turns)", 4.0),  # a difference by a constant
     ("set back = turn_no - 2; branch (back < turns - 2)", 4.0),
     ("set next = turn_no + 0.5; branch (next < turns)", 4.0),  # whole turn_no <= 3.5
+    ("set t = turn_no - 1; branch (t + 1 < turns)", 4.0),  # a guard on a sum with a constant narrows its term
+    ("set t = turn_no - 1; branch (turns > 1 + t)", 4.0),
+    ("set t = turn_no - 1; branch (t + 1 < turns + 1)", 5.0),
     # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked), and
     # after a turn calls is no longer turn_no (this loop is warned of, truly: kv[4] at the hold)
     ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", float("inf")),

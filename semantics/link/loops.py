@@ -181,15 +181,8 @@ class LoopHeads:
         statement (an admission, a preemption)."""
         program = self.program
         moving = (slot, program.slot_cached, program.slot_computed)
-        source, constant = None, 0.0
-        if isinstance(e, ir.Attr):
-            source = e.slot
-        elif isinstance(e, ir.Binary) and e.op in ("Add", "Sub"):
-            for attr, number in ((e.left, e.right), (e.right, e.left)):
-                if isinstance(attr, ir.Attr) and isinstance(number, ir.Num) and (e.op == "Add" or attr is e.left):
-                    source, constant = attr.slot, (number.value if e.op == "Add" else -number.value)
-                    break
-        if source is None or source in moving or not math.isfinite(constant):
+        source, constant = (e.slot, 0.0) if isinstance(e, ir.Attr) else (split_shift(e) or (None, 0.0))
+        if source is None or source in moving:
             return frozenset()
         found = {(slot, source, constant)}
         if constant == 0.0:  # a copy is exactly its source, so whatever its source is, it is
@@ -232,34 +225,25 @@ class LoopHeads:
         if not (isinstance(guard, ir.Binary) and guard.op in FLIPPED):
             return state
         op = guard.op if holds else NEGATED[guard.op]
-        for attr, other, op in ((guard.left, guard.right, op), (guard.right, guard.left, FLIPPED[op])):
-            if isinstance(attr, ir.Attr) and attr.slot not in (self.program.slot_cached,
-                                                                self.program.slot_computed):
-                state = self.narrow(state, attr.slot, op, self.evaluate(state, other))
-                if state is None:
-                    return None
+        moving = (self.program.slot_cached, self.program.slot_computed)
+        for side, other, op in ((guard.left, guard.right, op), (guard.right, guard.left, FLIPPED[op])):
+            if isinstance(side, ir.Attr) and side.slot not in moving:
+                state = self.narrow(state, side.slot, op, self.evaluate(state, other))
+            elif (shifted := split_shift(side)) is not None and shifted[0] not in moving:
+                # `t + 1 < turns`: the sum narrowed as an attribute would be, then back to t (outwards)
+                slot, c = shifted
+                total = self.evaluate(state, side)
+                low, high = narrow_interval(total, op, self.evaluate(state, other))
+                state = None if low > high else self.restrict(state, slot, solve_low(low, c), solve_high(high, c))
+            if state is None:
+                return None
         return state
 
     def narrow(self, state: State, slot: int, op: str, other: Interval) -> State | None:
         """``state`` with attribute ``slot`` narrowed to the values v with ``v op w`` for some w in
         ``other`` (NaN, which compares false, aside: the ranges do not model it), and every attribute
         related to it narrowed in turn. None when no value is left."""
-        x = state[slot]
-        low, high = x.low, x.high
-        if op in ("Lt", "Le"):
-            bound = other.high
-            if op == "Lt" and x.whole and math.isfinite(bound):
-                bound = math.ceil(bound) - 1
-            high = min(high, bound)
-        elif op in ("Gt", "Ge"):
-            bound = other.low
-            if op == "Gt" and x.whole and math.isfinite(bound):
-                bound = math.floor(bound) + 1
-            low = max(low, bound)
-        elif op == "Eq":
-            low, high = max(low, other.low), min(high, other.high)
-        else:  # Ne narrows nothing an interval can say
-            return state
+        low, high = narrow_interval(state[slot], op, other)
         return self.restrict(state, slot, low, high)
 
     def restrict(self, state: State, slot: int, low: float, high: float) -> State | None:
@@ -287,6 +271,34 @@ class LoopHeads:
                 elif related == slot:  # source + c is related's value: back from its bounds, outwards
                     pending.append((source, solve_low(low, c), solve_high(high, c)))
         return state
+
+
+def narrow_interval(x: Interval, op: str, other: Interval) -> tuple[float, float]:
+    """The bounds of the values v of ``x`` with ``v op w`` for some w in ``other`` (Ne: ``x``'s own)."""
+    low, high = x.low, x.high
+    if op in ("Lt", "Le"):
+        bound = other.high
+        if op == "Lt" and x.whole and math.isfinite(bound):
+            bound = math.ceil(bound) - 1
+        high = min(high, bound)
+    elif op in ("Gt", "Ge"):
+        bound = other.low
+        if op == "Gt" and x.whole and math.isfinite(bound):
+            bound = math.floor(bound) + 1
+        low = max(low, bound)
+    elif op == "Eq":
+        low, high = max(low, other.low), min(high, other.high)
+    return low, high
+
+
+def split_shift(e: ir.Expr) -> tuple[int, float] | None:
+    """(slot, c) when ``e`` is an attribute plus or minus a finite constant c (as `relate` reads it)."""
+    if isinstance(e, ir.Binary) and e.op in ("Add", "Sub"):
+        for attr, number in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(attr, ir.Attr) and isinstance(number, ir.Num) and (e.op == "Add" or attr is e.left):
+                c = number.value if e.op == "Add" else -number.value
+                return (attr.slot, c) if math.isfinite(c) else None
+    return None
 
 
 #: How many narrowings one guard may pass on through the relations (each is sound; this only ends a cycle).
