@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from strategies import generated
@@ -278,6 +278,218 @@ def test_a_loops_head_invariant_bounds_what_its_guards_bound(guard, bound):
     heads = compute_loop_heads(program, compute_attribute_ranges(program), {})
     (head,) = heads.values()
     assert (head[program.slot_turn].low, head[program.slot_turn].high) == (1.0, bound)
+
+
+KV_PER_TURN_COPY = (ROOT / "tests/programs/warnings/kv_per_turn_copy.sq").read_text(encoding="utf-8")
+
+
+def test_a_guard_on_a_copy_of_the_turn_number_bounds_the_turn_number(capsys, tmp_path):
+    # issue 23: `set calls = turn_no; set next = calls + 1; branch (next <= turns)` bounded next, and the
+    # loop's head said nothing of turn_no ("the index of `kv[turn_no - 1]` can be 4 when `turn_no` = 5")
+    path = write(tmp_path, KV_PER_TURN_COPY)
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and err == "", err
+    code, out, err = run_cli(capsys, "run", path, "--horizon", "200")
+    assert code == 0 and err == "", err
+
+
+@pytest.mark.parametrize("longer", ["next <= turns + 1", "calls < turns + 1", "next - 1 <= turns"])
+def test_a_loop_bounded_through_a_copy_that_can_pass_its_family_is_still_warned_of(capsys, tmp_path, longer):
+    # one turn longer, through the copy: turn_no reaches 5 at the hold, and the run stops there
+    path = write(tmp_path, KV_PER_TURN_COPY.replace("next <= turns", longer))
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 0 and "warning: the index of `kv[turn_no - 1]` can be 4 when `turn_no` = 5" in err, err
+    code, out, err = run_cli(capsys, "run", path, "--horizon", "200")
+    assert code == 1 and "index 4 is out of range" in err, err
+
+
+@pytest.mark.parametrize("statements, bound", [
+    ("set calls = turn_no; branch (calls < turns)", 4.0),  # a copy
+    ("set calls = turn_no; branch (turns > calls)", 4.0),
+    ("set a = turn_no; set calls = a; set a = 0; branch (calls < turns)", 4.0),  # a copy of a copy outlives it
+    ("set next = turn_no + 1; branch (next <= turns)", 4.0),  # a difference by a constant
+    ("set back = turn_no - 2; branch (back < turns - 2)", 4.0),
+    ("set next = turn_no + 0.5; branch (next < turns)", 4.0),  # whole turn_no <= 3.5
+    ("set t = turn_no - 1; branch (t + 1 < turns)", 4.0),  # a guard on a sum with a constant narrows its term
+    ("set t = turn_no - 1; branch (turns > 1 + t)", 4.0),
+    ("set t = turn_no - 1; branch (t + 1 < turns + 1)", 5.0),
+    # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked), and
+    # after a turn calls is no longer turn_no (this loop is warned of, truly: kv[4] at the hold)
+    ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", float("inf")),
+    ("set calls = turn_no; turn; branch (calls < turns)", float("inf")),
+    ("set calls = 2 - turn_no; branch (calls > 0)", float("inf")),  # not a sum with a constant: not tracked
+])
+def test_a_guard_on_a_related_attribute_narrows_the_loops_head(statements, bound):
+    from semantics.link.loops import compute_loop_heads
+    from semantics.link.ranges import compute_attribute_ranges
+    from strategies import load_text
+
+    program = load_text(KV_PER_TURN.replace("branch (turn_no < turns)", statements))
+    (head,) = compute_loop_heads(program, compute_attribute_ranges(program), {}).values()
+    assert (head[program.slot_turn].low, head[program.slot_turn].high) == (1.0, bound)
+
+
+@settings(max_examples=200, deadline=None)
+@given(y=st.floats(allow_nan=False, allow_infinity=False), c=st.floats(allow_nan=False, allow_infinity=False),
+       bound=st.floats(allow_nan=False))
+def test_a_bound_through_a_relation_holds_whatever_the_rounding(y, c, bound):
+    """x = y + c as a float sum: a bound on x gives one on y (loops.solve_high, solve_low) that every y
+    whose sum is within it meets, though the sum rounds (y = 2**53, c = 1 is y again)."""
+    from semantics.link.loops import solve_high, solve_low
+
+    x = y + c
+    if x <= bound:
+        assert y <= solve_high(bound, c)
+    if x >= bound:
+        assert y >= solve_low(bound, c)
+
+
+# The digest corpus's false warnings, a class each (tests/digest/warnings.json names the programs).
+
+def warnings_of(capsys, path, *options):
+    code, _, err = run_cli(capsys, "check", path, *options)
+    assert code == 0, err
+    return [line.split(": warning: ")[1] for line in err.splitlines() if ": warning: " in line]
+
+
+RECOMPUTING = """\
+pool mem { cap 10; preempt lifo; }
+stage gpu : ps(2);
+workload { arrive closed(2); }
+session {
+  set u = 1;
+  hold mem (u - computed) {
+    observe c0 = computed;
+    grow mem (3);
+    load mem (max(0, 3 - computed));
+    run gpu (~exp(1));
+    grow mem (2);
+    run gpu (1);
+  }
+}
+run { horizon 50; seed 5; }
+"""
+
+
+@pytest.mark.parametrize("change, warns", [
+    ("    load mem (max(0, 3 - computed));\n", False),  # no load: every preemption is at position 0
+    (None, True),  # a load moves the position: c0 is 3 at a re-admission, and the units 1 - 3
+])
+def test_computed_is_0_where_no_hold_can_have_computed_anything(capsys, tmp_path, change, warns):
+    # issue 23: thirteen of the digest corpus's programs (r000-preempt ...) were warned that `hold mem (u -
+    # computed)` can be negative "when `computed` = 3", where no hold's position ever leaves 0
+    text = RECOMPUTING if change is None else RECOMPUTING.replace(change, "")
+    path = write(tmp_path, text)
+    found = warnings_of(capsys, path)
+    code, out, err = run_cli(capsys, "run", path, "--json")
+    import json
+
+    c0 = json.loads(out)["observes"]["c0"]
+    if warns:  # true: the run re-admits a hold with computed 3 (its p99), so the units are 1 - 3
+        assert found == ["the units of the hold on `mem` can be negative: -1 when `u` = 1, `computed` = 2"]
+        assert c0["p99"] == 3.0
+    else:
+        assert found == [] and c0["count"] > 0 and c0["mean"] == 0.0 and c0["p99"] == 0.0
+
+
+@pytest.mark.parametrize("session, moves", [
+    ("hold mem (1) { run gpu (1); }", False),
+    ("hold mem (1) { run gpu (1); } cache (1)", False),  # one hold with a cache clause: never admitted again
+    ("branch with (0.5) { hold mem (1) { run gpu (1); } cache (1) } else { hold mem (2) { run gpu (1); } }", False),
+    ("hold mem (1) { load mem (1); }", True),  # a load advances the position
+    ("hold mem (1) { run eng decode (1) growing mem; }", True),  # so do a growing run's tokens
+    ("loop { hold mem (1) { run gpu (1); } cache (1) branch with (0.5) { end; } }", True),  # consumes its own
+    ("hold mem (1) { run gpu (1); } cache (1)\n  hold mem (1) { run gpu (1); } cache (1)", True),  # the second
+    ("hold mem (1) { hold mem (1) { run gpu (1); } cache (1) }", True),  # the outer's re-admission reaches it again
+    ("hold mem (1) { release mem; run gpu (1); } cache (1)", True),  # a release caches, a re-admission consumes
+])
+def test_which_programs_can_compute_something(session, moves):
+    from semantics.link.ranges import can_compute
+    from strategies import load_text
+
+    program = load_text("pool mem { cap 10; preempt lifo; }\nstage gpu : delay;\n"
+                        "stage eng : step { budget 8; cost 1; memory mem; }\n"
+                        f"workload {{ arrive batch(2); }}\nsession {{\n  {session}\n}}\nrun {{ horizon 1; }}\n")
+    assert can_compute(program) is moves
+
+
+@pytest.mark.parametrize("arrival, options, warns", [
+    ("arrive batch(1);", (), False),  # r109-run-error, r382-run-error: one session, serial 0
+    ("arrive batch(2);", (), True),
+    ("arrive poisson(1);", ("--arrivals", "1"), False),
+    ("arrive poisson(1);", ("--arrivals", "2"), True),  # the command line's limit is the run's
+    ("arrive closed(1);", (), True),  # a closed workload replaces the session that ends: serial 1 next
+])
+def test_serial_is_below_the_number_of_sessions_the_workload_starts(capsys, tmp_path, arrival, options, warns):
+    path = write(tmp_path, f"stage gpu[2] : fifo;\nworkload {{ {arrival} }}\n"
+                           "session {\n  set k = serial + 1;\n  run gpu[k] (1);\n  end;\n}\nrun { horizon 10; }\n")
+    expected = ["the index of `gpu[k]` can be 2 when `k` = 2, which is not a member index 0..1"] if warns else []
+    assert warnings_of(capsys, path, *options) == expected
+    code, _, err = run_cli(capsys, "run", path, *options)
+    assert (code, "stage index 2 is out of range" in err) == ((1, True) if warns else (0, False)), err
+
+
+@pytest.mark.parametrize("statements, warns", [
+    ("set b = ~uniform(0, 2); set a = b ^ 2;", False),  # r247-general, r259-general, r397-general
+    ("set b = ~uniform(0, 2); set a = pow(b, 3);", False),  # a base at least 0
+    ("set b = ~uniform(-1, 1); set a = b ^ 2;", False),  # an even exponent
+    ("set b = ~uniform(-1, 1); set a = b ^ 3;", True),  # (-1)^3 is -1
+    ("set b = ~uniform(-2, 2); set a = b ^ ~bernoulli(0.5);", True),  # b^1 is b
+    ("set b = min(~uniform(0, 2), 0) * -1; set a = b ^ -1;", True),  # b is -0, and (-0)^-1 is -inf
+    ("set b = ~uniform(0.5, 2); set a = b ^ ~uniform(-1, 1);", False),  # a base above 0
+])
+def test_a_power_that_cannot_be_negative_is_not_read_as_any_number(capsys, tmp_path, statements, warns):
+    path = write(tmp_path, "pool kv { cap 100; }\nstage g : delay;\nworkload { arrive batch(1); }\n"
+                           f"session {{\n  {statements}\n  hold kv (1) {{ grow kv (a); run g (1); }}\n}}\n")
+    found = warnings_of(capsys, path)
+    assert (len(found) == 1 and found[0].startswith("the amount of `grow kv` can be negative")) if warns else \
+        found == [], found
+
+
+@settings(max_examples=300, deadline=None)
+@example(low=0.0, width=0.0, y_low=-1.0, y_width=0.0, u=0.0, v=0.0, whole=True)  # (-0)^-1 is -inf
+@given(low=st.floats(-10, 10), width=st.floats(0, 10), y_low=st.floats(-4, 4), y_width=st.floats(0, 4),
+       u=st.floats(0, 1), v=st.floats(0, 1), whole=st.booleans())
+def test_a_powers_range_holds_its_every_value(low, width, y_low, y_width, u, v, whole):
+    """ranges.evaluate_power over two intervals holds the run's power (semantics/arithmetic.power) of every
+    pair of values in them (NaN aside: the ranges do not model it); -0 is in an interval from 0."""
+    import math
+
+    from semantics import arithmetic
+    from semantics.link.ranges import Interval, evaluate_power
+
+    if whole:
+        y_low, y_width = float(round(y_low)), 0.0
+    a, b = Interval(low, low + width, False), Interval(y_low, y_low + y_width, False)
+    x, y = low + u * width, y_low + v * y_width
+    for base in ([x, -0.0] if low <= 0 <= low + width else [x]):
+        value = arithmetic.power(base, y)
+        r = evaluate_power(a, b)
+        assert math.isnan(value) or r.low <= value <= r.high, (a, b, base, y, value, r)
+
+
+# Found by tests/test_warning_property.py: what a path knows of turn_no, of the statements it passed, and
+# of a `branch with` whose probability is 0 or 1 on it.
+
+@pytest.mark.parametrize("session, found", [
+    ("run h[turn_no + 1] (1);", []),  # a session arrives with turn_no 0
+    ("turn;\n  turn;\n  run h[turn_no - 1] (1);", []),  # each turn adds 1: h[1]
+    ("turn;\n  turn;\n  run h[turn_no] (1);", ["error: the index of `h[turn_no]` is never a member index 0..1 (e.g. 2)"]),
+    # a run that goes on past a statement found its index a member there: the second is not warned of again
+    ("set x = serial;\n  run h[x] (1);\n  run h[x] (1);",
+     ["warning: the index of `h[x]` can be 2 when `x` = 2, which is not a member index 0..1"]),
+    # ~bernoulli(p) is 1 only if p > 0: a branch taken only when x > 5 is never taken
+    ("set x = serial;\n  branch with (x > 5) { run h[x] (1); }", []),
+    ("set x = serial;\n  branch with (x > 0) { run h[x] (1); }",
+     ["warning: the index of `h[x]` can be 2 when `x` = 2, which is not a member index 0..1"]),
+])
+def test_a_path_knows_the_turn_number_the_statements_passed_and_a_certain_branch_with(capsys, tmp_path, session,
+                                                                                      found):
+    path = write(tmp_path, "stage h[2] : delay;\nworkload { arrive batch(3); }\n"
+                           f"session {{\n  {session}\n}}\nrun {{ horizon 10; }}\n")
+    code, _, err = run_cli(capsys, "check", path)
+    said = [line.split(": ", 1)[1] for line in err.splitlines() if ": warning: " in line or ": error: " in line]
+    assert [line.split(" (e.g.")[0] + (" (e.g. 2)" if "(e.g. 2" in line else "") for line in said] == found, err
 
 
 @settings(max_examples=15, deadline=None)

@@ -91,7 +91,10 @@ def test_builtins_have_their_ranges():
     program = make_program(pools=[make_pool("kv", 64)])
     assert range_of(program, "more") == Interval(0.0, 1.0, True)
     assert range_of(program, "turn_no") == Interval(0.0, math.inf, True)
-    assert range_of(program, "computed") == Interval(0.0, 64.0, False)
+    assert range_of(program, "computed") == Interval(0.0, 0.0, True)  # no position can move (ranges.can_compute)
+    program = make_program([make_hold([(ref(0), num(1), None)], body=3)], [[ir.Load(ref(0), num(1))]],
+                           pools=[make_pool("kv", 64)])
+    assert range_of(program, "computed") == Interval(0.0, 64.0, False)  # a load moves it, a preemption sets it
 
 
 # -- (a) family indices

@@ -19,6 +19,16 @@ an invariant. Every transfer over-approximates the semantics:
 
 - ``set x = e``: x gets the range of e in the current state; ``choose``:
   0 .. count-1;
+- besides the intervals, relations between two attributes (issue 23, copies in
+  loops): ``set x = y`` (a copy) or ``set x = y + c`` / ``y - c`` with a
+  constant c records that x is y + c as the run computes it (a float sum,
+  rounded to nearest: monotone in y); a copy of a copy is a copy of the
+  original. A guard narrowing one side narrows the other through it (from x's
+  bounds back to y's rounded outwards, so that the rounding can never make a
+  value of y that a run has fall outside), which is how ``set calls =
+  turn_no; branch (calls < turns) {...}`` bounds ``turn_no``. Any assignment
+  of either side (a set, a choose, a ``turn;``, a hold's body forgotten) drops
+  the relation; a join keeps the relations both sides have;
 - ``turn;``: turn_no + 1, the trace's columns and ``more`` anywhere in their
   ranges, then the turn block's statements;
 - a hold: its body may start again after a preemption, so at its start what
@@ -32,23 +42,37 @@ an invariant. Every transfer over-approximates the semantics:
   when its guard is 0.
 
 The session starts with turn_no 0 (or an explicit session's value) and every
-other attribute in its range. ``solver.Encoder`` adds, at a loop's head, each
-forgotten attribute's interval to what Z3 may assume.
+other attribute in its range, with no relation. ``solver.Encoder`` adds, at a
+loop's head, each forgotten attribute's interval and the head's relations that
+name one to what Z3 may assume.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .. import ir
 from .paths import HOLD, TURN, list_assigned, list_assigned_slots
-from .ranges import Interval, RangeEvaluator, join, make_point, widen
+from .ranges import Interval, RangeEvaluator, join, start_turn, widen
 
 #: Rounds of plain iteration at a loop's head before an endpoint that still moves is widened.
 ROUNDS_BEFORE_WIDENING = 4
 
-State = tuple  # an Interval per attribute slot; None: no run reaches here
+#: (x, y, c): attribute x is attribute y + c as a run computes it (x is not y; c finite; 0: a copy)
+Relation = tuple[int, int, float]
 
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """What holds of a session at a point: ``state[slot]`` is the attribute's interval, ``relations``
+    the relations between two attributes (``Relation``). A point no run reaches is None, not a State."""
+
+    intervals: tuple[Interval, ...]
+    relations: frozenset[Relation] = frozenset()
+
+    def __getitem__(self, slot: int) -> Interval:
+        return self.intervals[slot]
 
 
 class LoopHeads:
@@ -66,15 +90,9 @@ class LoopHeads:
     def analyse(self) -> dict[tuple[int, int], State]:
         program = self.program
         start = list(self.ranges)
-        turn = make_point(0.0)
-        if isinstance(program.arrival, ir.Sessions):
-            for spec in program.arrival.sessions:
-                for slot, value in spec.attrs:
-                    if slot == program.slot_turn:
-                        turn = join(turn, make_point(value))
-        start[program.slot_turn] = turn
+        start[program.slot_turn] = start_turn(program)
         if 0 <= program.session < len(program.blocks):
-            self.block(program.session, tuple(start))
+            self.block(program.session, State(tuple(start)))
         return self.heads
 
     def block(self, block: int, state: State | None) -> State | None:
@@ -87,7 +105,8 @@ class LoopHeads:
     def statement(self, block: int, index: int, stmt: ir.Stmt, state: State) -> State | None:
         program = self.program
         if isinstance(stmt, ir.Set):
-            return self.assign(state, stmt.slot, self.evaluate(state, stmt.expr))
+            value = self.evaluate(state, stmt.expr)
+            return self.assign(state, stmt.slot, value, self.relate(state, stmt.slot, stmt.expr))
         if isinstance(stmt, ir.Choose):
             return self.assign(state, stmt.var, Interval(0.0, float(max(stmt.count - 1, 0)), True))
         if isinstance(stmt, ir.Turn):
@@ -115,8 +134,9 @@ class LoopHeads:
         rounds = 0
         while True:
             after = self.join(entry, body(head))
-            if rounds >= ROUNDS_BEFORE_WIDENING:
-                after = tuple(widen(old, new) for old, new in zip(head, after))
+            if rounds >= ROUNDS_BEFORE_WIDENING:  # (the relations only ever go: they need no widening)
+                after = State(tuple(widen(old, new) for old, new in zip(head.intervals, after.intervals)),
+                              after.relations)
             if after == head:
                 break
             head, rounds = after, rounds + 1
@@ -141,14 +161,37 @@ class LoopHeads:
     # -- states ------------------------------------------------------------------------------
 
     def evaluate(self, state: State, e: ir.Expr) -> Interval:
-        value = RangeEvaluator(self.program, list(state)).evaluate(e)
+        value = RangeEvaluator(self.program, list(state.intervals)).evaluate(e)
         return Interval(-math.inf, math.inf, False) if value is None else value
 
-    def assign(self, state: State, slot: int, value: Interval) -> State:
+    def assign(self, state: State, slot: int, value: Interval, relations: frozenset[Relation] = frozenset()) -> State:
+        """``state`` with attribute ``slot`` assigned a value in ``value``: every relation naming it
+        goes, and ``relations`` (of its new value) come."""
         program = self.program
         if slot in (program.slot_cached, program.slot_computed):
-            value = self.ranges[slot]
-        return state[:slot] + (value,) + state[slot + 1:]
+            value, relations = self.ranges[slot], frozenset()
+        intervals = state.intervals[:slot] + (value,) + state.intervals[slot + 1:]
+        kept = frozenset(r for r in state.relations if slot not in r[:2])
+        return State(intervals, kept | relations)
+
+    def relate(self, state: State, slot: int, e: ir.Expr) -> frozenset[Relation]:
+        """The relations ``set slot = e`` gives the attribute: a copy of an attribute (and of what that
+        one is a copy of), or an attribute plus or minus a finite constant. Never with itself (``set k =
+        k + 1`` relates k to nothing), nor with ``cached`` or ``computed``, which change without a
+        statement (an admission, a preemption)."""
+        program = self.program
+        moving = (slot, program.slot_cached, program.slot_computed)
+        source, constant = (e.slot, 0.0) if isinstance(e, ir.Attr) else (split_shift(e) or (None, 0.0))
+        if source is None or source in moving:
+            return frozenset()
+        found = {(slot, source, constant)}
+        if constant == 0.0:  # a copy is exactly its source, so whatever its source is, it is
+            for x, y, c in state.relations:
+                if x == source and y not in moving:
+                    found.add((slot, y, c))
+                elif y == source and c == 0.0 and x not in moving:
+                    found.add((slot, x, 0.0))
+        return frozenset(found)
 
     def forget(self, state: State, assigned: set) -> State:
         program = self.program
@@ -165,7 +208,7 @@ class LoopHeads:
             return b
         if b is None:
             return a
-        return tuple(join(x, y) for x, y in zip(a, b))
+        return State(tuple(join(x, y) for x, y in zip(a.intervals, b.intervals)), a.relations & b.relations)
 
     def refine(self, state: State, guard: ir.Expr, holds: bool) -> State | None:
         """The states of ``state`` in which ``guard`` is true (``holds``) or false: a comparison of an
@@ -182,36 +225,101 @@ class LoopHeads:
         if not (isinstance(guard, ir.Binary) and guard.op in FLIPPED):
             return state
         op = guard.op if holds else NEGATED[guard.op]
-        for attr, other, op in ((guard.left, guard.right, op), (guard.right, guard.left, FLIPPED[op])):
-            if isinstance(attr, ir.Attr) and attr.slot not in (self.program.slot_cached,
-                                                                self.program.slot_computed):
-                state = self.narrow(state, attr.slot, op, self.evaluate(state, other))
-                if state is None:
-                    return None
+        moving = (self.program.slot_cached, self.program.slot_computed)
+        for side, other, op in ((guard.left, guard.right, op), (guard.right, guard.left, FLIPPED[op])):
+            if isinstance(side, ir.Attr) and side.slot not in moving:
+                state = self.narrow(state, side.slot, op, self.evaluate(state, other))
+            elif (shifted := split_shift(side)) is not None and shifted[0] not in moving:
+                # `t + 1 < turns`: the sum narrowed as an attribute would be, then back to t (outwards)
+                slot, c = shifted
+                total = self.evaluate(state, side)
+                low, high = narrow_interval(total, op, self.evaluate(state, other))
+                state = None if low > high else self.restrict(state, slot, solve_low(low, c), solve_high(high, c))
+            if state is None:
+                return None
         return state
 
     def narrow(self, state: State, slot: int, op: str, other: Interval) -> State | None:
         """``state`` with attribute ``slot`` narrowed to the values v with ``v op w`` for some w in
-        ``other`` (NaN, which compares false, aside: the ranges do not model it)."""
-        x = state[slot]
-        low, high = x.low, x.high
-        if op in ("Lt", "Le"):
-            bound = other.high
-            if op == "Lt" and x.whole and math.isfinite(bound):
-                bound = math.ceil(bound) - 1
-            high = min(high, bound)
-        elif op in ("Gt", "Ge"):
-            bound = other.low
-            if op == "Gt" and x.whole and math.isfinite(bound):
-                bound = math.floor(bound) + 1
-            low = max(low, bound)
-        elif op == "Eq":
-            low, high = max(low, other.low), min(high, other.high)
-        else:  # Ne narrows nothing an interval can say
-            return state
-        if low > high:
-            return None
-        return state[:slot] + (Interval(low, high, x.whole),) + state[slot + 1:]
+        ``other`` (NaN, which compares false, aside: the ranges do not model it), and every attribute
+        related to it narrowed in turn. None when no value is left."""
+        low, high = narrow_interval(state[slot], op, other)
+        return self.restrict(state, slot, low, high)
+
+    def restrict(self, state: State, slot: int, low: float, high: float) -> State | None:
+        """``state`` with attribute ``slot`` within [low, high] (whole ones only if it is whole), then
+        what that says of the attributes related to it, until nothing changes. None when no value is left."""
+        pending = [(slot, low, high)]
+        for _ in range(RELATED_NARROWINGS):
+            if not pending:
+                break
+            slot, low, high = pending.pop()
+            x = state[slot]
+            if x.whole:
+                low = math.ceil(low) if math.isfinite(low) else low
+                high = math.floor(high) if math.isfinite(high) else high
+            low, high = max(low, x.low), min(high, x.high)
+            if low > high:
+                return None
+            if (low, high) == (x.low, x.high):
+                continue
+            state = State(state.intervals[:slot] + (Interval(low, high, x.whole),) + state.intervals[slot + 1:],
+                          state.relations)
+            for related, source, c in state.relations:
+                if source == slot:  # related = source + c, and a float sum is monotone in its operand
+                    pending.append((related, low + c, high + c))
+                elif related == slot:  # source + c is related's value: back from its bounds, outwards
+                    pending.append((source, solve_low(low, c), solve_high(high, c)))
+        return state
+
+
+def narrow_interval(x: Interval, op: str, other: Interval) -> tuple[float, float]:
+    """The bounds of the values v of ``x`` with ``v op w`` for some w in ``other`` (Ne: ``x``'s own)."""
+    low, high = x.low, x.high
+    if op in ("Lt", "Le"):
+        bound = other.high
+        if op == "Lt" and x.whole and math.isfinite(bound):
+            bound = math.ceil(bound) - 1
+        high = min(high, bound)
+    elif op in ("Gt", "Ge"):
+        bound = other.low
+        if op == "Gt" and x.whole and math.isfinite(bound):
+            bound = math.floor(bound) + 1
+        low = max(low, bound)
+    elif op == "Eq":
+        low, high = max(low, other.low), min(high, other.high)
+    return low, high
+
+
+def split_shift(e: ir.Expr) -> tuple[int, float] | None:
+    """(slot, c) when ``e`` is an attribute plus or minus a finite constant c (as `relate` reads it)."""
+    if isinstance(e, ir.Binary) and e.op in ("Add", "Sub"):
+        for attr, number in ((e.left, e.right), (e.right, e.left)):
+            if isinstance(attr, ir.Attr) and isinstance(number, ir.Num) and (e.op == "Add" or attr is e.left):
+                c = number.value if e.op == "Add" else -number.value
+                return (attr.slot, c) if math.isfinite(c) else None
+    return None
+
+
+#: How many narrowings one guard may pass on through the relations (each is sound; this only ends a cycle).
+RELATED_NARROWINGS = 64
+
+
+def solve_high(high: float, c: float) -> float:
+    """A bound on y when y + c, rounded to nearest, is at most ``high``: y + c is below the float after
+    ``high`` (rounding is monotone), so y is at most that less c, rounded up."""
+    if c == 0.0 or not math.isfinite(high):
+        return high
+    bound = math.nextafter(math.nextafter(high, math.inf) - c, math.inf)
+    return bound if math.isfinite(bound) else math.inf
+
+
+def solve_low(low: float, c: float) -> float:
+    """A bound on y when y + c, rounded to nearest, is at least ``low`` (``solve_high`` mirrored)."""
+    if c == 0.0 or not math.isfinite(low):
+        return low
+    bound = math.nextafter(math.nextafter(low, -math.inf) - c, -math.inf)
+    return bound if math.isfinite(bound) else -math.inf
 
 
 #: A comparison seen from its right operand (x < y is y > x).

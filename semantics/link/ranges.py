@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass
 
 from .. import arithmetic, ir
-from .walk import visit_session
+from .walk import list_child_blocks, visit_block, visit_session
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +165,8 @@ class RangeEvaluator:
             return multiply(a, b)
         if op == "Div":
             return divide(a, b)
-        if op == "Pow":  # of two constants, its value (issue 23: pow(1, 2) was anything, and warned of)
-            return self.evaluate_point(arithmetic.power, a, b)
+        if op == "Pow":
+            return evaluate_power(a, b)
         return TEST
 
     @staticmethod
@@ -219,13 +219,29 @@ class RangeEvaluator:
         if e.fun == "Ln":  # increasing; ln(0) = -inf (a negative operand's NaN is not modelled)
             return apply_monotone(args[0], lambda x: arithmetic.ln(max(x, 0.0)), False)
         if e.fun == "Pow":
-            return self.evaluate_point(arithmetic.FUNCTIONS[e.fun], *args)
+            return evaluate_power(*args)
         if e.fun in ("Used", "Free", "CachedIn"):
             ref = e.args[0].ref
             return Interval(0.0, self.pool_cap(ref), False)
         if e.fun in ("Holders", "Queued", "Queue"):
             return NON_NEGATIVE_WHOLE
         return NON_NEGATIVE
+
+
+def evaluate_power(a: Interval, b: Interval) -> Interval:
+    """The range of ``a ^ b`` (``pow(a, b)``, IEEE 754 pow: arithmetic.power). Of two constants, its value
+    (issue 23: pow(1, 2) was anything, and warned of); else at least 0 when no operands can make it negative
+    (issue 23: the digest corpus's `set a = b ^ 2` was any number, and `hold mem (a + 1)` warned of -1):
+    a base at least 0 to an exponent at least 0 (a zero base may be -0, whose power is ±0 then), a base
+    above 0 to any exponent, or any base to an even whole exponent; anything otherwise. (A negative base to
+    a fraction is NaN, which the ranges do not model.)"""
+    if a.low == a.high and b.low == b.high:  # a base of 0 may be -0 (0 * -1): (-0)^-1 is -inf, 0^-1 inf
+        bases = (a.low, -a.low) if a.low == 0 else (a.low,)
+        return span([arithmetic.power(x, b.low) for x in bases], make_point(arithmetic.power(a.low, b.low)).whole)
+    even = b.low == b.high and math.isfinite(b.low) and b.low % 2 == 0
+    if (a.low >= 0 and b.low >= 0) or a.low > 0 or even:
+        return NON_NEGATIVE
+    return EVERYTHING
 
 
 #: Rounds of plain iteration before an endpoint that still moves is widened.
@@ -250,8 +266,8 @@ def list_builtin_ranges(program: ir.Program) -> dict[int, Interval]:
     within_a_pool = Interval(0.0, largest_cap, False)
     return {
         program.slot_cached: within_a_pool,
-        program.slot_computed: within_a_pool,
-        program.slot_serial: NON_NEGATIVE_WHOLE,
+        program.slot_computed: within_a_pool if can_compute(program) else make_point(0.0),
+        program.slot_serial: count_serials(program),
         program.slot_turn: NON_NEGATIVE_WHOLE,
         program.slot_new: NON_NEGATIVE,
         program.slot_out: NON_NEGATIVE,
@@ -259,6 +275,67 @@ def list_builtin_ranges(program: ir.Program) -> dict[int, Interval]:
         program.slot_more: TEST,
         program.slot_forced: TEST,
     }
+
+
+def start_turn(program: ir.Program) -> Interval:
+    """turn_no when a session arrives: 0, or what an explicit session gives it."""
+    turn = make_point(0.0)
+    if isinstance(program.arrival, ir.Sessions):
+        for spec in program.arrival.sessions:
+            for slot, value in spec.attrs:
+                if slot == program.slot_turn:
+                    turn = join(turn, make_point(value))
+    return turn
+
+
+def count_serials(program: ir.Program) -> Interval:
+    """The serials a run gives: its sessions are numbered by arrival from 0 (workload/arrive), and a batch,
+    the explicit sessions or an open workload's `arrivals N` start so many (issue 23: the digest corpus's
+    `arrive batch(1)` with `run gpu[serial + 1]` on a family of 2 was warned that `k` can be 2); a closed
+    workload replaces every session that ends, and an open one without a limit arrives for ever."""
+    arrival = program.arrival
+    count = None
+    if isinstance(arrival, ir.Batch):
+        count = arrival.n
+    elif isinstance(arrival, ir.Sessions):
+        count = len(arrival.sessions)
+    elif isinstance(arrival, (ir.Poisson, ir.Renewal)) and program.arrivals is not None:
+        count = program.arrivals
+    if count is None or count < 1:
+        return NON_NEGATIVE_WHOLE
+    return Interval(0.0, float(count - 1), True)
+
+
+def can_compute(program: ir.Program) -> bool:
+    """Whether some run can set ``computed`` above 0 (seed 002 §3 Pools: a preemption sets it to the
+    position the hold had computed). A position starts at the prefix the admission consumed and only a
+    `load` (a transfer's too) or a growing run's tokens advance it; a preempted hold caches its position,
+    so a session owns a positive prefix on a pool only once a hold with a cache clause has let its
+    allocation go otherwise (its body's end, a `release`) and it consumes one only at a later admission of
+    a hold with a cache clause. None of that can happen when the program has no load and no growing run,
+    and at most one hold with a cache clause, with no `release` in its body, inside no loop and no other
+    hold (once its body ends the session never comes back to it): then `computed` is always 0 (issue 23:
+    the digest corpus's `hold mem (u - computed)` was warned of `computed` = 3 where every preemption is
+    at position 0)."""
+    caching = 0
+    pending = [(root, False) for root in (program.init, program.turn, program.session)]
+    seen: set[int] = set()
+    while pending:
+        block, enclosed = pending.pop()
+        if block in seen or not 0 <= block < len(program.blocks):
+            continue
+        seen.add(block)
+        for stmt in program.blocks[block]:
+            if isinstance(stmt, ir.Load) or (isinstance(stmt, ir.Run) and stmt.growing is not None):
+                return True
+            if isinstance(stmt, ir.Hold) and stmt.cache is not None:
+                caching += 1
+                if enclosed or caching > 1 or any(isinstance(inner.stmt, ir.Release)
+                                                 for inner in visit_block(program, stmt.body)):
+                    return True
+            inner = enclosed or isinstance(stmt, (ir.Hold, ir.Loop, ir.While))
+            pending.extend((child, inner) for child in list_child_blocks(stmt))
+    return False
 
 
 def read_trace_columns(program: ir.Program, smap) -> dict[int, Interval]:

@@ -21,8 +21,9 @@ from .. import ir
 from .constants import evaluate_constant
 from .names import name_attribute, show_expr
 from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
-from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict
-from .ranges import EVERYTHING, Interval, RangeEvaluator
+from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict, list_expression_refs
+from .walk import list_parts, list_statement_refs
+from .ranges import EVERYTHING, Interval, RangeEvaluator, start_turn
 
 #: Z3's deterministic work limit per query, and a wall-clock backstop (ms).
 RESOURCE_LIMIT = 2_000_000
@@ -108,6 +109,11 @@ class Encoder:
         """What the semantics guarantees on the way to the site (paths.py):
         definitions, guards, `cached` within the hold's reuse."""
         program = self.program
+        if path.steps[0][0] in (program.init, program.session):
+            # a session arrives with turn_no 0 (or an explicit session's), and only `turn;` changes it (the
+            # program may not assign it): `run h[turn_no + 1]` before the first turn is h[1] (issue 23)
+            self.state[program.slot_turn] = self.make_named(f"`{name_attribute(program, program.slot_turn)}`",
+                                                            start_turn(program))
         if path.after_init:
             for stmt in program.blocks[program.init]:
                 self.pass_statement(stmt)
@@ -130,6 +136,7 @@ class Encoder:
         """A statement the session has passed on the way to the site (at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
+        self.pass_without_fault(stmt)
         if isinstance(stmt, ir.Set):  # a quantity of its own, named as the attribute, so a witness can say it
             value = self.encode(stmt.expr)
             named = self.make_named(f"`{name_attribute(program, stmt.slot)}`", EVERYTHING)
@@ -153,6 +160,19 @@ class Encoder:
         elif isinstance(stmt, (ir.Loop, ir.While)):  # a while is left at its head
             self.forget_to_the_head(list_assigned(program, stmt.block), at)
 
+    def pass_without_fault(self, stmt: ir.Stmt) -> None:
+        """A run that goes on past ``stmt`` found its family indices members and its guard 0 or 1 there
+        (anything else stops the run: seed 002 §3 Branching, a family index): issue 23, a witness at a
+        later statement that needs an earlier one to have stopped the run is no run's."""
+        refs = list_statement_refs(stmt) + list(list_expression_refs([p.expr for p in list_parts(stmt)]))
+        for _, ref in refs:
+            if ref.index is not None:
+                index = self.encode(ref.index)
+                self.constraints += [index >= 0, index <= self.make_constant(ref.count - 1), z3.IsInt(index)]
+        if isinstance(stmt, (ir.Branch, ir.While)):
+            guard = self.encode(stmt.guard)
+            self.constraints.append(z3.Or(guard == 0, guard == 1))
+
     def forget_to_the_head(self, assigned: set[int | str], at: tuple[int, int] | None) -> None:
         """``forget``, then what holds at the head of the loop at ``at`` (loops.py) of each attribute
         forgotten: an earlier iteration may have changed it, but only within the loop's invariant."""
@@ -161,19 +181,28 @@ class Encoder:
         head = self.heads.get(at)
         if head is None:
             return
+        forgotten = set()
         for slot, term in self.state.items():
             if before.get(slot) is term:
                 continue  # not forgotten: the path's own value
+            forgotten.add(slot)
             interval, known = head[slot], self.ranges[slot]
             if interval.low > known.low and math.isfinite(interval.low):  # only what the range does not say
                 self.constraints.append(term >= self.make_constant(interval.low))
             if interval.high < known.high and math.isfinite(interval.high):
                 self.constraints.append(term <= self.make_constant(interval.high))
+        # x = y + c at the head, for an x or y forgotten (the other, not assigned in the body, is what it
+        # was at the loop's entry): reals, as every `set` on the path is encoded (docs/arithmetic.md)
+        for x, y, c in sorted(head.relations):
+            if x in forgotten or y in forgotten:
+                self.constraints.append(self.encode(ir.Attr(x)) == self.encode(ir.Attr(y)) + self.make_constant(c))
 
     def pass_turn(self) -> None:
         """`turn;`: turn_no and the trace's columns change, then the turn block runs."""
         program = self.program
+        before = self.encode(ir.Attr(program.slot_turn))
         self.forget({program.slot_turn})
+        self.constraints.append(self.state[program.slot_turn] == before + 1)  # session/turn: turn_no + 1
         for slot, interval in self.columns.items():
             self.state[slot] = self.make_named(f"`{name_attribute(program, slot)}`", interval)
         if program.trace is not None:
@@ -186,6 +215,8 @@ class Encoder:
         """The site is inside ``stmt``'s block ``child`` (``stmt`` at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
+        if isinstance(stmt, ir.Hold):  # admitted: its header's indices were members
+            self.pass_without_fault(stmt)
         if isinstance(stmt, ir.Branch):
             guard = self.encode(stmt.guard)
             self.constraints.append(guard == (1 if child == stmt.then_block else 0))
@@ -294,8 +325,8 @@ class Encoder:
             self.constraints.append(draw == args[0])
         elif e.dist == "Uniform":
             self.constraints.append(z3.Or(z3.And(args[0] <= draw, draw <= args[1]), z3.And(args[1] <= draw, draw <= args[0])))
-        elif e.dist == "Bernoulli":
-            self.constraints.append(z3.Or(draw == 0, draw == 1))
+        elif e.dist == "Bernoulli":  # 1 when a uniform [0, 1) draw is below p: so only if p > 0; 0 only if p < 1
+            self.constraints.append(z3.Or(z3.And(draw == 1, args[0] > 0), z3.And(draw == 0, args[0] < 1)))
         elif e.dist == "Normal":
             pass  # any real number (docs/design/draws.md)
         else:
