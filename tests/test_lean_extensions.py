@@ -203,6 +203,38 @@ def test_a_keyed_queue_that_requeues_at_its_head_is_refused_at_the_pool() -> Non
     assert t.program.pools[0].requeue_key and len(t.program.pools[0].queue) == 1
 
 
+#: The committed theorems of the new corpora: (directory, file, --every, --cases, files written)
+THEOREMS = [("Async", ASYNC, "1000", "128", 7), ("AsyncServe", ASYNC_SERVE, "500", "852", 4),
+            ("Priority", PRIORITY, "1000", "2", 4), ("Limits", LIMITS, "500", "3,9", 5)]
+
+
+@pytest.mark.parametrize("directory,path,every,cases,count", THEOREMS, ids=[t[0] for t in THEOREMS])
+def test_the_committed_theorems_are_what_the_emitter_writes(directory, path, every, cases, count, tmp_path,
+                                                            capsys) -> None:
+    """lean_bridge/lean/SerqRefOracle/{Async,AsyncServe,Priority,Limits}: the
+    emitter's output (lean_bridge/lean/SerqRefOracle.lean says how); the
+    extensions are in their programs (`ahead := true`, the pools' keys and
+    `requeueKey`, the refusals' theorem)."""
+    out = tmp_path / directory
+    assert main(["lean", str(path), "--out", str(out), "--module", f"SerqRefOracle.{directory}", "--every", every,
+                 "--cases", cases]) == 0
+    capsys.readouterr()
+    committed = ROOT / "lean_bridge" / "lean" / "SerqRefOracle" / directory
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(p.name for p in committed.iterdir()) and len(names) == count
+    for name in names:
+        assert (out / name).read_text() == (committed / name).read_text(), name
+    texts = [(out / name).read_text() for name in names if name != "All.lean"]
+    if directory.startswith("Async"):
+        assert all("ahead := true" in t for t in texts)
+    if directory == "Priority":
+        assert all("requeueKey := true" in t and "victim := [{ order := .desc" in t for t in texts)
+    if directory == "Limits":
+        assert all("theorem refused : refusals program" in t for t in texts)
+        assert "theorem refused : refusals program" in (out / "Case9.lean").read_text() and \
+            "= [(0, 3)] := by" in (out / "Case9.lean").read_text()
+
+
 @pytest.mark.campaign
 @pytest.mark.parametrize("path,passed,older", [(ASYNC, 5000, False), (ASYNC_SERVE, 1000, False),
                                                (ASYNC_SERVE, 1000, True), (PRIORITY, 2000, False),
