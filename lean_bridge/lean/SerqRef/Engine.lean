@@ -105,9 +105,9 @@ by` the one with the least keys. -/
 def victimOf (p : Program) (m : Machine) (q : Nat) : Option Nat :=
   (m.pool q).holders.foldl (fun best h =>
     if candidate m h.serial then
-      match best with
-      | none => some h.serial
-      | some b => if betterVictim p m q h.serial b then some h.serial else best
+      (match best with
+       | none => some h.serial
+       | some b => if betterVictim p m q h.serial b then some h.serial else best)
     else best) none
 
 /-- Under schedule ahead, 1 when the last iteration gave the victim a decode
