@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from semantics.errors import SerqError
 
 from .interpreter import InterpreterUnavailable, interpreter_answer
-from .mirror.exec import initial, outcome_of, tick
+from .mirror.exec import initial, outcome_of, refusals_of, tick
 from .scenario import Answer, load, scenarios_in
 
 #: The most ticks a check lets the mirror run (a scenario that does not halt by then fails).
@@ -65,7 +65,8 @@ class Checked:
 def describe(answer: Answer | None) -> str:
     if answer is None:
         return "none"
-    return f"(firsts {list(answer.firsts)}, dones {list(answer.dones)}, preemptions {answer.preemptions})"
+    refused = f", refused {list(answer.refused)}" if answer.refused else ""
+    return f"(firsts {list(answer.firsts)}, dones {list(answer.dones)}, preemptions {answer.preemptions}{refused})"
 
 
 def mirror_answer(program) -> Answer:
@@ -81,7 +82,7 @@ def mirror_answer(program) -> Answer:
         if not m.halted:
             raise RuntimeError(f"the mirror does not halt within {TICK_LIMIT} ticks")
     firsts, dones, preemptions = outcome_of(program, m)
-    return Answer(firsts, dones, preemptions)
+    return Answer(firsts, dones, preemptions, refusals_of(m))
 
 
 def check_scenario(path: str, label: str, older_rule: bool | None = None) -> Checked:

@@ -63,6 +63,9 @@ class _Writer:
         assert isinstance(e, L.Binary) and e.op in L.BINARY_OPS, e
         return f"(.{e.op} {self.expr(e.a)} {self.expr(e.b)})"
 
+    def keys(self, keys: tuple[L.ServeKey, ...]) -> str:
+        return "[" + ", ".join(f"{{ order := .{k.order.value}, key := {self.expr(k.key)} }}" for k in keys) + "]"
+
     def option(self, e: L.Expr | None) -> str:
         return "none" if e is None else f"(some {self.expr(e)})"
 
@@ -98,16 +101,24 @@ class _Writer:
         for q, pool in enumerate(p.pools):
             comma = "," if q + 1 < len(p.pools) else "],"
             lines.append(f"    -- {self.t.pools[q]}")
+            extra = ""
+            if pool.queue:
+                extra += f", queue := {self.keys(pool.queue)}"
+            if pool.requeue_key:
+                extra += ", requeueKey := true"
+            if pool.victim:
+                extra += f", victim := {self.keys(pool.victim)}"
             lines.append(f"    {{ cap := {pool.cap}, block := {pool.block}, lifo := {str(pool.lifo).lower()}, "
-                         f"viaEngine := {str(pool.via_engine).lower()} }}{comma}")
+                         f"viaEngine := {str(pool.via_engine).lower()}{extra} }}{comma}")
         if not p.pools:
             lines[-1] = "  pools := [],"
         engine = p.engine
-        serve = ", ".join(f"{{ order := .{k.order.value}, key := {self.expr(k.key)} }}" for k in engine.serve)
+        serve = self.keys(engine.serve)[1:-1]
         lines.append(f"  engine := {{ budget := {self.expr(engine.budget)},")
         lines.append(f"             chunk := {self.expr(engine.chunk)},")
         lines.append(f"             serve := [{serve}], memory := {self.pool(engine.memory)},")
-        lines.append(f"             selfPreemption := .{engine.self_preemption.value} }},")
+        ahead = ", ahead := true" if engine.ahead else ""
+        lines.append(f"             selfPreemption := .{engine.self_preemption.value}{ahead} }},")
         lines.append("  blocks := [")
         roles = {p.init: "init", p.turn: "turn", p.session: "session"}
         for b, block in enumerate(p.blocks):
@@ -149,18 +160,37 @@ def program_term(t: Translation) -> str:
     return _Writer(t).program()
 
 
+def has_refusals(t: Translation) -> bool:
+    """Whether the program observes why a request was refused (the oracle
+    harness's `refused`, observation 2 in the fragment's numbering)."""
+    return len(t.observes) > 2 and t.observes[2] == "refused"
+
+
+def shifts_note(t: Translation) -> str:
+    """A note on the attributes whose values the translation shifted (``translate.shifts``)."""
+    if not t.shifts:
+        return ""
+    said = ", ".join(f"{t.attrs[slot]} + {k}" for slot, k in t.shifts)
+    return (f"\nOnly compared (whole keys), so given as {said}: the fragment's values are in ℕ\n"
+            f"(lean_bridge/translate.py, `shifts`).")
+
+
 def lean_file(sc: Scenario, namespace: str, fuel: int, source: str, answer: Answer, answer_note: str) -> str:
     """The Lean file of one scenario: its program and its theorem."""
     return (HEADER.format(source=source)
             + "import SerqRef\n\n"
             + f"namespace {namespace}\n\nopen SerqRef\n\n"
-            + f"/-- The program of {sc.name} in the Lean fragment (lean_bridge/translate.py). -/\n"
+            + f"/-- The program of {sc.name} in the Lean fragment (lean_bridge/translate.py).{shifts_note(sc.translation)} -/\n"
             + "def program : Program :=\n"
             + program_term(sc.translation) + "\n\n"
             + f"/-- {answer_note}:\nthe first-token and last-token step of every request, by serial, and the\n"
             + "preemptions of the engine's memory, as `outcome` computes them. -/\n"
             + f"theorem recorded : outcome program {fuel} =\n    {rhs(answer)} := by\n"
             + "  decide +kernel\n\n"
+            + (f"/-- The refused requests, by serial, and why (1 the configuration, 2 the prompt,\n"
+               f"3 it never fits: oracle.scenario.REFUSALS), as `refusals` computes them. -/\n"
+               f"theorem refused : refusals program {fuel} = {pairs(answer.refused)} := by\n"
+               "  decide +kernel\n\n" if has_refusals(sc.translation) else "")
             + f"end {namespace}\n")
 
 

@@ -2,8 +2,9 @@
 
 ``interpreter_answer`` runs the scenario's IR with ``semantics.smallstep.driver.run``
 and reads off it what the oracle compares: per request the time of
-observation 0 (the first token) and of observation 1 (the finish), and the
-preemptions of the step engine's memory pool. On the step clock (iteration
+the first token (observation ``ttft``, else 0) and of the finish (``done``,
+else 1), the preemptions of the step engine's memory pool, and the code of
+every refusal (``refused``). On the step clock (iteration
 cost 1) those times are whole steps.
 
 Until the step engine is built, a run of a program with a step stage stops
@@ -16,7 +17,7 @@ from __future__ import annotations
 from semantics import ir
 from semantics.errors import RunError
 
-from .scenario import Answer
+from .scenario import OBSERVES, Answer
 
 #: The part of the interpreter's message that says a construct is not built yet.
 NOT_IMPLEMENTED = "not implemented yet"
@@ -59,6 +60,11 @@ def interpreter_answer(program: ir.Program) -> Answer:
             raise InterpreterUnavailable(e.message) from None
         raise
     observes = result.observes
-    firsts = _steps(observes[0].samples, 0) if len(observes) > 0 else ()
-    dones = _steps(observes[1].samples, 1) if len(observes) > 1 else ()
-    return Answer(firsts, dones, result.pools[engine_memory(program)].preemptions)
+    by_name = {o.name: o for o in observes}
+    first = by_name.get(OBSERVES[0], observes[0] if len(observes) > 0 else None)
+    done = by_name.get(OBSERVES[1], observes[1] if len(observes) > 1 else None)
+    firsts = _steps(first.samples, 0) if first is not None else ()
+    dones = _steps(done.samples, 1) if done is not None else ()
+    refused = tuple(sorted((serial, int(value)) for _time, serial, _turn, value in by_name[OBSERVES[2]].samples)) \
+        if OBSERVES[2] in by_name else ()
+    return Answer(firsts, dones, result.pools[engine_memory(program)].preemptions, refused)

@@ -204,6 +204,8 @@ class Instance:
     iteration: Iteration
     subject: int
     variables: dict[str, Any] = field(default_factory=dict)
+    rule_program: Program | None = None  # the program the rule runs under (Rule.program)
+    rule_before: Machine | None = None   # the machine before the rule (Rule.before)
 
 
 class Builder:
@@ -371,7 +373,9 @@ def re_entry(p: Program, before: Machine, after: Machine):
         hold = next(h for h in before.sessions[r.serial].holds if MEM_POOL in h.pools)
         position = next(x.position for x in before.pools[MEM_POOL].holders
                         if x.serial == r.serial and x.hold == hold.id)
-        head = after.pools[SLOTS_POOL].queue[:1] == (r.serial,)
+        # at the head; under requeue by key, at the end, to be chosen by its keys as any hold
+        queue = after.pools[SLOTS_POOL].queue
+        head = (queue[-1:] if p.pools[SLOTS_POOL].requeue_key else queue[:1]) == (r.serial,)
         holding = any(x.serial == r.serial for ps in after.pools for x in ps.holders)
         facts.append(z3.And(z3.BoolVal(head and s.status is Status.QUEUED and s.pending == HOLD_STMT
                                        and not holding),
@@ -427,11 +431,124 @@ def _start(i: Instance):
 
 
 def _end(i: Instance):
-    return engine.end_iteration(i.machine, i.iteration), i.iteration
+    return engine.end_iteration(i.program, i.machine, i.iteration), i.iteration
+
+
+# -- serq-ref's extensions: schedule ahead, preempt by, requeue by key ---------------------------------
+
+def ahead(p: Program) -> Program:
+    """The program under ``schedule ahead``."""
+    return replace(p, engine=replace(p.engine, ahead=True))
+
+
+def by_key(p: Program) -> Program:
+    """The program whose memory preempts by ``(-key)`` (the largest key first:
+    vLLM's ``preempt by (-priority, -arrival)``) and whose slots pool requeues
+    a preempted hold by key."""
+    pools = list(p.pools)
+    pools[MEM_POOL] = replace(pools[MEM_POOL], victim=(ServeKey(Order.DESC, Attr(KEY)),))
+    pools[SLOTS_POOL] = replace(pools[SLOTS_POOL], queue=(ServeKey(Order.ASC, Attr(KEY)),), requeue_key=True)
+    return replace(p, pools=tuple(pools))
+
+
+def with_parked(i: Instance) -> tuple[Machine, Iteration]:
+    """The configuration with the last admitted resident after the subject
+    parked instead (schedule ahead: its run completed, it waits at the exit
+    of its hold with its blocks held); the iteration has not served it."""
+    m, it = i.machine, i.iteration
+    last = max((r for r in m.residents if r.serial != i.subject), key=lambda r: r.admission, default=None)
+    if last is None or last.admission < _resident(m, i.subject).admission:
+        return m, it
+    s = m.sessions[last.serial]
+    frames = (Frame(3, len(BLOCKS[3]), FrameKind.BODY),) + s.frames[1:]
+    sessions = tuple(replace(x, frames=frames, status=Status.PARKED) if x.serial == last.serial else x
+                     for x in m.sessions)
+    m = replace(m, sessions=sessions, residents=tuple(r for r in m.residents if r.serial != last.serial),
+                parked=(last.serial,))
+    back = sum((a.tokens for a in it.assigned if a.serial == last.serial), 0)
+    it = replace(it, assigned=tuple(a for a in it.assigned if a.serial != last.serial), left=it.left + back,
+                 served=tuple(x for x in it.served if x != last.serial))
+    return m, it
+
+
+def _park(i: Instance):
+    """session/hold-exit under schedule ahead, the subject finishing: step/park."""
+    return msessions.execute(ahead(i.program), replace(i.machine, finishing=(i.subject,)), _session(i)), i.iteration
+
+
+def _apply(i: Instance):
+    """step/apply: the subject, parked at the exit of its hold, exits it."""
+    s = replace(_session(i), status=Status.PARKED)
+    m = replace(i.machine, sessions=tuple(s if x.serial == i.subject else x for x in i.machine.sessions),
+                parked=(i.subject,))
+    return mexec.apply_parked(ahead(i.program), m), i.iteration
+
+
+def _grow_parked(i: Instance):
+    """step/grow under schedule ahead with the last admitted holder parked:
+    step/preempt-parked when the growth does not fit."""
+    m, it = with_parked(i)
+    serial, q, tokens = it.pending
+    return engine.grow_turn(ahead(i.program), m, it, serial, q, tokens)
+
+
+def _withdraw_in_flight(i: Instance):
+    """step/withdraw under schedule ahead of a victim the last iteration gave a
+    decode token (its last token is not cached: ``in_flight``)."""
+    return engine.withdraw(ahead(i.program), replace(i.machine, decoded=(i.subject,)), i.iteration, i.subject,
+                           MEM_POOL)
+
+
+def _grow_by_key(i: Instance):
+    """step/grow under ``preempt by (-key)`` and ``requeue by key``."""
+    serial, q, tokens = i.iteration.pending
+    return engine.grow_turn(by_key(i.program), i.machine, i.iteration, serial, q, tokens)
 
 
 MEMORY, BUDGET, RUN, REENTRY = "memory invariant", "iteration within its budget", "resident within its run", \
     "preempted re-enters at the head"
+PARKED, EXITED, VICTIM = "a parked session's blocks are held", "an unparked session has exited its hold", \
+    "the victim has the greatest keys"
+#: re-entry under requeue by key: at the end of the queue, to be chosen by its keys as any hold
+REQUEUE = "preempted re-enters its queue by key"
+
+
+def parked_held(before: Machine, after: Machine):
+    """Every session parked after the rule holds what it held before, and is parked."""
+    facts = []
+    for serial in after.parked:
+        for q, ps in enumerate(after.pools):
+            mine = [h for h in ps.holders if h.serial == serial]
+            was = [h for h in before.pools[q].holders if h.serial == serial]
+            facts.append(z3.BoolVal(len(mine) == len(was)))
+            facts.extend(a.blocks == b.blocks for a, b in zip(mine, was))
+        facts.append(z3.BoolVal(after.sessions[serial].status is Status.PARKED))
+    return z3.And(facts) if facts else z3.BoolVal(True)
+
+
+def exited(before: Machine, after: Machine):
+    """Every session parked before and not after holds nothing (its hold exited)."""
+    facts = [z3.BoolVal(not any(h.serial == serial for ps in after.pools for h in ps.holders))
+             for serial in before.parked if serial not in after.parked]
+    return z3.And(facts) if facts else z3.BoolVal(True)
+
+
+def victim_order(before: Machine, after: Machine):
+    """The resident the rule preempted has the greatest key of the residents
+    holding the memory (ties: the latest admission): vLLM 0.33.0's
+    ``max(running, key=(priority, arrival_time))``, scheduler.py:932-936."""
+    holding = {h.serial for h in before.pools[MEM_POOL].holders}
+    candidates = [r for r in before.residents if r.serial in holding]
+    facts = []
+    for v in candidates:
+        if _resident(after, v.serial) is not None:
+            continue
+        kv = before.sessions[v.serial].attrs[KEY]
+        for c in candidates:
+            if c.serial != v.serial:
+                kc = before.sessions[c.serial].attrs[KEY]
+                facts.append(z3.Or(kv > kc, z3.And(kv == kc, z3.BoolVal(v.admission > c.admission))))
+    return z3.And(facts) if facts else z3.BoolVal(True)
 
 
 @dataclass(frozen=True)
@@ -442,6 +559,10 @@ class Rule:
     shapes: Callable[[int], list[Shape]]
     #: the iteration's invariants are assumed before (False: the rule starts one)
     in_iteration: bool = False
+    #: the program the rule runs under (serq-ref's extensions), for the properties that read it
+    program: Callable[[Program], Program] = lambda p: p
+    #: the configuration before the rule, where it is not the shape's (a parked session)
+    before: Callable[[Instance], tuple[Machine, Iteration]] | None = None
 
 
 def _entries(bound: int, subject: str, own: bool = True, **fixed) -> list[Shape]:
@@ -555,6 +676,22 @@ RULES: tuple[Rule, ...] = (
          in_iteration=True),
     Rule("step/iteration-end (stage/step-complete)", _end, (MEMORY,), iteration_shapes),
     Rule("step/idle", lambda i: (mexec.idle(i.machine), i.iteration), (MEMORY,), light_shapes("away")),
+    # serq-ref's extensions of seed 002 (docs/design/async-scheduling.md, priorities-and-limits.md)
+    Rule("step/park (schedule ahead)", _park, (MEMORY, PARKED), session_shapes("body:4", holding=True),
+         program=ahead),
+    Rule("step/apply (session/hold-exit)", _apply, (MEMORY, EXITED), session_shapes("body:4", holding=True),
+         program=ahead, before=lambda i: (replace(i.machine, parked=(i.subject,)), i.iteration)),
+    Rule("step/grow, a parked holder (step/preempt-parked)", _grow_parked, (MEMORY, BUDGET, RUN, PARKED, EXITED),
+         resident_shapes("grower", modes=False, assigned=True, pools=False), in_iteration=True, program=ahead,
+         before=with_parked),
+    Rule("step/withdraw, its decode in flight (pool/preempt)", _withdraw_in_flight, (MEMORY, BUDGET, RUN, REENTRY),
+         resident_shapes("victim", modes=False, assigned=True, every_position=False), in_iteration=True,
+         program=ahead),
+    # three sessions: each candidate's keys are compared with the best so far, three ways, so four take
+    # 5 280 paths and 30 s of CPU, more than the other rules together
+    Rule("step/grow, preempt by and requeue by key", _grow_by_key, (MEMORY, BUDGET, RUN, REQUEUE, VICTIM),
+         lambda bound: resident_shapes("grower", modes=False, assigned=True, pools=False)(min(bound, 3)),
+         in_iteration=True, program=by_key),
 )
 
 
@@ -585,8 +722,14 @@ def _goal(prop: str, i: Instance, m: Machine, it: Iteration):
         return budget(m, it)
     if prop == RUN:
         return run_left(m, it)
-    if prop == REENTRY:
-        return re_entry(i.program, i.machine, m)
+    if prop in (REENTRY, REQUEUE):
+        return re_entry(i.rule_program, i.machine, m)
+    if prop == PARKED:
+        return parked_held(i.machine, m)
+    if prop == EXITED:
+        return exited(i.rule_before, m)
+    if prop == VICTIM:
+        return victim_order(i.machine, m)
     raise AssertionError(prop)
 
 
@@ -624,9 +767,12 @@ def prove_rule(rule: Rule, bound: int) -> list[Result]:
         solver = z3.SolverFor("QF_UFLIA")
         builder = Builder(solver)
         i = builder.build(shape)
-        solver.add(memory(i.program, i.machine))
+        i.rule_program = rule.program(i.program)
+        before_m, before_it = rule.before(i) if rule.before is not None else (i.machine, i.iteration)
+        i.rule_before = before_m
+        solver.add(memory(i.program, before_m))
         if rule.in_iteration:
-            solver.add(budget(i.machine, i.iteration), run_left(i.machine, i.iteration))
+            solver.add(budget(before_m, before_it), run_left(before_m, before_it))
         explorer = Explorer(solver)
         for prop in rule.properties:
             results[prop].shapes += 1

@@ -34,13 +34,22 @@ from .translate import Locator, Translation, translate
 Pairs = tuple[tuple[int, int], ...]
 
 
+#: The oracle harness's observations, in the fragment's numbering: the first token (0), the finish (1) and
+#: why a request was refused (2: 1 configuration, 2 prompt, 3 never fits; oracle.scenario.REFUSALS).
+OBSERVES = ("ttft", "done", "refused")
+
+
 @dataclass(frozen=True)
 class Answer:
-    """A recorded answer: (serial, step) pairs sorted by serial, and the preemptions."""
+    """A recorded answer: (serial, step) pairs sorted by serial, the
+    preemptions, and (serial, code) of every refused request (the code of
+    oracle.scenario.REFUSALS whose reason the answer gives; 0 for a reason
+    none of them gives)."""
 
     firsts: Pairs
     dones: Pairs
     preemptions: int
+    refused: Pairs = ()
 
     def as_tuple(self) -> tuple[Pairs, Pairs, int]:
         return self.firsts, self.dones, self.preemptions
@@ -54,6 +63,13 @@ class Scenario:
     translation: Translation
     answer: Answer | None
     answer_path: str | None
+
+
+def observe_order(program: ir.Program) -> tuple[str, ...]:
+    """The harness's program's observations in the fragment's numbering
+    (``OBSERVES``: with refusals written in, `refused` is the IR's first);
+    another program's (vllm_request.sq's `first` and `done`) as they are."""
+    return OBSERVES if OBSERVES[0] in program.observes else ()
 
 
 def base_name(path: str) -> str:
@@ -81,12 +97,28 @@ def read_answer(path: str) -> Answer:
                            at(), file=path) from None
 
 
-def answer_of(data: dict) -> Answer:
-    """A recorded answer's first/done by request id and preemptions (the
-    other fields of a campaign answer, steps, status, features, are not compared)."""
+def answer_of(data: dict, scenario: dict | None = None) -> Answer:
+    """A recorded answer's first/done by request id, preemptions and refusals
+    (each reason read back as the code whose text, written from
+    ``scenario``'s numbers, it is: oracle.scenario.REFUSALS); the other
+    fields of a campaign answer, steps, status, features, are not compared."""
     firsts = tuple(sorted((int(k), int(v)) for k, v in data["first"].items()))
     dones = tuple(sorted((int(k), int(v)) for k, v in data["done"].items()))
-    return Answer(firsts, dones, int(data["preemptions"]))
+    refused = tuple(sorted((int(k), refusal_code(scenario, int(k), why))
+                           for k, why in data.get("refused", {}).items()))
+    return Answer(firsts, dones, int(data["preemptions"]), refused)
+
+
+def refusal_code(scenario: dict | None, serial: int, why: str) -> int:
+    """The code of oracle.scenario.REFUSALS whose reason for the request is ``why`` (0: none)."""
+    from oracle.scenario import REFUSALS
+
+    if scenario is None:
+        return 0
+    for code, reason in REFUSALS.items():
+        if reason(scenario, scenario["requests"][serial]) == why:
+            return code
+    return 0
 
 
 def answer_beside(path: str) -> str | None:
@@ -118,7 +150,7 @@ def load(path: str, older_rule: bool | None = None) -> Scenario:
         translation = translate(program, Locator.for_json(path, text))
     else:
         program, locator = _program(path, data, text, continues_for(path, older_rule))
-        translation = translate(program, locator)
+        translation = translate(program, locator, observe_order(program))
     answer_path = answer_beside(path)
     answer = read_answer(answer_path) if answer_path else None
     return Scenario(base_name(path), path, program, translation, answer, answer_path)
@@ -131,9 +163,9 @@ def load_case(label: str, data: dict, answer: dict, continues: bool) -> Scenario
     JSON as ``json.dumps`` writes it; the program is the oracle harness's."""
     text = json.dumps(data)
     program, locator = _program(label, data, text, continues, harness=True)
-    translation = translate(program, locator)
+    translation = translate(program, locator, observe_order(program))
     try:
-        recorded = answer_of(answer)
+        recorded = answer_of(answer, data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ProgramError(f"not a recorded answer ({{first: {{id: step}}, done: {{id: step}}, preemptions: n}}): {e}",
                            file=label) from None

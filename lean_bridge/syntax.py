@@ -180,12 +180,20 @@ Stmt = Union[Set, Observe, Turn, Hold, Step, Delay, Branch, Finish]
 @dataclass(frozen=True)
 class Pool:
     """``SerqRef.Pool``: capacity in blocks, units per block (1 without a
-    block size), ``preempt lifo``, ``admit via`` the engine."""
+    block size), whether it preempts (``preempt lifo`` or ``preempt by``),
+    ``admit via`` the engine; then (serq-ref's extensions, absent: the
+    seed's rules) ``queue``, the keys of ``queue by`` (empty: fifo),
+    ``requeue_key``, ``requeue by key`` (a preempted hold joins the queue as
+    any hold, else at its head), and ``victim``, the keys of ``preempt by``
+    (empty: lifo, the last admitted)."""
 
     cap: int
     block: int
     lifo: bool
     via_engine: bool
+    queue: "tuple[ServeKey, ...]" = ()
+    requeue_key: bool = False
+    victim: "tuple[ServeKey, ...]" = ()
 
 
 class Order(Enum):
@@ -205,19 +213,26 @@ class SelfPreemption(Enum):
 
 @dataclass(frozen=True)
 class ServeKey:
+    """A key and its order: ``-e`` is ``e`` descending (the engine's serve
+    keys, a pool's queue and victim keys)."""
+
     order: Order
     key: Expr
 
 
 @dataclass(frozen=True)
 class Engine:
-    """``SerqRef.Engine``: the one step engine (iteration cost 1)."""
+    """``SerqRef.Engine``: the one step engine (iteration cost 1);
+    ``ahead``: ``schedule ahead`` (vLLM 0.33.0's asynchronous scheduling:
+    the next iteration is formed before the ended one's finished requests
+    exit, docs/design/async-scheduling.md)."""
 
     budget: Expr
     chunk: Expr
     serve: tuple[ServeKey, ...]
     memory: int
     self_preemption: SelfPreemption = SelfPreemption.ENDS
+    ahead: bool = False
 
 
 @dataclass(frozen=True)

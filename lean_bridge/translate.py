@@ -14,6 +14,7 @@ the line and column of the JSON node for an IR file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -29,11 +30,11 @@ from . import syntax as L
 REFUSED = "outside the Lean fragment"
 #: Where a context variable may be read in the fragment.
 _CONTEXTS = {
-    "Now": ("session", "header", "engine", "serve"),
+    "Now": ("session", "header", "engine", "serve", "queue", "victim"),
     "Nres": ("engine", "serve"),
     "Ndec": ("engine", "serve"),
-    "Decoding": ("serve",),
-    "Admission": ("serve",),
+    "Decoding": ("serve", "victim"),
+    "Admission": ("serve", "victim"),
     "Remaining": ("serve",),
 }
 _CTX = {"Now": L.Ctx.NOW, "Nres": L.Ctx.RESIDENTS, "Ndec": L.Ctx.DECODERS, "Decoding": L.Ctx.DECODING,
@@ -42,7 +43,96 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Lt": "lt", "Le": "le", "Gt
            "Ne": "ne", "And": "and", "Or": "or"}
 _TESTS = ("Lt", "Le", "Gt", "Ge", "Eq", "Ne", "And", "Or")
 _WHERE = {"session": "a session statement", "header": "a hold's header", "engine": "the engine's budget or chunk",
-          "serve": "a serve key"}
+          "serve": "a serve key", "queue": "a queue key", "victim": "a preempt by key"}
+
+
+def _closed(e: ir.Expr) -> float | None:
+    """The value of an expression that reads nothing (numbers, arithmetic,
+    comparisons, min, max, floor, ceil), evaluated as the interpreter does,
+    in floats; None if it reads something or divides by 0. A closed term
+    whose value is a natural number is that number in the fragment, though
+    its parts are not: lib/vllm.sq's `floor(watermark * (blocks + 1))` with
+    the scenario's watermark 0.39 is a number of blocks."""
+    while isinstance(e, ir.Cost):
+        e = e.expr
+    if isinstance(e, ir.Num):
+        return e.value
+    if isinstance(e, ir.Unary):
+        x = _closed(e.operand)
+        if x is None:
+            return None
+        return -x if e.op == "Neg" else (1.0 if x == 0.0 else 0.0) if e.op == "Not" else None
+    if isinstance(e, ir.Binary):
+        a, b = _closed(e.left), _closed(e.right)
+        if a is None or b is None:
+            return None
+        ops = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b,
+               "Div": lambda: a / b if b != 0.0 else None,
+               "Lt": lambda: float(a < b), "Le": lambda: float(a <= b), "Gt": lambda: float(a > b),
+               "Ge": lambda: float(a >= b), "Eq": lambda: float(a == b), "Ne": lambda: float(a != b),
+               "And": lambda: float(a != 0.0 and b != 0.0), "Or": lambda: float(a != 0.0 or b != 0.0)}
+        return ops[e.op]() if e.op in ops else None
+    if isinstance(e, ir.Cond):
+        c = _closed(e.test)
+        return None if c is None else _closed(e.then if c != 0.0 else e.otherwise)
+    if isinstance(e, ir.Call) and e.fun in ("Min", "Max", "Floor", "Ceil"):
+        xs = [_closed(a.expr) if isinstance(a, ir.ExprArg) else None for a in e.args]
+        if any(x is None or not math.isfinite(x) for x in xs):
+            return None
+        return {"Min": lambda: min(xs), "Max": lambda: max(xs), "Floor": lambda: float(math.floor(xs[0])),
+                "Ceil": lambda: float(math.ceil(xs[0]))}[e.fun]()
+    return None
+
+
+def _foldable(e: ir.Expr, under_floor: bool = False) -> bool:
+    """A closed term the fragment could not write as it is, so its value
+    stands for it: it has a number that is not a natural, a division
+    outside `floor(…)` or a negation (a term the fragment can write is kept
+    as written)."""
+    e = _unwrap(e)
+    if isinstance(e, ir.Num):
+        return not _is_natural(e.value)
+    if isinstance(e, ir.Unary):
+        return e.op == "Neg" or _foldable(e.operand)
+    if isinstance(e, ir.Binary):
+        return (e.op == "Div" and not under_floor) or _foldable(e.left) or _foldable(e.right)
+    if isinstance(e, ir.Cond):
+        return _foldable(e.test) or _foldable(e.then) or _foldable(e.otherwise)
+    if isinstance(e, ir.Call):
+        return any(isinstance(a, ir.ExprArg) and _foldable(a.expr, e.fun == "Floor") for a in e.args)
+    return False
+
+
+def _is_natural(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x >= 0 and float(x).is_integer()
+
+
+def _unwrap(e: ir.Expr) -> ir.Expr:
+    while isinstance(e, ir.Cost):
+        e = e.expr
+    return e
+
+
+def _key_attr(key: ir.Expr) -> int | None:
+    """The attribute a key is, alone or negated (``k`` or ``-k``), or None."""
+    key = _unwrap(key)
+    if isinstance(key, ir.Unary) and key.op == "Neg":
+        key = _unwrap(key.operand)
+    return key.slot if isinstance(key, ir.Attr) else None
+
+
+def _attrs_read(node, out: list) -> None:
+    """Every attribute slot an IR node reads (a walk over its fields)."""
+    if isinstance(node, ir.Attr):
+        out.append(node.slot)
+        return
+    if isinstance(node, (tuple, list)):
+        for x in node:
+            _attrs_read(x, out)
+        return
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            _attrs_read(getattr(node, f.name), out)
 
 
 def _constant(e: ir.Expr) -> float | None:
@@ -125,14 +215,74 @@ class Translation:
     attrs: tuple[str, ...]
     pools: tuple[str, ...]
     stages: tuple[str, ...]
-    observes: tuple[str, ...]
+    observes: tuple[str, ...]  # by the fragment's index
+    shifts: tuple[tuple[int, int], ...] = ()  # (slot, the number added to its values): ``shifts``
 
 
 class _Translator:
-    def __init__(self, program: ir.Program, where: Locator):
+    def __init__(self, program: ir.Program, where: Locator, observe_order: tuple[str, ...] = ()):
         self.p = program
         self.where = where
         self.engine = -1
+        #: the fragment's observation indices: the names of ``observe_order`` first, in that order, then the
+        #: others in the IR's order (``outcome`` reads observation 0 and 1, ``refusals`` 2)
+        first = [n for n in observe_order if n in program.observes]
+        names = first + [n for n in program.observes if n not in first]
+        self.observes = tuple(names)
+        self.observe_index = {k: names.index(n) for k, n in enumerate(program.observes)}
+        #: per attribute read only as a whole key, the number added to each of its values (``shifts``)
+        self.shift: dict[int, int] = {}
+
+    # -- attributes only compared ----------------------------------------------------
+
+    def key_only(self, slot: int) -> bool:
+        """Whether the attribute is read only as a whole key (``k`` or
+        ``-k`` of a serve, queue or preempt by order) and set only to a
+        constant in init: then only how its values compare matters, and the
+        same number added to every value changes no decision."""
+        p = self.p
+        reads: list = []
+        for pool in p.pools:
+            for keys in (pool.queue, pool.preempt):
+                for k in keys or ():
+                    if _key_attr(k) is None:
+                        _attrs_read(k, reads)
+            _attrs_read(dataclasses.replace(pool, queue=None, preempt=None), reads)
+        for stage in p.stages:
+            if isinstance(stage.kind, ir.Step):
+                for k in stage.kind.serve or ():
+                    if _key_attr(k) is None:
+                        _attrs_read(k, reads)
+                _attrs_read(dataclasses.replace(stage.kind, serve=None), reads)
+            else:
+                _attrs_read(stage, reads)
+        for b, block in enumerate(p.blocks):
+            for st in block:
+                if isinstance(st, ir.Set) and st.slot == slot and (b != p.init or _closed(st.expr) is None):
+                    return False
+                _attrs_read(st, reads)
+        _attrs_read(p.gauges, reads)
+        return slot not in reads
+
+    def shifts(self) -> dict[int, int]:
+        """The attributes given a negative value by an explicit session that
+        are only compared (``key_only``), each with the number that makes
+        its least value 0: vLLM's priorities are any integers
+        (request.py:357-367); the fragment's values are in ℕ."""
+        p = self.p
+        values: dict[int, list[float]] = {}
+        for spec in p.arrival.sessions:
+            for slot, v in spec.attrs + tuple(x for turn in spec.turns or () for x in turn):
+                values.setdefault(slot, []).append(v)
+        for st in p.blocks[p.init]:
+            if isinstance(st, ir.Set) and _closed(st.expr) is not None:
+                values.setdefault(st.slot, []).append(_closed(st.expr))
+        out = {}
+        for slot, vs in values.items():
+            low = min(vs)
+            if low < 0 and all(math.isfinite(v) and float(v).is_integer() for v in vs) and self.key_only(slot):
+                out[slot] = int(-low)
+        return out
 
     # -- errors -----------------------------------------------------------------
 
@@ -163,6 +313,8 @@ class _Translator:
     def expr(self, e: ir.Expr, path: tuple, context: str) -> L.Expr:
         if isinstance(e, ir.Cost):
             return self.expr(e.expr, path + ("Cost", 1), context)
+        if _foldable(e) and _is_natural(_closed(e)):
+            return L.Num(int(_closed(e)))
         if isinstance(e, ir.Num):
             return L.Num(self.natural(e.value, path + ("Num",), "the number"))
         if isinstance(e, ir.Attr):
@@ -217,6 +369,14 @@ class _Translator:
                                 self.expr(inner.right, path + (1, 0, "Expr", "Binary", 2), context))
             return arg(0)  # a value in ℕ is its own floor
         if fun == "Ceil":
+            inner = _unwrap(args[0].expr)
+            if isinstance(inner, ir.Binary) and inner.op == "Div":
+                d = _closed(inner.right)
+                if not (_is_natural(d) and d >= 1):
+                    raise self.refuse(path, "`ceil(a / b)` with b not a constant natural number of at least 1")
+                # ⌈a / d⌉ = ⌊(a + d - 1) / d⌋ on ℕ (d ≥ 1)
+                return L.Binary("div", L.Binary("add", self.expr(inner.left, path + (1, 0, "Expr", "Binary", 1),
+                                                                 context), L.Num(int(d) - 1)), L.Num(int(d)))
             return arg(0)
         if fun in ("Queued", "CachedIn"):
             if fun == "CachedIn" and context not in ("session", "header"):
@@ -263,22 +423,37 @@ class _Translator:
         cap = self.natural(pool.cap, path + ("cap",), f"pool {pool.name}'s cap")
         if pool.evict is not None:
             raise self.refuse(path + ("evict",), f"pool {pool.name} evicts by keys; the fragment's pools are LRU")
-        if pool.queue is not None:
-            raise self.refuse(path + ("queue",), f"pool {pool.name} queues by keys; the fragment's queues are fifo")
         if pool.spill is not None:
             raise self.refuse(path + ("spill",), f"pool {pool.name} spills to a tier")
-        if pool.requeue != "Head":
-            raise self.refuse(path + ("requeue",), f"pool {pool.name} requeues a preempted hold by key; the "
-                                                   f"fragment's preempted holds re-enter at the head")
+        requeue_key = pool.requeue == "Key"
+        queue = ()
+        if pool.queue is not None:
+            if not requeue_key:
+                raise self.refuse(path + ("queue",), f"pool {pool.name} queues by keys with a preempted hold at its "
+                                                     f"head, ahead of the keys; the fragment's keyed queues requeue "
+                                                     f"by key")
+            queue = self.keys(pool.queue, path + ("queue",), "queue")
         lifo = False
+        victim = ()
         if pool.preempt is not None:
-            if pool.preempt != (ir.Unary("Neg", ir.Ctx("Admission")),):
-                raise self.refuse(path + ("preempt",), f"pool {pool.name} preempts by keys other than lifo")
             lifo = True
+            if pool.preempt != (ir.Unary("Neg", ir.Ctx("Admission")),):
+                victim = self.keys(pool.preempt, path + ("preempt",), "victim")
         if pool.admit_via is not None and pool.admit_via != self.engine:
             raise self.refuse(path + ("admit_via",), f"pool {pool.name} is admitted via a stage that is not the "
                                                      f"step engine")
-        return L.Pool(cap // block, block, lifo, pool.admit_via is not None)
+        return L.Pool(cap // block, block, lifo, pool.admit_via is not None, queue, requeue_key, victim)
+
+    def keys(self, keys: tuple, path: tuple, context: str) -> tuple[L.ServeKey, ...]:
+        """Keys (a serve, queue or victim order): a key ``-e`` is ``e`` descending."""
+        out = []
+        for j, key in enumerate(keys):
+            inner = _unwrap(key)
+            if isinstance(inner, ir.Unary) and inner.op == "Neg":
+                out.append(L.ServeKey(L.Order.DESC, self.expr(inner.operand, path + (j, "Unary", 1), context)))
+            else:
+                out.append(L.ServeKey(L.Order.ASC, self.expr(key, path + (j,), context)))
+        return tuple(out)
 
     def stages(self) -> tuple[L.Engine, tuple[str, ...]]:
         steps = [k for k, s in enumerate(self.p.stages) if isinstance(s.kind, ir.Step)]
@@ -303,10 +478,6 @@ class _Translator:
             raise self.refuse(path + ("serve",), "serve exclusive prefill")
         if step.memory is None:
             raise self.refuse(path + ("memory",), "a step engine without a memory pool")
-        if step.schedule_ahead:
-            raise self.refuse(path + ("schedule_ahead",), "`schedule ahead` (vLLM 0.33.0's asynchronous scheduling); "
-                                                          "the fragment's engine applies an iteration before it forms "
-                                                          "the next")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)
@@ -319,7 +490,8 @@ class _Translator:
                 keys.append(L.ServeKey(L.Order.ASC, self.expr(key, key_path, "serve")))
         engine = L.Engine(self.expr(step.budget, path + ("budget",), "engine"),
                           self.expr(step.chunk, path + ("chunk",), "engine"), tuple(keys), step.memory,
-                          L.SelfPreemption.CONTINUES if step.self_preemption == "Continue" else L.SelfPreemption.ENDS)
+                          L.SelfPreemption.CONTINUES if step.self_preemption == "Continue" else L.SelfPreemption.ENDS,
+                          bool(step.schedule_ahead))
         return engine, tuple(s.name for s in self.p.stages)
 
     # -- statements ----------------------------------------------------------------
@@ -354,9 +526,12 @@ class _Translator:
     def stmt(self, b: int, i: int, s: ir.Stmt, memory: int, pools: tuple[L.Pool, ...]) -> L.Stmt:
         path = ("blocks", b, i)
         if isinstance(s, ir.Set):
+            if s.slot in self.shift:
+                return L.Set(s.slot, L.Num(self.natural(_closed(s.expr) + self.shift[s.slot], path + ("Set", 1),
+                                                        "the value")))
             return L.Set(s.slot, self.expr(s.expr, path + ("Set", 1), "session"))
         if isinstance(s, ir.Observe):
-            return L.Observe(s.index, self.expr(s.expr, path + ("Observe", 1), "session"))
+            return L.Observe(self.observe_index[s.index], self.expr(s.expr, path + ("Observe", 1), "session"))
         if isinstance(s, ir.Turn):
             return L.Turn()
         if isinstance(s, ir.End):
@@ -416,6 +591,7 @@ class _Translator:
             raise self.refuse(("gauges", 0), "a gauge")
         if p.warmup != 0:
             raise self.refuse(("warmup",), "a warm-up; the fragment keeps every observation")
+        self.shift = self.shifts()
         engine, stage_names = self.stages()
         pools = tuple(self.pool(k, pool) for k, pool in enumerate(p.pools))
         for k, pool in enumerate(p.pools):
@@ -432,20 +608,23 @@ class _Translator:
         sessions = []
         for k, spec in enumerate(p.arrival.sessions):
             sp = ("arrival", "Sessions", k)
-            attrs = tuple((slot, self.natural(v, sp + ("attrs", j, 1), f"session {k}'s attribute {p.attrs[slot]}"))
+            attrs = tuple((slot, self.natural(v + self.shift.get(slot, 0), sp + ("attrs", j, 1),
+                                              f"session {k}'s attribute {p.attrs[slot]}"))
                           for j, (slot, v) in enumerate(spec.attrs))
-            turns = tuple(tuple((slot, self.natural(v, sp + ("turns", t, j, 1), f"session {k}'s attribute "
-                                                                                 f"{p.attrs[slot]}"))
+            turns = tuple(tuple((slot, self.natural(v + self.shift.get(slot, 0), sp + ("turns", t, j, 1),
+                                                    f"session {k}'s attribute {p.attrs[slot]}"))
                                 for j, (slot, v) in enumerate(turn))
                           for t, turn in enumerate(spec.turns or ()))
             sessions.append(L.Spec(attrs, turns))
         slots = L.Slots(p.slot_cached, p.slot_serial, p.slot_turn, p.slot_more, p.slot_computed)
         program = L.Program(len(p.attrs), slots, pools, engine, tuple(blocks), p.init, p.turn, p.session,
                             tuple(sessions))
-        return Translation(program, p.attrs, tuple(x.name for x in p.pools), stage_names, p.observes)
+        return Translation(program, p.attrs, tuple(x.name for x in p.pools), stage_names, self.observes,
+                           tuple(sorted(self.shift.items())))
 
 
-def translate(program: ir.Program, where: Locator) -> Translation:
+def translate(program: ir.Program, where: Locator, observe_order: tuple[str, ...] = ()) -> Translation:
     """The fragment's program of ``program``, or a ProgramError at the first
-    construct outside the fragment."""
-    return _Translator(program, where).program()
+    construct outside the fragment; the observations named in
+    ``observe_order`` numbered first, in that order."""
+    return _Translator(program, where, observe_order).program()

@@ -110,15 +110,23 @@ def test_a_second_clause_is_an_error():
         compile_with("schedule ahead; schedule ahead;")
 
 
-def test_lean_refuses_the_clause_where_the_ir_has_it(tmp_path, capsys):
+def test_lean_translates_the_clause_where_the_ir_has_it(tmp_path, capsys):
+    """The Lean fragment has schedule ahead now (docs/lean.md, "vLLM 0.33.0's
+    default rules"): the IR's clause is the engine's `ahead`, and the
+    mirror's outcome is the interpreter's."""
+    from lean_bridge.check import mirror_answer
+    from lean_bridge.interpreter import interpreter_answer
+    from lean_bridge.scenario import load
+
     path = tmp_path / "ahead.ir.json"
-    program = scenario_program({**shared_scenario("hol"), "async": True})  # the fragment's but for the clause
+    program = scenario_program({**shared_scenario("hol"), "async": True})
     path.write_text(json.dumps(codec.encode_program(program), indent=2))
-    code = main(["lean", str(path)])
-    err = capsys.readouterr().err
-    assert code == 1 and "schedule ahead" in err and "asynchronous" in err
-    line = int(err.split(":")[1])
-    assert "schedule_ahead" in path.read_text().splitlines()[line - 1]
+    code = main(["lean", str(path), "--answer", "mirror"])
+    out = capsys.readouterr().out
+    assert code == 0 and "ahead := true" in out
+    sc = load(str(path))
+    assert sc.translation.program.engine.ahead
+    assert mirror_answer(sc.translation.program).as_tuple() == interpreter_answer(sc.program).as_tuple()
 
 
 # --- the rules -------------------------------------------------------------------

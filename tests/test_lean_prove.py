@@ -27,6 +27,9 @@ RULE_NAMES = {
     "session/hold-exit (pool/release)", "session/end (pool/release)", "step/iteration-start", "step/schedule",
     "step/grow (pool/grow, pool/evict-*)", "step/grow, self preemption continue", "step/withdraw (pool/preempt)",
     "step/admit (pool/admit, pool/consume, pool/evict-*)", "step/iteration-end (stage/step-complete)", "step/idle",
+    # serq-ref's extensions: schedule ahead, preempt by, requeue by key
+    "step/park (schedule ahead)", "step/apply (session/hold-exit)", "step/grow, a parked holder (step/preempt-parked)",
+    "step/withdraw, its decode in flight (pool/preempt)", "step/grow, preempt by and requeue by key",
 }
 
 
@@ -51,8 +54,16 @@ def test_every_rule_and_property_is_proved(results) -> None:
         assert (rule, prove.BUDGET) in by and (rule, prove.RUN) in by
     # the invariants hold under both self-preemption rules (D1)
     for rule in ("step/grow (pool/grow, pool/evict-*)", "step/grow, self preemption continue",
-                 "step/withdraw (pool/preempt)"):
+                 "step/withdraw (pool/preempt)", "step/withdraw, its decode in flight (pool/preempt)"):
         assert (rule, prove.REENTRY) in by
+    # the extensions' own properties: a parked session keeps its blocks until step/apply or
+    # step/preempt-parked exits its hold; the victim under preempt by has the greatest keys (vLLM 0.33.0's
+    # max (priority, arrival_time)), and re-enters its queue by key
+    assert ("step/park (schedule ahead)", prove.PARKED) in by
+    assert ("step/apply (session/hold-exit)", prove.EXITED) in by
+    assert {("step/grow, a parked holder (step/preempt-parked)", p) for p in (prove.PARKED, prove.EXITED,
+                                                                              prove.BUDGET)} <= by
+    assert {("step/grow, preempt by and requeue by key", p) for p in (prove.VICTIM, prove.REQUEUE)} <= by
 
 
 def test_the_structure_reaches_the_bound(results) -> None:
@@ -105,6 +116,31 @@ def test_a_preemption_that_forgets_the_position_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(sessions, "enter_hold", restart)
     results = {r.property: r for r in prove_one("step/withdraw (pool/preempt)", bound=2)}
     assert not results[prove.REENTRY].proved
+
+
+def test_a_victim_chosen_without_its_keys_is_caught(monkeypatch) -> None:
+    """preempt by: a victim chosen by lifo alone (the keys ignored) is not the
+    one with the greatest keys."""
+    monkeypatch.setattr(engine, "better_victim",
+                        lambda p, m, q, a, b: m.sessions[b].admission < m.sessions[a].admission)
+    results = {r.property: r for r in prove_one("step/grow, preempt by and requeue by key", bound=3)}
+    assert not results[prove.VICTIM].proved and "[subject grower" in results[prove.VICTIM].counterexample
+    assert results[prove.MEMORY].proved
+
+
+def test_a_park_that_frees_the_blocks_is_caught(monkeypatch) -> None:
+    """step/park: a parked session that gave its blocks back (as if its hold
+    exited before the next iteration is formed) is caught."""
+    original = sessions.park
+
+    def freeing(m, s):
+        m = original(m, s)
+        return dataclasses.replace(m, pools=tuple(dataclasses.replace(ps, holders=tuple(
+            h for h in ps.holders if h.serial != s.serial)) for ps in m.pools))
+
+    monkeypatch.setattr(sessions, "park", freeing)
+    results = {r.property: r for r in prove_one("step/park (schedule ahead)", bound=2)}
+    assert not results[prove.PARKED].proved
 
 
 def test_lean_prove_prints_a_line_per_rule_and_property(monkeypatch, capsys) -> None:

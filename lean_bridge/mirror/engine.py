@@ -30,8 +30,8 @@ def start_iteration(p: Program, m: Machine) -> Iteration:
     read once with the residents before the iteration."""
     v = engine_env(m)
     budget = eval_expr(p, m, v, p.engine.budget)
-    return Iteration(budget, eval_expr(p, m, v, p.engine.chunk), len(m.residents), count_decoders(m.residents),
-                     budget, (), (), False, False, False, None)
+    return Iteration(budget, eval_expr(p, m, v, p.engine.chunk), len(m.residents) + len(m.parked),
+                     count_decoders(m.residents), budget, (), (), False, False, False, None)
 
 
 def resident_env(m: Machine, it: Iteration, r: Resident) -> Env:
@@ -79,19 +79,91 @@ def tokens_of(serial: int, assigned: tuple[Assignment, ...]) -> Any:
     return total
 
 
-def victim_of(m: Machine, q: int) -> int | None:
-    """``victimOf``: the last resident (latest admission) that holds ``q``."""
-    holders = pool_of(m, q).holders
-    candidates = [r for r in m.residents if any(h.serial == r.serial for h in holders)]
-    return candidates[-1].serial if candidates else None
+def resident_mode(m: Machine, serial: int) -> Mode | None:
+    """``residentMode``: the mode of the session's run on the engine (None: not a resident)."""
+    for r in m.residents:
+        if r.serial == serial:
+            return r.mode
+    return None
+
+
+def candidate(m: Machine, serial: int) -> bool:
+    """``candidate``: a resident of the engine, or (schedule ahead) parked
+    there: vLLM's running list, where a finished request stays until its
+    batch's output is applied (scheduler.py:938, 970)."""
+    return resident_mode(m, serial) is not None or serial in m.parked
+
+
+def victim_env(m: Machine, serial: int) -> Env:
+    """``victimEnv``: what a ``preempt by`` key reads for a candidate: its
+    attributes, its latest admission, whether it decodes (a parked session
+    has run its last decode)."""
+    s = session_of(m, serial)
+    decoding = 0 if resident_mode(m, serial) is Mode.PREFILL else 1
+    return Env(s.attrs, serial, m.time, len(m.residents) + len(m.parked), count_decoders(m.residents), decoding,
+               s.admission, 0, 0)
+
+
+def better_victim(p: Program, m: Machine, q: int, a: int, b: int) -> bool:
+    """``betterVictim``: the candidate ``a`` is chosen before ``b``: under
+    ``preempt by`` the least keys (vLLM 0.33.0's priority path: the running
+    request with the largest (priority, arrival_time), scheduler.py:932-936,
+    is ``preempt by (-priority, -arrival)``), keys that tie and lifo to the
+    latest admission (seed 002 §3 Ties)."""
+    keys = pool_spec(p, q).victim
+    ka = tuple(eval_expr(p, m, victim_env(m, a), k.key) for k in keys)
+    kb = tuple(eval_expr(p, m, victim_env(m, b), k.key) for k in keys)
+    if key_before(keys, ka, kb):
+        return True
+    if key_before(keys, kb, ka):
+        return False
+    return session_of(m, b).admission < session_of(m, a).admission
+
+
+def victim_of(p: Program, m: Machine, q: int) -> int | None:
+    """``victimOf`` (the premise of pool/preempt): of the pool's holders that
+    are residents of the engine or parked there, the last admitted (lifo),
+    or under ``preempt by`` the one with the least keys."""
+    best = None
+    for h in pool_of(m, q).holders:
+        if candidate(m, h.serial) and (best is None or better_victim(p, m, q, h.serial, best)):
+            best = h.serial
+    return best
+
+
+def in_flight(p: Program, m: Machine, it: Iteration, victim: int) -> int:
+    """``inFlight``: under schedule ahead, 1 when the last iteration gave the
+    victim a decode token and the one being formed has not served it yet:
+    that token's id is applied only after this iteration is formed, so its
+    position is not cached yet (vLLM hashes a block once its tokens' ids are
+    known: kv_cache_manager.py:615-625, scheduler.py:2403-2415); else 0."""
+    if p.engine.ahead and victim in m.decoded and not any(a.serial == victim for a in it.assigned):
+        return 1
+    return 0
 
 
 def withdraw(p: Program, m: Machine, it: Iteration, victim: int, q: int) -> tuple[Machine, Iteration]:
     """``withdraw`` (step/withdraw, pool/preempt): the victim's tokens go back
     to the budget; it is preempted; the iteration admits nothing more."""
+    unhashed = in_flight(p, m, it, victim)
     back = tokens_of(victim, it.assigned)
     it = replace(it, assigned=tuple(a for a in it.assigned if a.serial != victim), left=it.left + back, preempted=True)
-    return preempt(p, m, victim, q), it
+    return preempt(p, m, victim, q, unhashed), it
+
+
+def preempt_parked(p: Program, m: Machine, it: Iteration, victim: int, q: int) -> tuple[Machine, Iteration]:
+    """``preemptParked`` (step/preempt-parked): the victim is parked (its
+    last token in flight): it is no longer parked, the preemption is counted
+    (the iteration admits nothing more), and its hold exits at once, its
+    session going on; it never runs again. vLLM 0.33.0 preempts running[-1]
+    even when its last token is in flight (scheduler.py:938, 970;
+    _preempt_request 1799-1843 frees its blocks) and the stale token then
+    stops it while PREEMPTED (scheduler.py:2318-2323, 2494, 2545-2548)."""
+    ps = pool_of(m, q)
+    m = put_pool(replace(m, parked=tuple(x for x in m.parked if x != victim)), q,
+                 replace(ps, preemptions=ps.preemptions + 1))
+    m = put_session(m, replace(session_of(m, victim), status=Status.READY))
+    return run_session(p, program_fuel(p), m, victim), replace(it, preempted=True)
 
 
 def grow_turn(p: Program, m: Machine, it: Iteration, serial: int, q: int, tokens: Any) -> tuple[Machine, Iteration]:
@@ -113,9 +185,11 @@ def grow_turn(p: Program, m: Machine, it: Iteration, serial: int, q: int, tokens
         return m, assign(done, serial, tokens)
     if holds(held_blocks(ps.holders) + need <= pool.cap):
         return put_pool(m, q, grow_holder(ps, pool, serial, a.hold, need)), assign(done, serial, tokens)
-    victim = victim_of(m, q)
+    victim = victim_of(p, m, q)
     if victim is None:
         return m, replace(done, stopped=True)
+    if victim in m.parked:
+        return preempt_parked(p, m, it, victim, q)
     m, it = withdraw(p, m, it, victim, q)
     if victim == serial:
         if p.engine.self_preemption is SelfPreemption.ENDS:
@@ -133,6 +207,28 @@ def schedule(it: Iteration, r: Resident) -> Iteration:
     if r.growing is None:
         return assign(it, r.serial, tokens)
     return replace(it, pending=(r.serial, r.growing, tokens))
+
+
+def queue_env(m: Machine, serial: int, left: Any) -> Env:
+    """``queueEnv``: what a ``queue by`` key reads for a waiting session (its
+    header's environment, budget_left the budget left)."""
+    return session_env(m, session_of(m, serial), left)
+
+
+def head_of(p: Program, m: Machine, q: int, left: Any) -> int | None:
+    """``headOf``: the hold the pool tries: the queue's first (fifo), or
+    under ``queue by`` the least keys, then the first joined (the queue is
+    in join order): vLLM 0.33.0's priority heap on (priority, arrival_time)
+    (request_queue.py:131-166, request.py:357-367)."""
+    keys = pool_spec(p, q).queue
+    best = None
+    for serial in pool_of(m, q).queue:
+        if best is None:
+            best = serial
+        elif key_before(keys, tuple(eval_expr(p, m, queue_env(m, serial, left), k.key) for k in keys),
+                        tuple(eval_expr(p, m, queue_env(m, best, left), k.key) for k in keys)):
+            best = serial
+    return best
 
 
 def first_waiting(p: Program, m: Machine) -> int | None:
@@ -182,7 +278,7 @@ def admit(p: Program, m: Machine, q: int, serial: int, stmt: tuple[int, int], us
     every pool of its hold, and its body starts; ``cached`` is what it consumed."""
     hold_id = m.seq
     ps = pool_of(m, q)
-    m = put_pool(m, q, replace(ps, queue=ps.queue[1:]))
+    m = put_pool(m, q, replace(ps, queue=tuple(x for x in ps.queue if x != serial)))
     state = (m, 0)
     for use in zip(tuple(u.pool for u in uses), units):
         state = admit_pool(p, serial, hold_id, caching, reuse, state, use)
@@ -203,7 +299,9 @@ def admit_head(p: Program, m: Machine, it: Iteration) -> tuple[Machine, Iteratio
     q = first_waiting(p, m)
     if q is None:
         return None
-    serial = pool_of(m, q).queue[0]
+    serial = head_of(p, m, q, it.left)
+    if serial is None:
+        return None
     s = session_of(m, serial)
     if s.pending is None:
         return None
@@ -278,14 +376,25 @@ def finished_of(m: Machine, assigned: tuple[Assignment, ...]) -> tuple[int, ...]
                  if any(x.serial == a.serial and holds(x.remaining == 0) for x in m.residents))
 
 
-def end_iteration(m: Machine, it: Iteration) -> Machine:
+def decoded_of(m: Machine, assigned: tuple[Assignment, ...]) -> tuple[int, ...]:
+    """``decodedOf``: the served runs that decode, in the order served."""
+    return tuple(a.serial for a in assigned if resident_mode(m, a.serial) is Mode.DECODE)
+
+
+def end_iteration(p: Program, m: Machine, it: Iteration) -> Machine:
     """``endIteration`` (step/iteration-end, stage/step-complete): one step
     later the tokens apply; the runs that have none left complete, in the
-    order they were served, and their sessions are ready."""
+    order they were served, and their sessions are ready. Under schedule
+    ahead their sessions are ``finishing`` until the next iteration starts
+    (step/park), and the decodes served are ``decoded``."""
     m = replace(m, time=m.time + 1)
+    if p.engine.ahead:
+        m = replace(m, decoded=decoded_of(m, it.assigned))
     for a in it.assigned:
         m = apply_tokens(m, a)
     finished = finished_of(m, it.assigned)
+    if p.engine.ahead:
+        m = replace(m, finishing=finished)
     m = replace(m, residents=tuple(x for x in m.residents if not holds(x.remaining == 0)), ready=m.ready + finished)
     for serial in finished:
         m = put_session(m, replace(session_of(m, serial), status=Status.READY))

@@ -16,7 +16,7 @@ from dataclasses import replace
 from ..arith import holds
 from ..syntax import Program
 from .engine import end_iteration, serve, serve_fuel, start_iteration
-from .sessions import overwrite, run_ready, run_workload_block
+from .sessions import overwrite, program_fuel, run_ready, run_session, run_workload_block
 from .state import (DEFAULT_POOL_STATE, Frame, FrameKind, Machine, Session, Status, get_d, list_set, pool_of,
                     pool_spec, put_session, session_of)
 
@@ -41,8 +41,9 @@ def initial(p: Program) -> Machine:
 
 
 def engine_wanted(p: Program, m: Machine) -> bool:
-    """``engineWanted``: the engine has residents or a waiting queue it serves."""
-    return bool(m.residents) or any(pool_spec(p, q).via_engine and pool_of(m, q).queue for q in range(len(p.pools)))
+    """``engineWanted``: the engine has residents, a parked session (schedule
+    ahead) or a waiting queue it serves."""
+    return bool(m.residents) or bool(m.parked) or any(pool_spec(p, q).via_engine and pool_of(m, q).queue for q in range(len(p.pools)))
 
 
 def next_due(delays: tuple) -> object | None:
@@ -74,15 +75,32 @@ def release_due(m: Machine) -> Machine:
     return m
 
 
+def apply_parked(p: Program, m: Machine) -> Machine:
+    """``applyParked`` (step/apply): the iteration is formed; the ended one's
+    results are applied: the parked sessions become ready, in the order they
+    parked, and each runs (its hold exits: they are no longer finishing).
+    vLLM 0.33.0 applies batch k's output after forming batch k+1
+    (EngineCore.step_with_batch_queue, vllm/v1/engine/core.py:745-769, 778-796)."""
+    parked = m.parked
+    m = replace(m, parked=())
+    for serial in parked:
+        m = run_session(p, program_fuel(p), put_session(m, replace(session_of(m, serial), status=Status.READY)), serial)
+    return m
+
+
 def tick(p: Program, m: Machine) -> Machine:
-    """``tick``: one instant (module docstring)."""
+    """``tick``: one instant (module docstring). Under schedule ahead the
+    iteration starts with no session finishing any more (those that did not
+    park went on); it is formed (an iteration, though empty) while a session
+    is parked (vLLM queues the empty batch, vllm/v1/engine/core.py:745-768),
+    and then the parked sessions exit (``applyParked``) before it ends."""
     if m.halted:
         return m
     m = run_ready(p, release_due(m))
     if engine_wanted(p, m):
-        m, it = serve(p, serve_fuel(p), m, start_iteration(p, m))
-        if it.assigned or it.preempted:
-            return end_iteration(m, it)
+        m, it = serve(p, serve_fuel(p), replace(m, finishing=()), start_iteration(p, m))
+        if it.assigned or it.preempted or m.parked:
+            return end_iteration(p, apply_parked(p, m), it)
         return idle(m)
     return idle(m)
 
@@ -114,6 +132,23 @@ def by_serial(pairs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]
     for x in pairs:
         out = insert_by_serial(x, out)
     return out
+
+
+def values_of(index: int, m: Machine) -> tuple[tuple[int, int], ...]:
+    """``valuesOf``: (serial, value) of every sample of observation ``index``, in the order taken."""
+    return tuple((x.serial, x.value) for x in m.samples if x.index == index)
+
+
+def refusals_of(m: Machine) -> tuple[tuple[int, int], ...]:
+    """(Python only) the refusals read off a final machine (``refusals``' body)."""
+    return by_serial(values_of(2, m))
+
+
+def refusals(p: Program, fuel: int) -> tuple[tuple[int, int], ...]:
+    """``refusals p fuel``: the value of observation 2 (the oracle harness's
+    ``refused``: why a request was refused, 1 the configuration, 2 its
+    prompt, 3 it never fits) per request that took it, sorted by serial."""
+    return refusals_of(final_machine(p, fuel))
 
 
 def final_machine(p: Program, fuel: int) -> Machine:

@@ -112,8 +112,11 @@ def session_env(m: Machine, s: Session, budget_left: Any) -> Env:
 
 
 def engine_env(m: Machine) -> Env:
-    """``Machine.engineEnv``: the budget and chunk, read before an iteration."""
-    return Env((), 0, m.time, len(m.residents), count_decoders(m.residents), 0, 0, 0, 0)
+    """``Machine.engineEnv``: the budget and chunk, read before an iteration;
+    a parked session (schedule ahead) counts among the residents, as vLLM's
+    finished request is still running until its batch's output is applied
+    (get_request_counts, vllm/v1/core/sched/scheduler.py:756-758, 2920-2922)."""
+    return Env((), 0, m.time, len(m.residents) + len(m.parked), count_decoders(m.residents), 0, 0, 0, 0)
 
 
 def want(chunk: Any, r: Resident) -> Any:

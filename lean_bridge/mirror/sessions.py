@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..arith import holds, nmax
+from ..arith import holds, monus, nmax
 from ..syntax import (Branch, Delay, Finish, Hold, Mode, Observe, Program, Set, Step, Turn)
 from .expr import Planned, env_with, eval_expr, session_env
 from .pools import (computed_units, find_holder, innermost_hold, kept_blocks, release_units)
@@ -24,24 +24,27 @@ def cache_of(p: Program, stmt: tuple[int, int]):
     return hold.cache if type(hold) is Hold else None
 
 
-def release_pool(p: Program, m: Machine, s: Session, h: ActiveHold, q: int, preempted: bool) -> Machine:
+def release_pool(p: Program, m: Machine, s: Session, h: ActiveHold, q: int, preempted: bool,
+                 unhashed: int = 0) -> Machine:
     """``releasePool`` (pool/release): the hold's allocation on ``q`` goes
-    back; with a cache clause, min(cache, computed) units stay cached."""
+    back; with a cache clause, min(cache, computed) units stay cached; on
+    the engine's memory ``unhashed`` units at the end of the position are
+    not (schedule ahead: a preempted decode's token in flight, ``inFlight``)."""
     pool = pool_spec(p, q)
     ps = pool_of(m, q)
     a = find_holder(s.serial, h.id, ps.holders)
     if a is None:
         return m
-    computed = computed_units(pool, a, preempted)
+    computed = monus(computed_units(pool, a, preempted), unhashed if q == p.engine.memory else 0)
     cache = cache_of(p, h.stmt)
     kept = 0 if cache is None else kept_blocks(pool, a, eval_expr(p, m, session_env(m, s, Planned(p, m)), cache), computed)
     return put_pool(m, q, release_units(ps, s.serial, h.id, kept))
 
 
-def release_hold(p: Program, m: Machine, s: Session, h: ActiveHold, preempted: bool) -> Machine:
+def release_hold(p: Program, m: Machine, s: Session, h: ActiveHold, preempted: bool, unhashed: int = 0) -> Machine:
     """``releaseHold``: every pool of the hold, in the hold's order."""
     for q in h.pools:
-        m = release_pool(p, m, s, h, q, preempted)
+        m = release_pool(p, m, s, h, q, preempted, unhashed)
     return m
 
 
@@ -53,12 +56,34 @@ def end_session(p: Program, m: Machine, s: Session) -> Machine:
     return put_session(m, replace(s, status=Status.ENDED, frames=(), holds=(), pending=None))
 
 
+def parks(p: Program, m: Machine, s: Session, h: ActiveHold) -> bool:
+    """``parks`` (the premise of step/park): under schedule ahead, the
+    session's run completed at the end of the last iteration and the hold it
+    exits holds the engine's memory."""
+    return p.engine.ahead and s.serial in m.finishing and p.engine.memory in h.pools
+
+
+def park(m: Machine, s: Session) -> Machine:
+    """``park`` (step/park): the session waits at the exit of its hold, its
+    units held, until the next iteration is formed (step/apply): it counts
+    among the residents that iteration is formed with, is not served, and
+    can be a victim (vLLM 0.33.0 forms batch k+1 before applying batch k's
+    output, vllm/v1/engine/core.py:708-825: a request whose last token batch
+    k sampled is skipped, scheduler.py:800-814, and keeps its blocks and its
+    running slot until update_from_output frees it, scheduler.py:2476,
+    2543-2544)."""
+    m = replace(m, finishing=tuple(x for x in m.finishing if x != s.serial), parked=m.parked + (s.serial,))
+    return put_session(m, replace(s, status=Status.PARKED))
+
+
 def exit_hold(p: Program, m: Machine, s: Session) -> Machine:
     """``exitHold`` (session/hold-exit): the body ended: the hold is released
-    with its cache clause, ``computed`` is 0 again."""
+    with its cache clause, ``computed`` is 0 again (unless it parks)."""
     if not s.holds or not s.frames:
         return put_session(m, replace(s, frames=s.frames[1:]))
     h, hs = s.holds[0], s.holds[1:]
+    if parks(p, m, s, h):
+        return park(m, s)
     m = release_hold(p, m, s, h, False)
     return put_session(m, replace(s, frames=s.frames[1:], holds=hs, attrs=list_set(s.attrs, p.slots.computed, 0)))
 
@@ -70,8 +95,11 @@ def reserve_of(p: Program, m: Machine, v, u) -> Any:
 
 def enter_hold(p: Program, m: Machine, s: Session, stmt: tuple[int, int], head: bool) -> Machine:
     """``enterHold`` (session/hold-enter, pool/reject): the hold joins its
-    first pool's queue, at the head after a preemption; a hold whose units
-    or reserve, read now, are above a cap can never fit: the session ends."""
+    first pool's queue, at the head after a preemption (under ``requeue by
+    key`` at its end, as any hold: vLLM 0.33.0's priority queue pushes a
+    preempted request back into its heap, request_queue.py:160-166); a hold
+    whose units or reserve, read now, are above a cap can never fit: the
+    session ends."""
     hold = stmt_at(p, stmt[0], stmt[1])
     if type(hold) is not Hold:
         return m
@@ -82,7 +110,7 @@ def enter_hold(p: Program, m: Machine, s: Session, stmt: tuple[int, int], head: 
         return end_session(p, m, s)
     q = hold.uses[0].pool if hold.uses else 0
     ps = pool_of(m, q)
-    queue = (s.serial,) + ps.queue if head else ps.queue + (s.serial,)
+    queue = (s.serial,) + ps.queue if head and not pool_spec(p, q).requeue_key else ps.queue + (s.serial,)
     return put_session(put_pool(m, q, replace(ps, queue=queue)), replace(s, status=Status.QUEUED, pending=stmt))
 
 
@@ -106,7 +134,7 @@ def pop_bodies(k: int, frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     return frames
 
 
-def preempt(p: Program, m: Machine, victim: int, q: int) -> Machine:
+def preempt(p: Program, m: Machine, victim: int, q: int, unhashed: int = 0) -> Machine:
     """``preempt`` (pool/preempt): the victim leaves the engine; ``computed``
     is the position its hold on ``q`` reached, or what it was if that is
     further (a hold preempted again while it recomputes keeps the furthest
@@ -123,7 +151,7 @@ def preempt(p: Program, m: Machine, victim: int, q: int) -> Machine:
     m = replace(m, residents=tuple(r for r in m.residents if r.serial != victim))
     releasing = take_through(target.id, s.holds)
     for h in releasing:
-        m = release_hold(p, m, s, h, True)
+        m = release_hold(p, m, s, h, True, unhashed)
     s = replace(s, holds=s.holds[len(releasing):], frames=pop_bodies(len(releasing), s.frames), status=Status.READY)
     ps = pool_of(m, q)
     m = put_pool(m, q, replace(ps, preemptions=ps.preemptions + 1))

@@ -63,6 +63,7 @@ class Status(Enum):
     RESIDENT = "resident"
     DELAYED = "delayed"
     ENDED = "ended"
+    PARKED = "parked"      # schedule ahead: at the exit of its hold on the memory until the next iteration is formed
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,13 @@ class Machine:
     ready: tuple[int, ...]                   # made ready by the last iteration's end
     samples: tuple[Sample, ...]              # in the order taken
     halted: bool
+    #: schedule ahead (docs/design/async-scheduling.md): the sessions whose run completed at the end of the
+    #: last iteration, until the next one starts (step/iteration-end); those of them parked at the exit of
+    #: their hold on the memory, in the order they parked (step/park), until it is formed (step/apply); the
+    #: sessions the last iteration gave a decode token (their last token is not cached yet: pool/preempt)
+    finishing: tuple[int, ...] = ()
+    parked: tuple[int, ...] = ()
+    decoded: tuple[int, ...] = ()
 
 
 def session_of(m: Machine, serial: int) -> Session:

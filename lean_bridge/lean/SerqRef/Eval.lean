@@ -72,9 +72,12 @@ def Machine.envWith (m : Machine) (attrs : List Nat) (serial budgetLeft : Nat) :
 def Machine.envOf (m : Machine) (s : Session) (budgetLeft : Nat) : Env :=
   m.envWith s.attrs s.serial budgetLeft
 
-/-- What the budget and the chunk read, before an iteration. -/
+/-- What the budget and the chunk read, before an iteration; a parked
+session (schedule ahead) counts among the residents, as vLLM's finished
+request is still running until its batch's output is applied
+(get_request_counts, vllm/v1/core/sched/scheduler.py:756-758, 2920-2922). -/
 def Machine.engineEnv (m : Machine) : Env :=
-  { attrs := [], serial := 0, time := m.time, residents := m.residents.length,
+  { attrs := [], serial := 0, time := m.time, residents := m.residents.length + m.parked.length,
     decoders := countDecoders m.residents, decoding := 0, admission := 0, remaining := 0, budgetLeft := 0 }
 
 /-- A decode takes one token, a prefill up to the chunk (0: no cap). -/

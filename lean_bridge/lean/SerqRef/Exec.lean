@@ -6,12 +6,15 @@ import SerqRef.Engine
 A tick is one instant t of the step clock: the delays due at t end (in the
 order they started), then the sessions the iteration ending at t finished;
 every ready session runs until it blocks (settle); then the engine, if it
-has residents or a waiting queue, runs one iteration, which ends at t + 1 if
-it gave tokens or preempted. Otherwise the clock moves to the next delay's
-end, and with none the machine halts. `Exec.run` ticks at most `fuel` times;
-`outcome` reads the first-token and last-token step of every request
-(observations 0 and 1) and the engine memory's preemptions. Mirrored in
-Python: `lean_bridge/mirror/exec.py`.
+has residents, a parked session or a waiting queue, runs one iteration,
+which ends at t + 1 if it gave tokens, preempted or (schedule ahead) was
+formed while a session was parked; the parked sessions then exit
+(`applyParked`). Otherwise the clock moves to the next delay's end, and with
+none the machine halts. `Exec.run` ticks at most `fuel` times; `outcome`
+reads the first-token and last-token step of every request (observations 0
+and 1) and the engine memory's preemptions, `refusals` the value of
+observation 2 (why a request was refused). Mirrored in Python:
+`lean_bridge/mirror/exec.py`.
 -/
 
 namespace SerqRef
@@ -33,9 +36,10 @@ def initial (p : Program) : Machine :=
     { time := 0, seq := 0, sessions := [], pools := p.pools.map (fun _ => default), residents := [],
       delays := [], ready := [], samples := [], halted := false }
 
-/-- The engine has residents or a waiting queue it serves. -/
+/-- The engine has residents, a parked session (schedule ahead) or a waiting
+queue it serves. -/
 def engineWanted (p : Program) (m : Machine) : Bool :=
-  !m.residents.isEmpty || (List.range p.pools.length).any (fun q => (p.pool q).viaEngine && !(m.pool q).queue.isEmpty)
+  !m.residents.isEmpty || !m.parked.isEmpty || (List.range p.pools.length).any (fun q => (p.pool q).viaEngine && !(m.pool q).queue.isEmpty)
 
 /-- The earliest end of a delay. -/
 def nextDue : List (Nat × Nat) → Option Nat → Option Nat
@@ -58,14 +62,31 @@ def releaseDue (m : Machine) : Machine :=
   let m := { m with delays := m.delays.filter (fun d => !decide (d.1 ≤ m.time)), ready := due ++ m.ready }
   due.foldl (fun m serial => let s := m.session serial; m.putSession { s with status := .ready }) m
 
-/-- One instant (see the module's comment). -/
+/-- step/apply: the iteration is formed; the ended one's results are
+applied: the parked sessions become ready, in the order they parked, and
+each runs (its hold exits: they are no longer finishing). vLLM 0.33.0
+applies batch k's output after forming batch k+1
+(EngineCore.step_with_batch_queue, vllm/v1/engine/core.py:745-769,
+778-796). -/
+def applyParked (p : Program) (m : Machine) : Machine :=
+  m.parked.foldl (fun m serial =>
+    let s := m.session serial
+    runSession p p.fuel (m.putSession { s with status := .ready }) serial) { m with parked := [] }
+
+/-- One instant (see the module's comment). Under schedule ahead the
+iteration starts with no session finishing any more (those that did not park
+went on); it is formed (an iteration, though empty) while a session is parked
+(vLLM queues the empty batch, vllm/v1/engine/core.py:745-768), and then the
+parked sessions exit (`applyParked`) before it ends. -/
 def tick (p : Program) (m : Machine) : Machine :=
   if m.halted then m
   else
     let m := runReady p (releaseDue m)
     if engineWanted p m then
-      match serve p p.serveFuel m (startIteration p m) with
-      | (m, it) => if !it.assigned.isEmpty || it.preempted then endIteration m it else idle m
+      match serve p p.serveFuel { m with finishing := [] } (startIteration p m) with
+      | (m, it) =>
+        if !it.assigned.isEmpty || it.preempted || !m.parked.isEmpty then endIteration p (applyParked p m) it
+        else idle m
     else idle m
 
 namespace Exec
@@ -89,10 +110,20 @@ def insertBySerial (x : Nat × Nat) : List (Nat × Nat) → List (Nat × Nat)
 def bySerial (xs : List (Nat × Nat)) : List (Nat × Nat) :=
   xs.foldl (fun acc x => insertBySerial x acc) []
 
+/-- (serial, value) of every sample of observation `index`, in the order taken. -/
+def valuesOf (index : Nat) (samples : List Sample) : List (Nat × Nat) :=
+  (samples.filter (fun x => x.index == index)).map (fun x => (x.serial, x.value))
+
 /-- The first-token and last-token step of every request, sorted by serial,
 and the preemptions of the engine's memory. -/
 def outcome (p : Program) (fuel : Nat) : List (Nat × Nat) × List (Nat × Nat) × Nat :=
   let m := Exec.run p fuel (initial p)
   (bySerial (timesOf 0 m.samples), bySerial (timesOf 1 m.samples), (m.pool p.engine.memory).preemptions)
+
+/-- The value of observation 2 (the oracle harness's `refused`: why a request
+was refused, 1 the configuration, 2 its prompt, 3 it never fits) per request
+that took it, sorted by serial. -/
+def refusals (p : Program) (fuel : Nat) : List (Nat × Nat) :=
+  bySerial (valuesOf 2 (Exec.run p fuel (initial p)).samples)
 
 end SerqRef

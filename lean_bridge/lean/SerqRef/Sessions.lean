@@ -17,15 +17,18 @@ def cacheOf (p : Program) (stmt : Nat × Nat) : Option Expr :=
   | some (.hold _ _ _ c) => c
   | _ => none
 
-/-- pool/release on `q`: with a cache clause, min(cache, computed) units stay cached. -/
-def releasePool (p : Program) (m : Machine) (s : Session) (h : ActiveHold) (q : Nat) (preempted : Bool) :
-    Machine :=
+/-- pool/release on `q`: with a cache clause, min(cache, computed) units
+stay cached; on the engine's memory `unhashed` units at the end of the
+position are not (schedule ahead: a preempted decode's token in flight,
+`inFlight`). -/
+def releasePool (p : Program) (m : Machine) (s : Session) (h : ActiveHold) (q : Nat) (preempted : Bool)
+    (unhashed : Nat) : Machine :=
   let pool := p.pool q
   let ps := m.pool q
   match findHolder s.serial h.id ps.holders with
   | none => m
   | some a =>
-    let computed := computedUnits pool a preempted
+    let computed := computedUnits pool a preempted - (if q == p.engine.memory then unhashed else 0)
     let kept :=
       match cacheOf p h.stmt with
       | none => 0
@@ -33,21 +36,41 @@ def releasePool (p : Program) (m : Machine) (s : Session) (h : ActiveHold) (q : 
     m.putPool q (releaseUnits ps s.serial h.id kept)
 
 /-- Every pool of the hold, in the hold's order. -/
-def releaseHold (p : Program) (m : Machine) (s : Session) (h : ActiveHold) (preempted : Bool) : Machine :=
-  h.pools.foldl (fun m q => releasePool p m s h q preempted) m
+def releaseHold (p : Program) (m : Machine) (s : Session) (h : ActiveHold) (preempted : Bool) (unhashed : Nat) :
+    Machine :=
+  h.pools.foldl (fun m q => releasePool p m s h q preempted unhashed) m
 
 /-- session/end: every hold released, innermost first; cached prefixes stay. -/
 def endSession (p : Program) (m : Machine) (s : Session) : Machine :=
-  let m := s.holds.foldl (fun m h => releaseHold p m s h false) m
+  let m := s.holds.foldl (fun m h => releaseHold p m s h false 0) m
   m.putSession { s with status := .ended, frames := [], holds := [], pending := none }
 
+/-- The premise of step/park: under schedule ahead, the session's run
+completed at the end of the last iteration and the hold it exits holds the
+engine's memory. -/
+def parks (p : Program) (m : Machine) (s : Session) (h : ActiveHold) : Bool :=
+  p.engine.ahead && m.finishing.contains s.serial && h.pools.contains p.engine.memory
+
+/-- step/park: the session waits at the exit of its hold, its units held,
+until the next iteration is formed (step/apply): it counts among the
+residents that iteration is formed with, is not served, and can be a victim
+(vLLM 0.33.0 forms batch k+1 before applying batch k's output,
+vllm/v1/engine/core.py:708-825: a request whose last token batch k sampled
+is skipped, scheduler.py:800-814, and keeps its blocks and its running slot
+until update_from_output frees it, scheduler.py:2476, 2543-2544). -/
+def park (m : Machine) (s : Session) : Machine :=
+  let m := { m with finishing := m.finishing.filter (fun x => x != s.serial), parked := m.parked ++ [s.serial] }
+  m.putSession { s with status := .parked }
+
 /-- session/hold-exit: the body ended: the hold is released with its cache
-clause, `computed` is 0 again. -/
+clause, `computed` is 0 again (unless it parks). -/
 def exitHold (p : Program) (m : Machine) (s : Session) : Machine :=
   match s.holds, s.frames with
   | h :: hs, _ :: fs =>
-    let m := releaseHold p m s h false
-    m.putSession { s with frames := fs, holds := hs, attrs := s.attrs.set p.slots.computed 0 }
+    if parks p m s h then park m s
+    else
+      let m := releaseHold p m s h false 0
+      m.putSession { s with frames := fs, holds := hs, attrs := s.attrs.set p.slots.computed 0 }
   | _, _ => m.putSession { s with frames := s.frames.tail }
 
 /-- A use's reserve (0 without one). -/
@@ -57,7 +80,9 @@ def reserveOf (p : Program) (m : Machine) (v : Env) (u : Use) : Nat :=
   | some r => eval p m v r
 
 /-- session/hold-enter and pool/reject: the hold joins its first pool's
-queue, at the head after a preemption; a hold whose units or reserve, read
+queue, at the head after a preemption (under `requeue by key` at its end, as
+any hold: vLLM 0.33.0's priority queue pushes a preempted request back into
+its heap, request_queue.py:160-166); a hold whose units or reserve, read
 now, are above a cap can never fit: the session ends. -/
 def enterHold (p : Program) (m : Machine) (s : Session) (stmt : Nat × Nat) (head : Bool) : Machine :=
   match p.stmtAt stmt.1 stmt.2 with
@@ -72,7 +97,7 @@ def enterHold (p : Program) (m : Machine) (s : Session) (stmt : Nat × Nat) (hea
         | u :: _ => u.pool
         | [] => 0
       let ps := m.pool q
-      let queue := if head then s.serial :: ps.queue else ps.queue ++ [s.serial]
+      let queue := if head && !(p.pool q).requeueKey then s.serial :: ps.queue else ps.queue ++ [s.serial]
       (m.putPool q { ps with queue := queue }).putSession { s with status := .queued, pending := some stmt }
   | _ => m
 
@@ -92,8 +117,9 @@ its hold on `q` reached, or what it was if that is further (a hold preempted
 again while it recomputes keeps the furthest position it reached:
 docs/semantics.md, "computed after a second preemption"); that hold and
 every hold inside it are released with the computed prefix cached; it
-re-enters the head of its hold's queue. -/
-def preempt (p : Program) (m : Machine) (victim q : Nat) : Machine :=
+re-enters the head of its hold's queue; `unhashed` units at the end of its
+position are not cached (`inFlight`). -/
+def preempt (p : Program) (m : Machine) (victim q unhashed : Nat) : Machine :=
   let s := m.session victim
   match innermostHold s q with
   | none => m
@@ -105,7 +131,7 @@ def preempt (p : Program) (m : Machine) (victim q : Nat) : Machine :=
     let s := { s with attrs := s.attrs.set p.slots.computed (max position (s.attrs.getD p.slots.computed 0)) }
     let m := { m with residents := m.residents.filter (fun r => r.serial != victim) }
     let releasing := takeThrough target.id s.holds
-    let m := releasing.foldl (fun m h => releaseHold p m s h true) m
+    let m := releasing.foldl (fun m h => releaseHold p m s h true unhashed) m
     let s := { s with holds := s.holds.drop releasing.length,
                       frames := popBodies releasing.length s.frames, status := .ready }
     let ps := m.pool q

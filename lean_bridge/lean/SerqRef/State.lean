@@ -42,6 +42,8 @@ inductive Status where
   | resident
   | delayed
   | ended
+  /-- schedule ahead: at the exit of its hold on the memory until the next iteration is formed -/
+  | parked
   deriving Repr, DecidableEq, Inhabited
 
 structure Session where
@@ -154,6 +156,15 @@ structure Machine where
   /-- in the order taken -/
   samples : List Sample
   halted : Bool
+  /-- schedule ahead: the sessions whose run completed at the end of the last
+  iteration, until the next one starts (step/iteration-end) -/
+  finishing : List Nat := []
+  /-- schedule ahead: those of them parked at the exit of their hold on the
+  memory, in the order they parked (step/park), until it is formed (step/apply) -/
+  parked : List Nat := []
+  /-- schedule ahead: the sessions the last iteration gave a decode token (its
+  id is not known yet, so its position is not cached yet: pool/preempt) -/
+  decoded : List Nat := []
   deriving Repr, Inhabited
 
 def Machine.session (m : Machine) (serial : Nat) : Session :=

@@ -95,18 +95,8 @@ inductive Stmt where
   | finish
   deriving Repr, Inhabited
 
-/-- A pool: its capacity in blocks, the units of a block (1 without a block
-size), `preempt lifo`, and whether the engine admits its queue (`admit via`). -/
-structure Pool where
-  cap : Nat
-  block : Nat
-  lifo : Bool
-  viaEngine : Bool
-  deriving Repr
-
-instance : Inhabited Pool := ⟨{ cap := 0, block := 1, lifo := false, viaEngine := false }⟩
-
-/-- The direction of a serve key: `-e` in serQ is `e` descending. -/
+/-- The direction of a key (the engine's serve keys, a pool's queue and victim
+keys): `-e` in serQ is `e` descending. -/
 inductive Order where
   | asc
   | desc
@@ -116,6 +106,24 @@ structure ServeKey where
   order : Order
   key : Expr
   deriving Repr, Inhabited
+
+/-- A pool: its capacity in blocks, the units of a block (1 without a block
+size), whether it preempts (`preempt lifo` or `preempt by`), whether the
+engine admits its queue (`admit via`). -/
+structure Pool where
+  cap : Nat
+  block : Nat
+  lifo : Bool
+  viaEngine : Bool
+  /-- serq-ref: `queue by` keys (empty: fifo) -/
+  queue : List ServeKey := []
+  /-- serq-ref: `requeue by key` (a preempted hold joins the queue as any hold; else at its head) -/
+  requeueKey : Bool := false
+  /-- serq-ref: `preempt by` keys (empty: lifo, the last admitted) -/
+  victim : List ServeKey := []
+  deriving Repr
+
+instance : Inhabited Pool := ⟨{ cap := 0, block := 1, lifo := false, viaEngine := false }⟩
 
 /-- What a pass does after a grower preempted itself (it was the last
 admitted holder of the memory pool): it `ends` (seed 001/002, vLLM 0c87a197:
@@ -128,14 +136,17 @@ inductive SelfPreemption where
   deriving Repr, DecidableEq, Inhabited
 
 /-- The one step engine: iterations of cost 1, its budget and chunk (0: no
-cap), its serve order (keys, then admission order), its memory pool and its
-self-preemption rule. -/
+cap), its serve order (keys, then admission order), its memory pool, its
+self-preemption rule, and whether it schedules ahead (`schedule ahead`, vLLM
+0.33.0's asynchronous scheduling: the next iteration is formed before the
+ended one's finished requests exit; docs/design/async-scheduling.md). -/
 structure Engine where
   budget : Expr
   chunk : Expr
   serve : List ServeKey
   memory : Nat
   selfPreemption : SelfPreemption
+  ahead : Bool := false
   deriving Repr, Inhabited
 
 /-- An explicit session: attributes that overwrite init's, and one list of
