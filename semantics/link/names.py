@@ -114,6 +114,9 @@ def show_expr(program: ir.Program, e: ir.Expr) -> str:
         return ir.CONTEXT_VARIABLES[e.var]
     if isinstance(e, ir.Sample):
         spelling = ir.DISTRIBUTIONS[e.dist][0]
+        if ir.DISTRIBUTIONS[e.dist][1] is None:  # ~empirical: its values, the first few
+            shown = ", ".join(show_expr(program, a) for a in e.args[:3]) + (", …" if len(e.args) > 3 else "")
+            return f"~{spelling}({shown}: {len(e.args)} values)"
         return f"~{spelling}({', '.join(show_expr(program, a) for a in e.args)})"
     if isinstance(e, ir.Call):
         spelling = ir.FUNCTIONS[e.fun][0]
