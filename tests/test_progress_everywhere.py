@@ -1,4 +1,5 @@
-"""A progress bar on every command that runs many cases (issue 21 §3):
+"""A progress bar on every command that runs many cases (issue 21 §3), and
+`peer campaign` the same bytes on two workers (§2):
 ``lean check``, ``peer check`` and ``oracle regenerate`` make a
 ``semantics.progress.CaseProgress`` of their number of cases and advance it
 once a case, and print the same lines with it as without it. (The bar draws
@@ -93,3 +94,16 @@ def test_without_a_terminal_the_bar_prints_plain_lines(capsys):
     bar.print("a line")
     bar.advance()
     assert capsys.readouterr() == ("a line\n", "")
+
+
+def test_peer_campaign_is_the_same_bytes_on_two_workers(capsys, tmp_path):
+    """`peer campaign N --workers 2` reports what one process does, byte for byte (the programs are cases of
+    semantics.workers.run_cases, their results in case order)."""
+    pytest.importorskip("pyserq")
+    outputs = []
+    for name, extra in (("one", []), ("two", ["--workers", "2"])):
+        report = tmp_path / f"{name}.json"
+        code = main(["peer", "campaign", "4", "--seed", "1", "--report", str(report), *extra])
+        outputs.append((code, capsys.readouterr().out, report.read_bytes()))
+    assert outputs[0] == outputs[1]
+    assert outputs[0][1].startswith("4 programs (seed 1): ")
