@@ -3,7 +3,12 @@ sweep) in one process, on N worker processes and on a Ray cluster: the wall
 and CPU time of each, the speedup against one process, and whether every
 output is the same bytes (docs/sweep.md, "Workers and Ray").
 
-    python benchmarks/bench_workers.py [--workers 1,2] [--ray auto] [--sweep] [--cases FILE]
+    python benchmarks/bench_workers.py [--workers 1,2] [--ray auto|127.0.0.1:PORT] [--sweep] [--cases FILE]
+
+The Ray cluster is a local head pinned to loopback (docs/sweep.md, "Loopback"):
+`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address
+127.0.0.1 --port PORT --num-cpus 2 --include-dashboard=false`. Results:
+benchmarks/README.md.
 
 Each run is `python -m semantics ...` as a fresh process from the repository
 root; its CPU is the process's and its children's (the worker processes;
@@ -44,7 +49,8 @@ def timed(argv: list[str]) -> tuple[float, float, bytes]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default 1,2)")
-    parser.add_argument("--ray", metavar="ADDRESS", help="also on this Ray cluster (auto: the local one)")
+    parser.add_argument("--ray", metavar="ADDRESS", help="also on this Ray cluster (auto: the local one; a loopback "
+                        "head's 127.0.0.1:PORT)")
     parser.add_argument("--sweep", action="store_true", help="section 8's sweep instead of the corpus check")
     parser.add_argument("--cases", default=CORPUS, help=f"the corpus (default {CORPUS})")
     args = parser.parse_args()
@@ -59,7 +65,7 @@ def main() -> int:
             first = (wall, out)
         same = "same bytes" if out == first[1] else "OUTPUT DIFFERS"
         print(f"{' '.join(mode):>18}: {wall:7.1f} s wall, {cpu:7.1f} s CPU, speedup {first[0] / wall:4.2f}, "
-              f"load before {load[0]:.1f}; {same}", flush=True)
+              f"load before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}; {same}", flush=True)
     return 0
 
 

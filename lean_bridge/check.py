@@ -24,6 +24,7 @@ disagrees, and not counted. A case the translation refuses is a failure.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -142,6 +143,11 @@ def campaign_kind(path: str) -> str:
 
 def check_campaign(path: str, older_rule: bool | None = None, selection: Selection = Selection()) -> list[Checked]:
     """The cases of the campaign file ``path`` that ``selection`` chooses."""
+    return [job() for job in campaign_jobs(path, older_rule, selection)]
+
+
+def campaign_jobs(path: str, older_rule: bool | None = None, selection: Selection = Selection()) -> list:
+    """``check_campaign``'s checks, one function a chosen case, not yet run."""
     from oracle.campaign import KNOWN
     from oracle.check import jsonl_cases
 
@@ -160,8 +166,9 @@ def check_campaign(path: str, older_rule: bool | None = None, selection: Selecti
         seed = _seed_of(path, index) if verdict is not None else None
         if verdict is not None and (kind, seed, index, rule) not in KNOWN:
             verdict = None
-        out.append(_three(case.label, lambda: load_case(case.label, case.scenario, answer, continues),
-                          known=verdict))
+        out.append(functools.partial(_three, case.label,
+                                     functools.partial(load_case, case.label, case.scenario, answer, continues),
+                                     known=verdict))
     return out
 
 
@@ -176,15 +183,25 @@ def _seed_of(path: str, index: int) -> int | None:
     return None
 
 
-def check(paths: list[str], older_rule: bool | None = None, selection: Selection = Selection()) -> list[Checked]:
-    out = []
+def check(paths: list[str], older_rule: bool | None = None, selection: Selection = Selection(),
+          progress=None) -> list[Checked]:
+    """Every scenario of ``paths`` (directories, campaign files) checked, in order; ``progress(total)``, when
+    given, makes the bar (semantics.progress.CaseProgress) advanced as each check is done."""
+    jobs = []
     for path in paths:
         if path.endswith(".jsonl") and os.path.isfile(path):
-            out.extend(check_campaign(path, older_rule, selection))
+            jobs.extend(campaign_jobs(path, older_rule, selection))
             continue
         group = os.path.basename(os.path.normpath(path))
         for scenario in scenarios_in(path):
-            out.append(check_scenario(scenario, f"{group}/{os.path.basename(scenario)[:-5]}", older_rule))
+            jobs.append(functools.partial(check_scenario, scenario, f"{group}/{os.path.basename(scenario)[:-5]}",
+                                          older_rule))
+    bar = progress(len(jobs)) if progress is not None else None
+    out = []
+    for job in jobs:
+        out.append(job())
+        if bar is not None:
+            bar.advance()
     return out
 
 

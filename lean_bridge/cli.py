@@ -17,6 +17,7 @@ the subcommand with ``add_parser`` and runs it with ``command``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -81,7 +82,12 @@ def command_check(argv: list[str]) -> int:
     if args.every < 1 or (args.limit is not None and args.limit < 0):
         raise UsageError("lean check: --every is at least 1 and --limit at least 0")
     selection = Selection(args.every, _indices(args.cases, "lean check"), args.variants, args.limit)
-    lines, failing = report(check(args.dirs, args.older_rule, selection), args.require_interpreter)
+    from semantics.progress import CaseProgress
+
+    with contextlib.ExitStack() as stack:
+        rows = check(args.dirs, args.older_rule, selection,
+                     progress=lambda total: stack.enter_context(CaseProgress(total, "lean check", unit="scenario")))
+    lines, failing = report(rows, args.require_interpreter)
     print("\n".join(lines))
     return 1 if failing else 0
 

@@ -356,13 +356,18 @@ def command_regenerate(args: argparse.Namespace) -> int:
     if not real.scenario_files(directory):
         raise UsageError(f"{args.dir} has no scenario NAME.json (a JSON object with requests)")
     out = None if args.no_write else Path(args.out) if args.out is not None else directory
+    from semantics.progress import CaseProgress
+
     lines: list[str] = []
+    bar = CaseProgress(len(real.scenario_files(directory)), "oracle regenerate", unit="scenario")
 
-    def report(line: str) -> None:
+    def report(line: str) -> None:  # a line per scenario answered
         lines.append(line)
-        print(line, flush=True)
+        bar.print(line)
+        bar.advance()
 
-    differ = real.regenerate(directory, out, args.vllm_python, args.older_rule, report=report)
+    with bar:
+        differ = real.regenerate(directory, out, args.vllm_python, args.older_rule, report=report)
     equal = sum(line.endswith(": equal") or ": equal (" in line for line in lines)
     new = sum(": new" in line for line in lines)
     written = "" if out is None else f"; NAME.out.json written in {os.path.normpath(out)}"

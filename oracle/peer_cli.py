@@ -203,12 +203,16 @@ def _check(args) -> int:
         if not os.path.isdir(directory):
             raise UsageError(f"not a directory: {directory}")
         paths += programs_under(directory)
+    from semantics.progress import CaseProgress
+
     counts = {"passed": 0, "FAILED": 0, "known": 0, "skipped": 0}
-    for path in paths:
-        verdict, what = check_one(path)
-        counts[verdict] += 1
-        label = {"known": "known divergence", "skipped": "skipped"}.get(verdict, verdict)
-        print(f"{path}: {label}: {what}" if verdict != "passed" else f"{path}: passed ({what})", flush=True)
+    with CaseProgress(len(paths), "peer check", unit="program") as bar:
+        for path in paths:
+            verdict, what = check_one(path)
+            counts[verdict] += 1
+            label = {"known": "known divergence", "skipped": "skipped"}.get(verdict, verdict)
+            bar.print(f"{path}: {label}: {what}" if verdict != "passed" else f"{path}: passed ({what})")
+            bar.advance()
     print(f"{counts['passed']} passed, {counts['FAILED']} failed"
           f" ({counts['known']} known divergence(s), {counts['skipped']} skipped)")
     return 1 if counts["FAILED"] else 0

@@ -64,10 +64,13 @@ DISTRIBUTIONS: dict[str, tuple[str, int]] = {
     # serq-ref's extension of IR v13 (docs/design/draws.md): not in seed 002's list
     "Lognormal": ("lognormal", 2),
     "Normal": ("normal", 2),
+    # ~empirical("FILE", "COLUMN"): the column's values, read when the program is compiled, are its arguments
+    # (numbers, one or more: the arity None)
+    "Empirical": ("empirical", None),
 }
 
 #: The draws serq-ref adds to seed 002's (docs/design/draws.md): pyserq and the Lean fragment have none of them.
-EXTENSION_DISTRIBUTIONS = ("Lognormal", "Normal")
+EXTENSION_DISTRIBUTIONS = ("Lognormal", "Normal", "Empirical")
 
 #: Functions of ``Call``: IR name -> (source spelling, argument kinds).
 #: A kind is "e" (an expression), "p" (a pool reference) or "s" (a stage reference).

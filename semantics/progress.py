@@ -5,7 +5,7 @@ Two kinds:
 - ``ProgressBar(stream)``, one run's: the fraction of simulated time done;
 - ``CaseProgress(total, label)``, a command over many independent cases or
   points (``serq-ref sweep``, the oracle's and the peer's campaigns, ``oracle
-  check``): cases done of the total, the rate and an estimate of the time
+  check``, ``oracle regenerate``, ``lean check``, ``peer check``): cases done of the total, the rate and an estimate of the time
   left, drawn by tqdm (a well-kept library: its rate smoothing and time-left
   estimate are what a hand-written bar would have to redo).
 
@@ -115,6 +115,14 @@ class CaseProgress:
             self.bar.write(line, file=self.stream)
         else:
             print(line, file=self.stream, flush=True)
+
+    def print(self, line: str) -> None:
+        """A line of the command's output on standard output: the bar, if one is drawn, is cleared first and
+        redrawn after it (a terminal shows both streams on one screen); without a bar, a plain print."""
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stdout)
+        else:
+            print(line, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -20,7 +20,7 @@ from typing import Sequence
 
 from semantics import SERQ_VERSION
 from semantics.errors import UsageError
-from semantics.results import PoolRecord, RunResult, StageRecord
+from semantics.results import PoolRecord, RunResult, StageRecord, StepStageRecord
 from semantics.statistics import (P99, GaugeSummary, ObserveSummary, calculate_mean, calculate_quantile,
                                   summarize_gauge, summarize_observe)
 
@@ -111,9 +111,70 @@ def format_text(report: Report) -> str:
     step_stages = [stage for stage in report.stages if stage.kind == "step"]
     if step_stages:
         lines += format_step_table(step_stages)
+        engines = [stage for stage in step_stages if isinstance(stage, StepStageRecord)]
+        if engines:
+            lines += format_engine_table(engines, report)
     if report.pools:
         lines += format_pool_table(report.pools)
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# The engine's figures (docs/reports.md, "The engine and saturation")
+
+
+def engine_figures(stage: StageRecord, span: float) -> dict[str, float | int | None]:
+    """A step stage's engine figures over [warmup, end] (``span`` its length), None on another stage:
+    tokens per iteration, the mean batch (residents served per iteration), the fraction of the budget
+    the iterations used (tokens given over the budgets they were given), the preemptions and their rate."""
+    names = ("tokens_per_iteration", "mean_batch", "budget_used", "preemptions", "preemption_rate")
+    if not isinstance(stage, StepStageRecord):
+        return dict.fromkeys(names)
+    n = stage.iterations
+    return dict(zip(names, (
+        stage.tokens / n if n else math.nan,
+        stage.scheduled / n if n else math.nan,
+        stage.tokens / stage.offered if stage.offered > 0 else math.nan,
+        stage.preemptions,
+        stage.preemptions / span if span > 0 else math.nan)))
+
+
+def format_engine_table(stages: Sequence[StepStageRecord], report: Report) -> list[str]:
+    """Per step stage, its engine figures with their units (a units row under the header), then a note
+    per step stage saying what its util and wait do not show and where its saturation is read."""
+    span = report.end - report.warmup
+    header = ["engine", "tokens/iter", "batch", "budget used", "preempt", "preempt/s", "util", "admits from",
+              "queue", "wait"]
+    units = ["", "(tokens)", "(seqs/iter)", "(fraction)", "(count)", "(per time)", "(fraction)", "(pool)",
+             "(sessions)", "(time)"]
+    pools = {format_label(pool.name, pool.index): pool for pool in report.pools}
+    rows, notes = [], []
+    for stage in stages:
+        f = engine_figures(stage, span)
+        served = [pools[name] for name in stage.served if name in pools]
+        queue = math.fsum(pool.mean_queue for pool in served) if served else math.nan
+        waits = [pool for pool in served if pool.admissions and not math.isnan(pool.mean_wait)]
+        wait = (math.fsum(pool.mean_wait * pool.admissions for pool in waits) / sum(pool.admissions for pool in waits)
+                if waits else math.nan)
+        label = format_label(stage.name, stage.index)
+        rows.append([label, format_fixed(f["tokens_per_iteration"], 1), format_fixed(f["mean_batch"], 2),
+                     format_fixed(f["budget_used"], 3), str(f["preemptions"]), format_fixed(f["preemption_rate"], 4),
+                     format_fixed(stage.utilization, 3), ",".join(stage.served) or "-",
+                     format_fixed(queue, 3) if served else "-", format_fixed(wait, 4) if served else "-"])
+        if stage.utilization >= SATURATED_UTIL:
+            notes.append(
+                f"note: step {label}: util {format_fixed(stage.utilization, 3)} is the fraction of the time an "
+                "iteration was in flight, near 1 at any load that keeps one request running, so it does not show "
+                f"saturation; nor does the stage's wait ({format_fixed(stage.mean_wait, 4)}): requests queue in "
+                + (f"the pools it admits from ({', '.join(stage.served)}: queue {format_fixed(queue, 3)}, wait "
+                   f"{format_fixed(wait, 4)} per admission)" if served else "pools, before they reach the stage")
+                + ". Saturation is a queue that grows with the horizon, budget used near 1, a batch at the "
+                "sequence limit, or preemptions (docs/reports.md, \"The engine and saturation\")")
+    return format_table(header, [units] + rows, units=True) + notes
+
+
+#: a step stage's util at or above this gets the note that util does not show saturation
+SATURATED_UTIL = 0.9
 
 
 def format_observe_table(observes: Sequence[ObserveSummary]) -> list[str]:
@@ -242,11 +303,12 @@ def format_pool_table(pools: Sequence[PoolRecord]) -> list[str]:
     return lines
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]], units: bool = False) -> list[str]:
     """A blank line, the header, a rule of ``-`` as wide as each column, the
     rows: the first column left-aligned, the others right-aligned, two
     spaces between columns, no trailing spaces. A column is as wide as its
-    widest cell, in characters (``±`` is one)."""
+    widest cell, in characters (``±`` is one). With ``units``, the first row
+    is the columns' units, printed under the header, above the rule."""
     widths = [max(len(cell) for cell in [title] + [row[column] for row in rows]) for column, title in enumerate(header)]
 
     def format_row(cells: Sequence[str]) -> str:
@@ -254,6 +316,9 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
         rest = "".join("  " + cell.rjust(width) for cell, width in zip(cells[1:], widths[1:]))
         return (first + rest).rstrip()
 
+    if units:
+        return (["", format_row(header), format_row(rows[0]), format_row(["-" * width for width in widths])]
+                + [format_row(row) for row in rows[1:]])
     return ["", format_row(header), format_row(["-" * width for width in widths])] + [format_row(row) for row in rows]
 
 
@@ -323,13 +388,15 @@ def to_json(report: Report) -> dict:
             }
             for gauge in report.gauges
         },
-        "stages": [convert_stage(stage) for stage in report.stages],
+        "stages": [convert_stage(stage, report.end - report.warmup) for stage in report.stages],
         "pools": [convert_pool(pool) for pool in report.pools],
     }
 
 
-def convert_stage(stage: StageRecord) -> dict:
+def convert_stage(stage: StageRecord, span: float = math.nan) -> dict:
     """A stage's JSON object; the step figures are None on other stages."""
+    engine = {name: (value if isinstance(value, int) or value is None else number(value))
+              for name, value in engine_figures(stage, span).items()}
     return {
         "name": stage.name,
         "index": stage.index,
@@ -350,6 +417,7 @@ def convert_stage(stage: StageRecord) -> dict:
         "tokens": number(stage.tokens) if stage.tokens is not None else None,
         "decodes": stage.decodes,
         "mean_itl": number(stage.mean_itl) if stage.mean_itl is not None else None,
+        **engine,
     }
 
 

@@ -60,6 +60,25 @@ class StageRecord:
 
 
 @dataclass(frozen=True)
+class StepStageRecord(StageRecord):
+    """A step stage's record: a stage record and the counts the engine's
+    figures are computed from (docs/reports.md, "The engine and
+    saturation"), at or after the warm-up. A record of its own so that a
+    program without a step stage produces the same RunResult as before they
+    were counted."""
+
+    #: the residents the iterations served, summed (a batch's size: the sequences it ran)
+    scheduled: int = 0
+    #: the budgets the iterations were given, summed (tokens)
+    offered: float = 0.0
+    #: the residents preempted while an iteration formed (the engine's preemptions)
+    preemptions: int = 0
+    #: the pools whose queues the stage admits from (admit via), and its memory pool (None without one)
+    served: tuple[str, ...] = ()
+    memory: str | None = None
+
+
+@dataclass(frozen=True)
 class PoolRecord:
     name: str
     index: int | None

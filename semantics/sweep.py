@@ -333,10 +333,14 @@ def unit(name: str, tests: set[str]) -> str:
         return "count"
     if field in TIME:
         return "time"
-    if field == "throughput":
+    if field in ("throughput", "preemption_rate"):
         return "per time"
-    if field == "utilization":
+    if field in ("utilization", "budget_used"):
         return "fraction"
+    if field == "tokens_per_iteration":
+        return "tokens/iter"
+    if field == "mean_batch":
+        return "seqs/iter"
     if field == "cv2":
         return "ratio"
     if field == "tokens":
@@ -636,7 +640,8 @@ GAUGE_FIELDS = ("ci", "min", "max")
 RUN_FIELDS = ("end", "events", "arrivals", "ended", "turns", "mean_live")
 STAGE_FIELDS = ("mean_number", "utilization", "completed", "throughput", "mean_wait", "mean_service", "iterations",
                 "prefill_only", "decode_only", "mixed", "mean_decodes", "itl_p50", "itl_p99", "empty", "tokens",
-                "decodes", "mean_itl")
+                "decodes", "mean_itl", "tokens_per_iteration", "mean_batch", "budget_used", "preemptions",
+                "preemption_rate")
 POOL_FIELDS = ("mean_used", "mean_cached", "mean_queue", "mean_holders", "mean_wait", "admissions", "evicted_entries",
                "evicted_units", "preemptions", "spills", "rejected", "stuck", "stuck_unfinished")
 

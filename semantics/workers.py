@@ -302,11 +302,29 @@ def connect_ray(address: str):
     if ray.is_initialized():
         return ray
     check_reachable(address)
+    loopback = is_loopback(resolve_auto(address))
+    if loopback:
+        # Ray 2.60 turns a loopback address into the machine's interface address (ray/_private/services.py,
+        # resolve_ip_for_localhost and get_node_ip_address), so a driver given 127.0.0.1:PORT looks for the
+        # head on eth0's address, where a head started on loopback does not listen, and waits minutes. Its
+        # switch for a cluster of this machine alone (ray_constants.ENABLE_RAY_CLUSTER, read from the variable
+        # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER when Ray is imported) keeps every address on loopback; the head
+        # is started with the variable set to 0 (docs/sweep.md), the driver sets the switch here.
+        try:
+            from ray._private import ray_constants
+
+            ray_constants.ENABLE_RAY_CLUSTER = False
+        except (ImportError, AttributeError):
+            pass
     root = project_root()
     path = os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env_vars = {"PYTHONPATH": path}
+    pinned = {"_node_ip_address": LOOPBACK} if loopback else {}
+    if loopback:
+        env_vars[RAY_LOCAL_ONLY] = "0"
     try:
-        ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, logging_level="ERROR",
-                 log_to_driver=False, configure_logging=True)
+        ray.init(address=address, runtime_env={"env_vars": env_vars}, logging_level="ERROR",
+                 log_to_driver=False, configure_logging=True, **pinned)
     except (ConnectionError, RuntimeError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"--ray {address}: no Ray cluster answered ({first}); start one with `ray start --head` "
@@ -321,6 +339,30 @@ def connect_ray(address: str):
     except (ImportError, AttributeError):
         pass
     return ray
+
+
+#: the loopback address a local cluster is pinned to, and Ray's variable that keeps a cluster on it
+LOOPBACK = "127.0.0.1"
+RAY_LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def resolve_auto(address: str) -> str:
+    """``auto``: the address of the head `ray start` made here, as Ray finds it (its latest cluster's file);
+    any other address as it is, and ``auto`` too when Ray finds none (ray.init then says so)."""
+    if address != "auto":
+        return address
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        return get_ray_address_from_environment("auto", None) or address
+    except Exception:  # noqa: BLE001 - Ray's own lookup; ray.init reports what is wrong
+        return address
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (HOST:PORT) is a head on this machine's loopback."""
+    host = address.split("://", 1)[-1].rpartition(":")[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def check_reachable(address: str, timeout: float = 5.0) -> None:

@@ -109,7 +109,7 @@ session { request; request q; set x = !a || b && c == d; observe y = a < b ? -a 
   P[i].prefill (1, 2) from P[j] to kv (3); g();
   prefill [0] 10 growing kv; decode on s1, s2 20; tool 30; transfer 5 from kv to host (5);
   transfer [1] 6 from kv to host (6);
-  set z = max m in 4 (used(kv[m])) + min m in n (1) + sum m in (n + 1) (a >= b) + ~det(1) - (a <= b) / 2 * 3;
+  set z = max m in 4 (used(kv[m])) + min m in n (1) + sum m in (n + 1) (a >= b) + ~det(1) + ~empirical( "t.csv","len" ) - (a <= b) / 2 * 3;
 }
 server { turn; }
 queue Q [2] : prefill, decode { pool reqs { cap 1; } serve fifo(1) latency 0.5; nic ps(10);
@@ -224,7 +224,7 @@ session {
   transfer 5 from kv to host (5);
   transfer [1] 6 from kv to host (6);
   set z = max m in 4 (used(kv[m])) + min m in n (1) + sum m in (n + 1) (a >= b) + ~det(1)
-          - (a <= b) / 2 * 3;
+          + ~empirical("t.csv", "len") - (a <= b) / 2 * 3;
 }
 server {
   turn;

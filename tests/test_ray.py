@@ -29,14 +29,18 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def head():
-    """A Ray head on 127.0.0.1, its processes in a session of their own, ended (that session alone) at the end."""
+    """A Ray head on 127.0.0.1, its processes in a session of their own, ended (that session alone) at the end.
+    Ray 2.60 replaces --node-ip-address 127.0.0.1 by the machine's interface address unless
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is 0 (its switch for a cluster of one machine): with it, the GCS and the
+    raylet listen on loopback alone and name it (test_the_head_is_on_loopback)."""
     ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
     port = free_port()
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be under 108 characters
     process = subprocess.Popen([ray, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
                                 "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats",
                                 "--temp-dir", temp, "--block"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"))
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -57,6 +61,18 @@ def head():
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_the_head_is_on_loopback(head):
+    """Every address the head's processes were given is 127.0.0.1 (not the machine's interface address)."""
+    port = head.rpartition(":")[2]
+    shown = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
+    lines = [line for line in shown.splitlines() if "gcs-address=" in line and f":{port}" in line]
+    assert lines, "no process of the head names its GCS address"
+    for line in lines:
+        for word in line.split():
+            if word.startswith(("--node-ip-address=", "--node_ip_address=", "--gcs-address=")):
+                assert word.split("=", 1)[1].split(":")[0] == "127.0.0.1", word
 
 
 def serq(*argv: str) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from semantics import SERQ_VERSION
 from semantics.errors import UsageError
 from semantics.progress import CaseProgress, ProgressBar
 from semantics.report import build_report, dumps_json, format_compact, format_text, to_json, write_dump
-from semantics.results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord
+from semantics.results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord, StepStageRecord
 
 
 def make_result(**changes) -> RunResult:
@@ -45,10 +45,11 @@ def make_result(**changes) -> RunResult:
     return RunResult(**fields)
 
 
-STEP_STAGE = StageRecord(
+STEP_STAGE = StepStageRecord(
     "gpu", 1, "step", 3.5, 0.9, 80, 0.0889, math.nan, 10.0,
     iterations=1200, prefill_only=100, decode_only=900, mixed=200, mean_decodes=7.25, empty=0, tokens=51200.0,
-    decodes=8700, itl_gaps=(0.025,) * 98 + (0.0625, 0.0625),
+    decodes=8700, itl_gaps=(0.025,) * 98 + (0.0625, 0.0625), scheduled=9600, offered=1200 * 512.0, preemptions=5,
+    served=("reqs",), memory="kv",
 )  # fmt: skip
 
 # --- text --------------------------------------------------------------------
@@ -129,6 +130,16 @@ def test_step_stages_add_the_iters_column_and_a_step_table():
     # the inter-token latency from the gaps: mean 0.02575, p50 0.025, p99 (the 99th of 100 by nearest rank) 0.0625
     assert lines[step + 2] == "gpu[1]           100          900    200      0   51200    7.250  0.025750  0.025000  0.062500"
     assert lines[step - 1] == ""
+    # the engine's figures over the run's 20 time units: 51200 / 1200 tokens an iteration, 9600 / 1200 sequences,
+    # 51200 of 1200 x 512 budget tokens used, 5 preemptions in 20; util 0.900 gets the saturation note (reqs is no pool
+    # of this result: its queue and wait are -)
+    engine = lines.index("engine  tokens/iter        batch  budget used  preempt   preempt/s        util  admits from"
+                         "       queue    wait")
+    assert lines[engine + 1] == "           (tokens)  (seqs/iter)   (fraction)  (count)  (per time)  (fraction)" \
+                                "       (pool)  (sessions)  (time)"
+    assert lines[engine + 3] == "gpu[1]         42.7         8.00        0.083        5      0.2500       0.900" \
+                                "         reqs           -       -"
+    assert any(line.startswith("note: step gpu[1]: util 0.900 is the fraction") for line in lines)
 
 
 def test_without_step_stages_there_is_no_step_table():
@@ -172,7 +183,8 @@ def test_json_fields_in_order():
     assert list(data["stages"][0]) == [
         "name", "index", "mean_number", "utilization", "completed", "throughput", "mean_wait",
         "mean_service", "iterations", "prefill_only", "decode_only", "mixed", "mean_decodes",
-        "itl_p50", "itl_p99", "empty", "tokens", "decodes", "mean_itl",
+        "itl_p50", "itl_p99", "empty", "tokens", "decodes", "mean_itl", "tokens_per_iteration", "mean_batch",
+        "budget_used", "preemptions", "preemption_rate",
     ]  # fmt: skip
     assert list(data["pools"][0]) == [
         "name", "index", "mean_used", "mean_cached", "mean_queue", "mean_holders", "mean_wait",

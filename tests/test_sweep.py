@@ -217,3 +217,58 @@ def test_the_recorded_section8_sweep_has_section8s_figures():
     assert matched == 4  # 2.5, 3.0, 3.5, 5.0
     cliff = {c["figure"]: (c["from"], c["to"]) for c in swept["cliffs"]}
     assert cliff["ttft"] == cliff["full_hit"] == ("2.5", "3.0")
+
+
+#: The issue's done-when command as given (lib/vllm.sq's default engine, the asynchronous one); its JSON is
+#: docs/data/sweep_section8_async.json.
+ASYNC_RECORD = ROOT / "docs/data/sweep_section8_async.json"
+ASYNC_COMMAND = SECTION8_COMMAND[:-2]
+SECTION8_DOC = ROOT / "docs/section8.md"
+
+
+def doc_table() -> dict[str, list[str]]:
+    """docs/section8.md's table of both engines: spacing -> its cells (sync TTFT, sync full-hit, async TTFT,
+    async full-hit, async budget used, async batch), as printed there."""
+    text = SECTION8_DOC.read_text()
+    section = text[text.index("## The cliff as a sweep: both engines"):]
+    section = section[:section.index("\n## ")]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0].replace(".", "").isdigit():
+            rows[cells[0]] = [part.strip() for cell in cells[1:] for part in cell.split("/")]
+    return rows
+
+
+def test_section8_md_states_both_engines_figures_as_their_commands_give_them():
+    """Each engine's command is shown in docs/section8.md exactly as recorded, and the doc's table has the
+    figures of the records (the commands' JSON output), as the sweep's table prints them (4 digits)."""
+    sync, asynchronous = json.loads(RECORD.read_text()), json.loads(ASYNC_RECORD.read_text())
+    assert asynchronous["command"] == "serq-ref " + " ".join(ASYNC_COMMAND) + " --json"
+    doc = SECTION8_DOC.read_text()
+    for record in (sync, asynchronous):
+        assert record["command"].replace(" --json", " --plot cliff.png") in doc
+    table = doc_table()
+    assert list(table) == ["2.5", "3.0", "3.5", "4.0", "4.5", "5.0"]
+    for p, q in zip(sync["output"]["points"], asynchronous["output"]["points"]):
+        spacing = p["set"]["spacing"]
+        assert q["set"]["spacing"] == spacing
+        f, g = p["figures"], q["figures"]
+        assert g["ttft.count"]["mean"] == 3321 and g["full_hit.count"]["mean"] == 2988
+        printed = [f"{x:.4g}" for x in (f["ttft"]["mean"], f["full_hit"]["mean"], g["ttft"]["mean"],
+                                        g["full_hit"]["mean"], g["stage.engine.budget_used"]["mean"],
+                                        g["stage.engine.mean_batch"]["mean"])]
+        assert table[spacing] == printed, spacing
+    cliff = {c["figure"]: (c["from"], c["to"]) for c in asynchronous["output"]["cliffs"]}
+    assert cliff["ttft"] == cliff["full_hit"] == ("2.5", "3.0")
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("record, command", [(RECORD, SECTION8_COMMAND), (ASYNC_RECORD, ASYNC_COMMAND)],
+                         ids=["synchronous", "asynchronous"])
+def test_the_section8_sweeps_reproduce_their_records(record, command, capsys):
+    """The command, run here (about 30 s of CPU each), prints the recorded JSON byte for byte."""
+    assert main(command + ["--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == json.loads(record.read_text())["output"]
+    assert out == json.dumps(json.loads(record.read_text())["output"], indent=1, allow_nan=False) + "\n"

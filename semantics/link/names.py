@@ -113,12 +113,20 @@ def show_binary(program: ir.Program, e: ir.Binary) -> str:
     return f"{show_operand(program, e.left)} {BINARY_SPELLINGS[e.op]} {show_operand(program, e.right)}"
 
 
+def show_sample(program: ir.Program, e: ir.Sample) -> str:
+    spelling = ir.DISTRIBUTIONS[e.dist][0]
+    if ir.DISTRIBUTIONS[e.dist][1] is None:  # ~empirical: its values, the first few
+        shown = ", ".join(show_expr(program, a) for a in e.args[:3]) + (", …" if len(e.args) > 3 else "")
+        return f"~{spelling}({shown}: {len(e.args)} values)"
+    return f"~{spelling}({', '.join(show_expr(program, a) for a in e.args)})"
+
+
 #: The printer of each expression node: the dispatch of ``show_expr``.
 SHOW_EXPR = {
     ir.Num: lambda program, e: format_number(e.value),
     ir.Attr: lambda program, e: name_attribute(program, e.slot),
     ir.Ctx: lambda program, e: ir.CONTEXT_VARIABLES[e.var],
-    ir.Sample: lambda program, e: f"~{ir.DISTRIBUTIONS[e.dist][0]}({', '.join(show_expr(program, a) for a in e.args)})",
+    ir.Sample: lambda program, e: show_sample(program, e),
     ir.Call: lambda program, e: f"{ir.FUNCTIONS[e.fun][0]}({', '.join(show_arg(program, a) for a in e.args)})",
     ir.Unary: lambda program, e: f"{'-' if e.op == 'Neg' else '!'}{show_operand(program, e.operand)}",
     ir.Binary: show_binary,

@@ -189,6 +189,8 @@ class RangeEvaluator:
             return TEST
         if e.dist == "Normal":
             return EVERYTHING
+        if e.dist == "Empirical":  # one of its values
+            return Interval(min(a.low for a in args), max(a.high for a in args), all(a.whole for a in args))
         return NON_NEGATIVE
 
     def evaluate_call(self, e: ir.Call) -> Interval | None:

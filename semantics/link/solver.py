@@ -319,7 +319,13 @@ class Encoder:
         return z3.If(tests[e.op](), self.make_constant(1), self.make_constant(0))
 
     def encode_sample(self, e: ir.Sample) -> z3.ArithRef:
-        args = [self.encode(a) for a in e.args]
+        if e.dist == "Empirical":  # one of the column's values (numbers): between the least and the greatest
+            draw = self.make_fresh(ir.DISTRIBUTIONS[e.dist][0])
+            values = [a.value for a in e.args]
+            self.constraints.append(z3.And(draw >= self.make_constant(min(values)),
+                                           draw <= self.make_constant(max(values))))
+            return draw
+        args = [self.encode(a) for a in e.args]  # before the draw's own variable, as always (Z3's witnesses)
         draw = self.make_fresh(ir.DISTRIBUTIONS[e.dist][0])
         if e.dist == "Det":
             self.constraints.append(draw == args[0])

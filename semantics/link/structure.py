@@ -86,7 +86,10 @@ def describe_expression_problem(program: ir.Program, e: ir.Expr) -> str | None:
     for sub in list_subexpressions(e):
         if isinstance(sub, ir.Attr) and not 0 <= sub.slot < len(program.attrs):
             return f"reads attribute #{sub.slot}, but the program has {len(program.attrs)} attributes"
-        if isinstance(sub, ir.Sample) and len(sub.args) != ir.DISTRIBUTIONS[sub.dist][1]:
+        if isinstance(sub, ir.Sample) and ir.DISTRIBUTIONS[sub.dist][1] is None:  # ~empirical: its values
+            if not sub.args or not all(isinstance(a, ir.Num) and math.isfinite(a.value) for a in sub.args):
+                return f"~{ir.DISTRIBUTIONS[sub.dist][0]} takes one or more finite numbers (a column's values)"
+        elif isinstance(sub, ir.Sample) and len(sub.args) != ir.DISTRIBUTIONS[sub.dist][1]:
             spelling, arity = ir.DISTRIBUTIONS[sub.dist]
             return f"~{spelling} takes {arity} argument(s), not {len(sub.args)}"
         if isinstance(sub, ir.Call):

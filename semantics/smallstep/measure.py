@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from .. import ir
-from ..results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord
+from ..results import GaugeRecord, ObserveRecord, PoolRecord, RunResult, StageRecord, StepStageRecord
 from .configuration import Configuration, Statistics, iterate_cons, replace_at, setter
 from .machine import Machine
 from .observables import holding_sessions, levels
@@ -170,8 +170,10 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
             iterations=steps.iterations, prefill_only=steps.prefill_only, decode_only=steps.decode_only,
             mixed=steps.mixed, mean_decodes=steps.decodes / steps.iterations if steps.iterations else math.nan,
             empty=steps.empty, tokens=steps.tokens, decodes=steps.decodes,
-            itl_gaps=tuple(iterate_cons(steps.gaps)))
-        stages.append(StageRecord(
+            itl_gaps=tuple(iterate_cons(steps.gaps)), scheduled=steps.scheduled, offered=steps.offered,
+            preemptions=steps.preemptions, served=tuple(_pool_label(program, p) for p in m.steps[s].served),
+            memory=None if m.steps[s].memory is None else _pool_label(program, m.steps[s].memory))
+        stages.append((StageRecord if steps is None else StepStageRecord)(
             name=stage.name, index=stage.index, kind=_REPORTED_KIND.get(m.kind_names[s], m.kind_names[s]),
             mean_number=average(areas[base + 2 * s]),
             utilization=average(areas[base + 2 * s + 1]), completed=ss.completed,
@@ -195,6 +197,11 @@ def build_result(m: Machine, c: Configuration, end: float) -> RunResult:
                      events=c.taken, arrivals=c.workload.next_serial, ended=stats.ended, turns=stats.turns,
                      mean_live=average(areas[-1]), observes=observes, gauges=gauges, stages=tuple(stages),
                      pools=tuple(pools))
+
+
+def _pool_label(program: ir.Program, p: int) -> str:
+    pool = program.pools[p]
+    return pool.name if pool.index is None else f"{pool.name}[{pool.index}]"
 
 
 #: the kind a stage is reported as (results.StageRecord: "fifo", "ps", "step"): delay and flows are ps stages

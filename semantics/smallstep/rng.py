@@ -75,7 +75,8 @@ def sample_distribution(dist: str, args: list[float], stream: int, position: int
     balanced means), bernoulli(p); serq-ref's extension (docs/design/draws.md):
     lognormal(mean, cv) (exp of a normal of sigma^2 = ln(1 + cv^2), mu =
     ln(mean) - sigma^2 / 2: mean ``mean``, standard deviation ``cv * mean``),
-    normal(mean, sd) (any sign). The arguments are in their ranges
+    normal(mean, sd) (any sign), empirical(v1, ..., vn) (one of the values, each
+    with probability 1/n, by one uniform number). The arguments are in their ranges
     (arithmetic.describe_draw_problem: the link checks the constant ones, the
     run every other before it draws).
     """
@@ -112,6 +113,8 @@ def sample_distribution(dist: str, args: list[float], stream: int, position: int
     if dist == "Normal":
         z, position = standard_normal(stream, position)
         return args[0] + args[1] * z, position
+    if dist == "Empirical":  # one of the column's values, each as likely: index floor(u n)
+        return args[min(len(args) - 1, int(draw_uniform(stream, position) * len(args)))], position + 1
     raise ValueError(f"unknown distribution {dist}")
 
 

@@ -261,8 +261,16 @@ class ExpressionCompiler:
         raise ValueError(f"unknown context variable {var}")
 
     def _compile_sample(self, e: ir.Sample, sub) -> Compiled:
-        args = [sub(a) for a in e.args]
         dist = e.dist
+        if dist == "Empirical":  # its arguments are the column's numbers (the linker's structure check)
+            column = [a.value for a in e.args]
+
+            def sample_empirical(env: Env) -> float:
+                value, env.draws = sample_distribution(dist, column, env.stream, env.draws)
+                return value
+
+            return sample_empirical
+        args = [sub(a) for a in e.args]
         if dist == "Exp" and type(e.args[0]) is ir.Num:  # the commonest draw: ~exp of a number
             mean_value = e.args[0].value
 

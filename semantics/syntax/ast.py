@@ -85,6 +85,9 @@ class Sample:
     distribution: str
     args: tuple["Expr", ...]
     span: Span = field(kw_only=True)
+    #: ``~empirical("FILE", "COLUMN")`` (docs/design/draws.md): the file and the column as written, each with
+    #: its span; the lowering reads the values (None for a draw of expressions)
+    source: tuple[str, Span, str, Span] | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1154,7 +1154,7 @@ class Desugarer:
             return ast.FunctionCall(expr.function, args, span=expr.span)
         if isinstance(expr, ast.Sample):
             return ast.Sample(expr.distribution, tuple(self.rewrite_expr(a, scope, in_index) for a in expr.args),
-                              span=expr.span)
+                              span=expr.span, source=expr.source)
         if isinstance(expr, ast.Unary):
             return ast.Unary(expr.op, self.rewrite_expr(expr.operand, scope, in_index), span=expr.span)
         if isinstance(expr, ast.Binary):
@@ -1278,7 +1278,7 @@ def map_operands(expr: ast.Expr, f, body=None) -> ast.Expr:
     if isinstance(expr, ast.FunctionCall):
         return ast.FunctionCall(expr.function, tuple(f(a) for a in expr.args), span=expr.span)
     if isinstance(expr, ast.Sample):
-        return ast.Sample(expr.distribution, tuple(f(a) for a in expr.args), span=expr.span)
+        return ast.Sample(expr.distribution, tuple(f(a) for a in expr.args), span=expr.span, source=expr.source)
     if isinstance(expr, ast.Unary):
         return ast.Unary(expr.op, f(expr.operand), span=expr.span)
     if isinstance(expr, ast.Binary):

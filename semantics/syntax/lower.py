@@ -28,6 +28,7 @@ from ..errors import ErrorLog, ProgramError, Span
 from ..sourcemap import SourceMap
 from . import ast
 from .constants import NotConstant, evaluate_constant, evaluate_count, evaluate_seed, fold, format_number, is_whole
+from .empirical import read_column
 from .desugar import CONTEXT_NAMES, Kernel, PoolSpec, StageSpec, has_draw, substitute, walk_stmts
 
 CONTEXT_BY_NAME = {source: name for name, source in ir.CONTEXT_VARIABLES.items()}
@@ -588,6 +589,14 @@ class Lowering:
                 raise ProgramError(f"unknown distribution `~{expr.distribution}` (the distributions: {names})",
                                    expr.span)
             name, arity = DISTRIBUTION_BY_NAME[expr.distribution]
+            if arity is None or expr.source is not None:  # ~empirical("FILE", "COLUMN"): a file's column
+                if arity is not None or expr.source is None:
+                    raise ProgramError(f"`~{expr.distribution}` takes "
+                                       + ("a file and a column: ~empirical(\"FILE\", \"COLUMN\")" if arity is None
+                                          else f"{arity} argument(s), not a file and a column (that is ~empirical's)"),
+                                       expr.span)
+                path, path_span, column, column_span = expr.source
+                return ir.Sample(name, tuple(ir.Num(v) for v in read_column(path, path_span, column, column_span)))
             if len(expr.args) != arity:
                 raise ProgramError(f"`~{expr.distribution}` takes {arity} argument(s), got {len(expr.args)}",
                                    expr.span)

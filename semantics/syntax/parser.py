@@ -582,6 +582,11 @@ class BuildAst(Transformer):
     def e_sample(self, meta, c):
         return ast.Sample(str(c[0]), c[1] or (), span=self.span(meta))
 
+    def e_sample_file(self, meta, c):
+        name, path, column = c
+        return ast.Sample(str(name), (), span=self.span(meta),
+                          source=(str(path)[1:-1], self.token_span(path), str(column)[1:-1], self.token_span(column)))
+
     def e_over(self, meta, c):
         aggregate, variable, count, body = c
         span = self.span(meta)

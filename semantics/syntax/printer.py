@@ -834,6 +834,9 @@ class Printer:
             return [words(t)[0], self.arguments(subtree(t, "exprs"))]
         if kind == "e_sample":
             return ["~", words(t)[0], self.arguments(subtree(t, "exprs"))]
+        if kind == "e_sample_file":  # ~empirical("FILE", "COLUMN")
+            path, column = words(t, "STRING")
+            return ["~", words(t)[0], "(", path, ", ", column, ")"]
         if kind == "e_over":
             aggregate, variable = words(t)
             count, body = trees

@@ -138,6 +138,12 @@ class StepStats(NamedTuple):
     decodes: int  # decode tokens given
     last_token: object  # immutables.Map: session serial -> when its run here last produced a token
     gaps: tuple | None  # the inter-token gaps, a cons list, newest first
+    #: the engine's figures (docs/reports.md, "The engine and saturation"), at or after the warm-up: the
+    #: residents the iterations served (the batches' sizes, summed), the budgets they were given (summed),
+    #: and the residents preempted while an iteration formed (step/grow's victims, step/preempt-parked's)
+    scheduled: int = 0
+    offered: float = 0.0
+    preemptions: int = 0
 
 
 for _record_type in (Resident, Assignment, Iteration, StepState, StepStats):
@@ -287,7 +293,7 @@ def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     if it.due is None:  # forming: "no admission in a step that preempted"
         it = it._replace(preempted=True,
                          pending=None if it.pending is not None and it.pending.job_id == job_id else it.pending)
-        c = _with_iteration(c, s, it)
+        c = _count_preemption(m, _with_iteration(c, s, it), s)
     if any(a.job_id == job_id for a in it.assigned):
         c = withdraw(m, c, s, job_id)
     return c
@@ -598,6 +604,16 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     return c
 
 
+def _count_preemption(m: Machine, c: Configuration, s: int) -> Configuration:
+    """A resident preempted while the stage's iteration formed, counted at or after the warm-up."""
+    if c.time < m.warmup:
+        return c
+    stats = c.statistics
+    old = stats.engines[s]
+    return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s,
+                                                                old._replace(preemptions=old.preemptions + 1))))
+
+
 def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Configuration:
     stats = c.statistics
     old = stats.engines[s]
@@ -608,7 +624,8 @@ def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Confi
                        decode_only=old.decode_only + (1 if decodes and not prefills else 0),
                        mixed=old.mixed + (1 if prefills and decodes else 0),
                        empty=old.empty + (1 if not it.assigned else 0),
-                       tokens=old.tokens + env.tokens, decodes=old.decodes + decodes)
+                       tokens=old.tokens + env.tokens, decodes=old.decodes + decodes,
+                       scheduled=old.scheduled + len(it.assigned), offered=old.offered + it.budget)
     return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s, new)))
 
 
@@ -748,7 +765,7 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int) -> Configu
     st = st._replace(parked=tuple(x for x in st.parked if x != serial))
     if st.iteration is not None and st.iteration.due is None:  # forming: "no admission in a step that preempted"
         st = st._replace(iteration=st.iteration._replace(preempted=True))
-    c = c._replace(stages=replace_at(c.stages, s, st))
+    c = _count_preemption(m, c._replace(stages=replace_at(c.stages, s, st)), s)
     c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
     if m.observer:
