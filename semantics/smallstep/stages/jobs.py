@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...errors import RunError
 from ..configuration import AT_STAGE, Configuration, Session, StageStats, Statistics, build, ready_push, replace_at, setter
 from ..estimates import note_completion
-from ..machine import Machine, ready_session
+from ..machine import Machine, follow_up, ready_session
 
 _set_at_stage = setter(Session, "status", "job", "pc", "draws")
 _set_stage_stats = setter(Statistics, "stages")
@@ -64,7 +64,7 @@ def finish_job(m: Machine, c: Configuration, s: int, job, rule: str, stages: tup
     (at or after the warm-up) at ``s`` (or at ``every`` stage a flow held); its
     session becomes ready; in the same update as ``stages`` (without the job),
     ``events`` and ``sequence`` (with the next job's start, say). The rule's
-    record is emitted here, once, before a spill write lands (pool/spill-land)."""
+    record is emitted here, once; a spill write's landing in its tier is its follow-up (pool/spill-land)."""
     stats = c.statistics
     if c.time >= m.warmup:
         counted = stats.stages
@@ -88,7 +88,5 @@ def finish_job(m: Machine, c: Configuration, s: int, job, rule: str, stages: tup
     if m.observer:
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.spill is not None:
-        from ..pools import land_spill  # a spill write's completion lands it in the tier (the semantics' own recursion)
-
-        return land_spill(m, c, *job.spill)
+        return follow_up(c, ("pool/spill-land",) + tuple(job.spill))
     return c
