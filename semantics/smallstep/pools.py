@@ -34,6 +34,7 @@ import heapq
 import math
 from typing import NamedTuple
 
+from ..errors import LimitError
 from .configuration import (AT_STAGE, DECODE, ENDED, FINISHING, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry,
                             Configuration, Frame, Holding, LeaseState, PendingHold, Waiting, innermost_hold, insert_event,
                             own_entry_index, remove_event, ready_from, ready_serials, replace_at)
@@ -280,7 +281,7 @@ def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> C
     """Evict until allocated + cached + need <= cap (``m.make_room`` is this,
     or its fast form ``make_room_lru``). Backstop: entries go block by block
     (seed 000: "An entry is evicted from its tail, block by block"), so room
-    for more than MAX_EVICTIONS blocks at once is a RunError naming the pool
+    for more than MAX_EVICTIONS blocks at once is a LimitError naming the pool
     (and ``stmt``, the statement that needs the room), where it would run for
     ever (1e308 units in blocks of 1)."""
     check_evictions(m, c, q, need, stmt)
@@ -292,13 +293,16 @@ def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> C
 
 
 def check_evictions(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> None:
-    """make_room's backstop: a RunError when the room needed is more than MAX_EVICTIONS blocks."""
+    """make_room's backstop: a LimitError (a limit of serq-ref, not of the program) when the room needed
+    is more than MAX_EVICTIONS blocks."""
     pool = c.pools[q]
     block = m.block_sizes[q]
     evicted = min(pool.allocated + pool.cached + need - m.caps[q], pool.cached)  # at least, in units
     if block and evicted / block > MAX_EVICTIONS:
-        fail(f"pool {m.pool_name(q)}: making room for {need:g} units evicts {evicted / block:g} blocks of "
-             f"{block:g} one by one, more than the {MAX_EVICTIONS:,} a run can take at once", c, stmt)
+        raise LimitError(f"pool {m.pool_name(q)}: making room for {need:g} units evicts {evicted / block:g} blocks "
+                         f"of {block:g} one by one, more than the {MAX_EVICTIONS:,} serq-ref evicts at once (a "
+                         f"limit of its implementation, which evicts block by block, not of the program)",
+                         stmt=stmt, time=c.time)
 
 
 def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
