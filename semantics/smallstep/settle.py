@@ -59,10 +59,12 @@ FOLLOW_UPS = {
     "pool/spill-land": pools.land_spill,
     "stage/enter": lambda m, c, stages, work, spill: enter_stage(m, c, stages, None, work, spill=spill),
     "stage/leave": leave_stage,
+    "stage/step-complete": step.complete_run,
     "step/admit": step.admit,
     "step/grow": step.grow_for,
     "step/park": step.park,
     "step/preempt-parked": step.preempt_parked,
+    "step/withdraw": step.withdraw,
     "workload/arrive": lambda m, c: workload.replace_closed(m, c),
 }
 

@@ -278,7 +278,7 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
 
 def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     """The kind's part of stage/leave: the resident is taken off the stage; a
-    chunk an iteration gave it is withdrawn (step/withdraw)."""
+    chunk an iteration gave it is withdrawn (the follow-up step/withdraw)."""
     st = c.stages[s]
     st = st._replace(jobs=tuple(r for r in st.jobs if r.job_id != job_id))
     c = _with_state(c, s, st)
@@ -290,7 +290,7 @@ def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
                          pending=None if it.pending is not None and it.pending.job_id == job_id else it.pending)
         c = _with_iteration(c, s, it)
     if any(a.job_id == job_id for a in it.assigned):
-        c = withdraw(m, c, s, job_id)
+        c = follow_up(c, ("step/withdraw", s, job_id))
     return c
 
 
@@ -635,9 +635,7 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
                                            "done": [r.job_id for r in done]})
-    for r in done:
-        c = complete_run(m, c, s, r)
-    return c
+    return follow_up(c, *(("stage/step-complete", s, r) for r in done)) if done else c
 
 
 #: the stage kind's completion event's rule
