@@ -36,7 +36,7 @@ _set_work = setter(Configuration, "work")
 
 
 def run_at_once(m: Machine, c: Configuration, serial: int) -> Configuration:
-    """``session/run``: a session that is to run at once, not in its turn among the ready (one the step
+    """``run-session``: a session that is to run at once, not in its turn among the ready (one the step
     stage admitted, a parked victim whose hold exits), runs (its rule took it off the ready sequence)."""
     return run_session(m, c, serial)
 
@@ -45,13 +45,13 @@ def run_at_once(m: Machine, c: Configuration, serial: int) -> Configuration:
 #: ``FOLLOW_UPS[name](m, c, *arguments)`` applies it. Most items are named by the rule they apply; a
 #: ``pool/release`` item applies pool/release or, on a leased pool, pool/lease (pools.release_next); a
 #: ``pool/grow`` item applies pool/grow, pool/grow-wait or pool/preempt (pools.grow); ``session/end``
-#: leaves the session's releases first while it holds anything (sessions.end_session); ``session/run``
+#: leaves the session's releases first while it holds anything (sessions.end_session); ``run-session``
 #: runs a session's statements, each its own rule.
 FOLLOW_UPS = {
     "session/end": lambda m, c, serial: sessions.end_session(m, c, c.sessions[serial]),
     "session/hold-enter": pools.enter_hold,
     "session/hold-exit": sessions.exit_hold,
-    "session/run": run_at_once,
+    "run-session": run_at_once,
     "pool/admit": lambda m, c, q, a: pools.admit(m, pools.header_drawn(c, a), q, a),
     "pool/grow": pools.grow,
     "pool/lease-end": pools.end_lease,

@@ -526,13 +526,13 @@ def next_head(m: Machine, c: Configuration, s: int):
       "002 §3 Pools: its queue is served by step stage S, at the start of an iteration, after the residents have taken their tokens, while the iteration has budget left, and not in an iteration that preempted")
 def admit(m: Machine, c: Configuration, s: int, q: int, serial: int) -> Configuration:
     """step/admit (after pool/admit, the head's admission, which made the
-    session ready): the session runs at once (the follow-up ``session/run``),
+    session ready): the session runs at once (the follow-up ``run-session``),
     not in its turn among the ready."""
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
     if m.observer:
         m.notify("step/admit", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": serial,
                                    "left": c.stages[s].iteration.left})
-    return follow_up(c, ("session/run", serial))
+    return follow_up(c, ("run-session", serial))
 
 
 @rule("step/admit-stop", "the head of the first queue the stage serves does not fit: the iteration admits no more (head-of-line blocking)",
@@ -716,7 +716,7 @@ def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 preempts running[-1] even when its last token is in flight (vllm/v1/core/sched/scheduler.py:938, 970; _preempt_request 1799-1843: blocks freed); update_from_output then delivers the stale token, which stops the request while PREEMPTED (scheduler.py:2318-2323, 2494, 2545-2548)")
 def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple | None = None) -> Configuration:
     """step/preempt-parked (its premise: pools.choose_victim chose the parked ``serial``, for the reason
-    ``why`` with a step trace): its session runs at once (the follow-up ``session/run``): its hold exits."""
+    ``why`` with a step trace): its session runs at once (the follow-up ``run-session``): its hold exits."""
     s = next(e for e in m.engines_of_memory[p] if serial in c.stages[e].parked)
     st = c.stages[s]
     st = st._replace(parked=tuple(x for x in st.parked if x != serial))
@@ -729,4 +729,4 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple
         grower, by, candidates = why
         m.notify("step/preempt-parked", c, {"stage": m.stage_name(s), "session": serial, "pool": m.pool_name(p),
                                             "grower": grower, "by": by, "candidates": candidates})
-    return follow_up(c, ("session/run", serial))
+    return follow_up(c, ("run-session", serial))
