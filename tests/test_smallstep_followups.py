@@ -112,7 +112,7 @@ def test_every_item_is_applied_and_none_outlives_its_event(monkeypatch):
             return apply(m, c, *arguments)
         monkeypatch.setitem(FOLLOW_UPS, name, counted)
     expected = {"examples/pools/preempt.sq": {"stage/leave", "pool/release", "session/hold-enter", "pool/grow"},
-                "examples/pools/spill.sq": {"stage/enter", "pool/spill-land", "pool/release"},
+                "examples/pools/spill.sq": {"enter-stage", "pool/spill-land", "pool/release"},
                 "examples/oracle/vllm_request.sq": {"pool/admit", "step/admit", "run-session", "stage/step-complete",
                                                     "session/hold-exit"}}
     for path, items in expected.items():

@@ -541,7 +541,7 @@ def _evicted(m: Machine, c: Configuration, q: int, entry: CacheEntry, removed: f
       "002 §2: spill POOL via STAGE ( expr ) when ( expr ) -- write evicted prefixes to a tier; 000 spill")
 def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float) -> Configuration:
     """pool/spill: an evicted piece whose predicate holds is written to the tier through the link stage:
-    the write job's arrival there is the follow-up ``stage/enter`` (its completion lands it:
+    the write job's arrival there is the follow-up ``enter-stage`` (its completion lands it:
     pool/spill-land), or, of no work, the piece lands at once."""
     to, via, work_of, when = m.spill[q]
     env = _entry_env(m, c, entry, units)
@@ -558,7 +558,7 @@ def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float)
                                    "source": entry.source, "units": units, "work": work})
     if work <= 0:
         return land_spill(m, c, to, entry.source, units)
-    return follow_up(c, ("stage/enter", (via,), work, (to, entry.source, units)))
+    return follow_up(c, ("enter-stage", (via,), work, (to, entry.source, units)))
 
 
 @rule("pool/spill-land", "a written piece joins its session's entry in the tier (dead if the session ended), released now; what cannot fit next to the tier's allocations is not kept",

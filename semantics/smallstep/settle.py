@@ -57,7 +57,7 @@ FOLLOW_UPS = {
     "pool/lease-end": pools.end_lease,
     "pool/release": pools.release_next,
     "pool/spill-land": pools.land_spill,
-    "stage/enter": lambda m, c, stages, work, spill: enter_stage(m, c, stages, None, work, spill=spill),
+    "enter-stage": lambda m, c, stages, work, spill: enter_stage(m, c, stages, None, work, spill=spill),
     "stage/leave": leave_stage,
     "stage/step-complete": step.complete_run,
     "step/admit": step.admit,
