@@ -15,8 +15,18 @@ dirty (its state, or that of a pool its waiting holds need, changed since it
 was last tried) or volatile (its queue keys or a waiting hold's header read
 the time, a draw, or state outside its own pools); every other pool's attempt
 would change nothing, so skipping it is the same settle, faster. settle is
-idempotent: settle(settle(c)) == settle(c) (tests/test_smallstep_settle.py),
+idempotent: settle(settle(c)) == settle(c) (tests/test_smallstep_properties.py),
 except for a program whose admission headers draw, where every attempt draws.
+
+This module is also where rules are applied one at a time by loops: a
+session's run (``run_session``: a statement's rule, then the next), the
+pools' retries, the forming of an iteration, and ``drain``, which applies
+the follow-up work rules leave in the configuration (``Configuration.work``:
+the session to end, the hold to release, the job to take off its stage, the
+arrival to make), each item by its rule (``FOLLOW_UPS``), depth first. A
+rule never calls a rule of another family; the loops here do the applying,
+and each rule emits its own step-trace record (docs/semantics.md,
+"Follow-up work"). settle first drains what the event's rule left.
 """
 
 from __future__ import annotations
