@@ -97,6 +97,9 @@ def test_the_check_sees_a_call_of_another_familys_rule():
 
 
 def test_the_machine_holds_no_choices_and_no_scratch():
+    """What decided a choice is returned by its premise (Admission.why, evict_one's, next_resident's, the
+    victim's), and a session's run makes its own environment. (The fast form make_room_by's memo of
+    eviction keys, Machine.evict_memo, is the fast engine's, and leaves the definition with it.)"""
     m = driver.machine_for(load(str(ROOT / "examples" / "pools" / "preempt.sq")).program)
     assert not hasattr(m, "choices") and not hasattr(m, "session_scratch")
     assert "choices" not in inspect.getsource(Machine) and "scratch" not in inspect.getsource(Machine)
