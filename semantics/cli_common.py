@@ -16,7 +16,7 @@ import sys
 
 from . import textfile
 from .arguments import arrival_count, assignment, horizon, warmup, whole
-from .errors import RunError, format_diagnostic
+from .errors import RunStop, format_diagnostic
 from .pipeline import Loaded, Overrides
 
 
@@ -58,10 +58,10 @@ def print_warnings(loaded: Loaded) -> None:
 
 
 def with_statement_span(loaded: Loaded, action):
-    """Run ``action``; a RunError gets its statement's source span."""
+    """Run ``action``; a RunError or a LimitError (a RunStop) gets its statement's source span."""
     try:
         return action()
-    except RunError as e:
+    except RunStop as e:
         trace = loaded.smap.trace
         if e.in_trace and trace is not None:  # located in the trace file, and where the program names it
             e.notes = tuple(e.notes) + (f"{trace.file}:{trace.line}:{trace.col}: the program reads the trace "

@@ -2,7 +2,13 @@
 
 - ``ProgramError``: the program is wrong (syntax, link, IR format). Exit 1.
 - ``RunError``: the program went wrong while it ran (a branch guard that is
-  not 0 or 1, a backstop). Exit 1. Names the statement.
+  not 0 or 1, a backstop against a run that makes no progress). Exit 1.
+  Names the statement.
+- ``LimitError``: the run reached a limit of serq-ref's implementation, not
+  a trap of the program (a fifo stage's line past MAX_JOBS_AT_STAGE, more
+  evictions at once than MAX_EVICTIONS): the model has no error there, and
+  the message says so. Exit 1. Names the statement, as a RunError does (both
+  are ``RunStop``s).
 - ``UsageError``: the command line is wrong. Exit 2.
 
 Anything else escaping is a bug of serq-ref (an impossible state), reported as
@@ -122,10 +128,12 @@ def get_ir_path(message: str) -> str:
     return message
 
 
-class RunError(SerqError):
-    """A program that fails while it runs. ``stmt`` is the (block id,
-    statement index) of the IR statement that failed, and ``time`` the
-    simulated time; the CLI turns ``stmt`` into a span with the SourceMap."""
+class RunStop(SerqError):
+    """A run that stops before its end: ``stmt`` is the (block id,
+    statement index) of the IR statement where it stopped, and ``time`` the
+    simulated time; the CLI turns ``stmt`` into a span with the SourceMap.
+    Either a trap of the program (RunError) or a limit of serq-ref's
+    implementation (LimitError)."""
 
     def __init__(self, message: str, stmt: tuple[int, int] | None = None, time: float | None = None, span: Span | None = None,
                  in_trace: bool = False):
@@ -135,6 +143,18 @@ class RunError(SerqError):
         #: an error of the trace file the program reads (located in it, when it has a place there); the CLI
         #: also names the program's `trace "FILE";`
         self.in_trace = in_trace
+
+
+class RunError(RunStop):
+    """A program that fails while it runs: a trap of the program (a guard
+    that is not 0 or 1, a NaN work, a load past its allocation, a run that
+    makes no progress), which any engine running the model would meet."""
+
+
+class LimitError(RunStop):
+    """A run stopped by a limit of serq-ref's implementation, not by the
+    program: the model has no error there (an engine with more room would
+    run on). Its message names the limit and says it is serq-ref's."""
 
 
 class UsageError(SerqError):

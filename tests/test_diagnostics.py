@@ -565,6 +565,31 @@ def test_a_fifo_line_past_the_limit_stops_at_the_run_statement(capsys, tmp_path,
     assert run_cli(capsys, "run", path)[0] == 0  # a delay stage has no such limit
 
 
+def test_a_limit_of_serq_ref_is_its_own_class_not_a_trap_of_the_program(tmp_path, monkeypatch):
+    """RunError keeps traps of the program; a limit of the implementation (more evictions at once than
+    MAX_EVICTIONS; a fifo line past MAX_JOBS_AT_STAGE while that limit exists) is a LimitError that says
+    it is serq-ref's, located at its statement as a RunError is (issue 22 §2)."""
+    from semantics.errors import LimitError, RunError, RunStop
+    from semantics.pipeline import load
+    from semantics.smallstep import pools
+    from semantics.smallstep.driver import run
+
+    monkeypatch.setattr(pools, "MAX_EVICTIONS", 10)
+    evicting = write(tmp_path, "pool kv { cap 100; block 1; evict lru; }\nstage g : delay;\n"
+                               "workload { arrive batch(1); }\n"
+                               "session { hold kv (60) { run g (1); } cache (60); hold kv (100) { run g (1); } }\n"
+                               "run { horizon 100; }\n", "evict.sq")
+    with pytest.raises(LimitError) as stopped:
+        run(load(evicting).program)
+    assert not isinstance(stopped.value, RunError) and isinstance(stopped.value, RunStop)
+    assert "a limit of its implementation" in stopped.value.message and stopped.value.stmt is not None
+    # a trap of the program is still a RunError
+    trap = write(tmp_path, "pool kv { cap 10; }\nworkload { arrive batch(1); }\nsession { hold kv (1) { load kv (5); } }\n"
+                           "run { horizon 10; }\n", "trap.sq")
+    with pytest.raises(RunError):
+        run(load(trap).program)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.tuples(st.just("enter"), st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 7.25])),
                           st.tuples(st.just("first"), st.just(0.0)),

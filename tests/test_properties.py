@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 import ir_schema
 from semantics import codec
-from semantics.errors import RunError
+from semantics.errors import RunError, RunStop
 from semantics.smallstep.driver import configurations, machine_for, run, trace, walk
 from semantics.smallstep.invariants import RunInvariants
 from semantics.smallstep.settle import settle
@@ -122,7 +122,7 @@ def trace_text(program) -> str:
     try:
         for record in trace(program):
             lines.append(json.dumps(record, separators=(",", ":")) + "\n")
-    except RunError as e:
+    except RunStop as e:
         lines.append(f"RunError at {e.time}: {e.message}\n")
     return "".join(lines)
 
@@ -130,7 +130,7 @@ def trace_text(program) -> str:
 def result_text(program) -> str:
     try:
         return repr(run(program))
-    except RunError as e:
+    except RunStop as e:
         return f"RunError at {e.time}: {e.message}"
 
 
@@ -156,7 +156,7 @@ def test_invariants_hold_after_every_step(loaded):
     program = linked(loaded)
     try:
         steps, last, left = check_every_step(program)
-    except RunError as e:
+    except RunStop as e:
         if tolerated(e):
             return
         raise
@@ -173,7 +173,7 @@ def test_invariants_hold_after_every_step(loaded):
 def test_settle_is_idempotent(loaded):
     try:
         assert settle_is_idempotent(linked(loaded)) > 0
-    except RunError as e:
+    except RunStop as e:
         if not tolerated(e):
             raise
 
@@ -266,7 +266,7 @@ def test_property_campaign():
             for what, n in happenings(last).items():
                 runs_with[what] += n > 0
             settle_is_idempotent(program)
-        except RunError as e:
+        except RunStop as e:
             if not tolerated(e):
                 raise
             outcomes[f"stopped: {next(p for p in PROGRAM_RUN_ERRORS if p in e.message)}"] += 1

@@ -43,7 +43,7 @@ from hypothesis import strategies as st
 
 import ir_schema
 from semantics import codec
-from semantics.errors import ProgramError, RunError
+from semantics.errors import LimitError, ProgramError, RunError, RunStop
 from semantics.pipeline import load
 from semantics.report import build_report, dumps_json, format_text
 from semantics.smallstep.driver import run
@@ -102,14 +102,15 @@ def run_source(text: str, files: dict[str, bytes] | None = None) -> str:
 
 
 def outcome_of(text: str) -> str:
-    """The outcome of running ``text``: "result", "program error" or "run error" (with a message)."""
+    """The outcome of running ``text``: "result", "program error" or "run error" (with a message: a trap
+    of the program, RunError, or a limit of serq-ref, LimitError)."""
     try:
         with wall_clock(BUDGET):
             run_source(text)
     except ProgramError as error:
         assert error.message.strip(), text
         return "program error"
-    except RunError as error:
+    except RunStop as error:
         assert error.message.strip(), text
         return "run error"
     return "result"
@@ -554,15 +555,19 @@ def test_a_turn_number_a_program_sets_is_a_program_error(value: str, then: str) 
     assert caught.value.span is not None
 
 
-def test_room_for_more_blocks_than_a_run_can_evict_is_a_run_error() -> None:
+def test_room_for_more_blocks_than_a_run_can_evict_is_a_limit_error() -> None:
     """Seed 000: "An entry is evicted from its tail, block by block." A cache
     entry of 1e307 units in blocks of 1, evicted to admit a hold of 1e308,
     is 1e307 evictions: the run looped for ever (the fuzzer's hang). Now a
-    RunError naming the pool and the hold that needs the room."""
-    error = run_error_of("pool host { cap 1e308; block 1; } stage gate : delay; workload { arrive batch(2); } "
-                         "session { branch (serial == 0) { hold host (1e307) { run gate (1); } cache (1e307) } "
-                         "else { run gate (2); hold host (1e308) { run gate (1); } } } run { horizon 10; seed 1; }")
+    LimitError (a limit of serq-ref, not a trap of the program: issue 22)
+    naming the pool and the hold that needs the room."""
+    with pytest.raises(LimitError) as caught, wall_clock(BUDGET):
+        run_source("pool host { cap 1e308; block 1; } stage gate : delay; workload { arrive batch(2); } "
+                   "session { branch (serial == 0) { hold host (1e307) { run gate (1); } cache (1e307) } "
+                   "else { run gate (2); hold host (1e308) { run gate (1); } } } run { horizon 10; seed 1; }")
+    error = caught.value
     assert "pool host: making room for 1e+308 units evicts 1e+307 blocks" in error.message
+    assert "a limit of its implementation" in error.message
     assert error.stmt is not None
 
 

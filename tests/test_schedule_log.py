@@ -117,7 +117,7 @@ def test_diverge_finds_the_first_step_of_a_seeded_disagreement(tmp_path, capsys)
     assert lines[3].endswith("eleven.log): scheduled 0: 1 decode; preempted [1]")
     assert lines[4].endswith("twelve.log): scheduled 0: 1 decode, 1: 60 prefill")
     assert lines[5] == "  the rules of A at step 2:"
-    assert lines[6] == ("    request 1: step/schedule, stage/leave, pool/release, pool/preempt, session/hold-enter, "
+    assert lines[6] == ("    request 1: step/schedule, pool/preempt, stage/leave, pool/release, session/hold-enter, "
                         "step/grow")
 
 
@@ -213,7 +213,7 @@ def test_diverge_finds_d1_against_the_real_scheduler(tmp_path, capsys):
     assert lines[3].endswith("newest_first_preempt.log): scheduled nothing; preempted [0]")
     assert lines[4:] == ["  the rules of B at step 10:",
                          "    request 2: no rule applied to it",
-                         "    request 0: step/schedule, stage/leave, pool/release, pool/preempt, session/hold-enter, "
+                         "    request 0: step/schedule, pool/preempt, stage/leave, pool/release, session/hold-enter, "
                          "step/grow"]
 
 

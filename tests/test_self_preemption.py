@@ -217,7 +217,8 @@ def test_step_grow_under_each_rule():
         stop = next(k for k in range(start, len(records)) if records[k]["rule"] == "step/iteration")
         return [r["rule"] for r in records[start:stop + 1]]
 
-    grew = ["step/iteration-start", "step/schedule", "stage/leave", "pool/release", "pool/release", "pool/preempt",
+    # pool/preempt, then its follow-up work (the victim's job leaves, its holds go back, it queues again)
+    grew = ["step/iteration-start", "step/schedule", "pool/preempt", "stage/leave", "pool/release", "pool/release",
             "session/hold-enter", "step/grow"]
     assert second_iteration(end) == grew + ["step/iteration"]  # the pass ended: request 0 has nothing
     assert second_iteration(cont) == grew + ["step/schedule", "step/iteration"]  # request 0 decodes; no admit

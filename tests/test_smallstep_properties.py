@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from irbuild import Builder, binary, sample
 from semantics import ir
 from semantics.compiler import compile_source
-from semantics.errors import RunError
+from semantics.errors import RunStop
 from semantics.smallstep.driver import build_machine, configurations, machine_for, run, walk
 from semantics.smallstep.invariants import check_invariants
 from semantics.smallstep.measure import take_first_event
@@ -85,7 +85,7 @@ def test_invariants_hold_after_every_rule(program):
                 check_invariants(c)
             except AssertionError as e:
                 raise AssertionError(f"after {rule} at {c.time}: {e}") from None
-    except RunError as e:
+    except RunStop as e:
         assert "at one instant" in e.message  # a self-preemption livelock: the backstop, not a crash
 
 
@@ -96,7 +96,7 @@ def test_settle_is_idempotent(program):
     try:
         for c in walk(m):
             assert settle(m, c) == c
-    except RunError as e:
+    except RunStop as e:
         assert "at one instant" in e.message
 
 
@@ -105,7 +105,7 @@ def events_seen(program, observed: bool) -> list:
     m = build_machine(program, observer=(lambda rule, c, fields: None) if observed else None)
     try:
         return list(walk(m))
-    except RunError as e:
+    except RunStop as e:
         return [e.message]
 
 
@@ -163,11 +163,11 @@ def test_an_observer_sees_the_same_pool_run(program):
 def test_same_seed_same_run(program):
     try:
         first = repr(run(program))
-    except RunError as e:
+    except RunStop as e:
         first = e.message
     try:
         again = repr(run(program))
-    except RunError as e:
+    except RunStop as e:
         again = e.message
     assert first == again
 
@@ -195,7 +195,7 @@ def test_the_written_out_event_taker_is_the_definition(program, dt, warmup):
     try:
         for c in walk(m):
             assert_event_taker_is_the_definition(m, c, dt)
-    except RunError as e:
+    except RunStop as e:
         assert "at one instant" in e.message
 
 

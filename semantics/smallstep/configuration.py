@@ -34,6 +34,10 @@ ENDED = "ended"
 #: schedule ahead: parked at the exit of its hold on an engine's memory until the engine's next iteration is formed (step/park)
 FINISHING = "finishing"
 
+# A run's mode on a step stage (stages/step.py): prefilling, or decoding one token an iteration.
+PREFILL = "Prefill"
+DECODE = "Decode"
+
 # Frame kinds: a plain block (the session's, a branch's), a loop's body, a
 # while's body (its guard re-read at the end), a hold's body.
 PLAIN = "plain"
@@ -109,6 +113,15 @@ class Session(NamedTuple):
     script: int  # explicit session index or trace session index, -1 for none
     script_turn: int  # the next turn of the script to load
     readies: tuple[float, int]  # (instant, times it became ready at that instant)
+
+
+def innermost_hold(s: Session, p: int) -> tuple[int, int]:
+    """(hold index, allocation index) of the innermost hold of ``s`` on pool ``p``, or (-1, -1)."""
+    for h in range(len(s.holds) - 1, -1, -1):
+        for k, a in enumerate(s.holds[h].allocations):
+            if a.pool == p:
+                return h, k
+    return -1, -1
 
 
 class CacheEntry(NamedTuple):
@@ -213,6 +226,15 @@ class Configuration(NamedTuple):
     taken: int  # events taken so far
     dirty: frozenset  # pools whose state changed since they were last tried
     ended_attrs: immutables.Map  # serial -> attributes at its last release, for ended sessions
+    #: the follow-up work: what the rules applied so far have left to apply (the hold to release, the job to
+    #: take off its stage, the session to end, the arrival to make), each item (its rule's name, its
+    #: arguments), first first. A rule that leaves work puts its items, in the order it lists them, in front
+    #: of those already waiting; settle (and a session's run, and the forming of an iteration) takes the
+    #: first item and applies its rule until the items it found are done (settle.drain). So an item's place is
+    #: its key in the tree of follow-ups (the ordinals of the items that led to it, from the event): the
+    #: work a rule leaves is done before the work its caller left, in the order it was left
+    #: (docs/semantics.md, "Follow-up work"). Empty between events.
+    work: tuple = ()
 
 
 class _Unchanged:

@@ -89,9 +89,6 @@ class Machine:
         ``observer``: the step trace's, or None."""
         self.program = program
         self.observer = observer
-        #: with an observer only: what decided the choices the rules just made (the keys of a queue's head, an
-        #: evicted entry, a served resident, a preemption victim), for their step-trace records; never read by a rule
-        self.choices: dict = {}
         self.trace_sessions = trace_sessions
         self.seed = program.seed
         self.warmup = program.warmup
@@ -113,8 +110,6 @@ class Machine:
         compile_ = self.compiler.compile
         self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
         self._check_flow_capacities()
-        #: run_session's scratch Env, taken while a run uses it (sessions.run_session)
-        self.session_scratch = None
         self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
         #: per pool evicting by keys, whether every key reads only its entry (entry_local): then an eviction
         #: changes no key but the evicted entry's, which lets the fast form (pools.make_room_by) keep them
@@ -261,6 +256,23 @@ class Machine:
     def notify(self, rule: str, c: Configuration, fields: dict) -> None:
         """Report an applied rule to the step-trace observer."""
         self.observer(rule, c, fields)
+
+
+def follow_up(c: Configuration, *items: tuple) -> Configuration:
+    """``c`` with ``items`` (each (rule name, its arguments...)) after the follow-up work the rule being
+    applied has left so far, in the order given (Configuration.work; settle.drain puts them all before the
+    work that waited)."""
+    return c._replace(work=c.work + items)
+
+
+def runner_up(ranked: list, chosen) -> tuple | None:
+    """For the step trace: of ``ranked`` ((key, who) pairs in the order a choice read them), the least but
+    ``chosen``'s, the first found with the rules' own comparison (a strict ``<``); None if there is no other."""
+    second = None
+    for item in ranked:
+        if item[1] != chosen and (second is None or item[0] < second[0]):
+            second = item
+    return second
 
 
 def session_env(m: Machine, c: Configuration, s: Session, stmt=None) -> Env:

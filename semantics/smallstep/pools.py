@@ -34,11 +34,12 @@ import heapq
 import math
 from typing import NamedTuple
 
-from .configuration import (AT_STAGE, ENDED, FINISHING, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry, Configuration,
-                            Frame, Holding, LeaseState, PendingHold, Waiting, insert_event, own_entry_index,
-                            remove_event, ready_from, ready_serials, replace_at)
-from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, is_warm, make_ready, mark_dirty,
-                      session_env, with_draws)
+from ..errors import LimitError
+from .configuration import (AT_STAGE, DECODE, ENDED, FINISHING, GROWING, HOLD, QUEUED, ActiveHold, Allocation, CacheEntry,
+                            Configuration, Frame, Holding, LeaseState, PendingHold, Waiting, innermost_hold, insert_event,
+                            own_entry_index, remove_event, ready_from, ready_serials, replace_at)
+from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, follow_up, is_warm, make_ready, mark_dirty,
+                      runner_up, session_env, with_draws)
 from .rules import rule
 from .values import Env, resolve_index
 
@@ -52,15 +53,6 @@ MAX_EVICTIONS = 1_000_000
 
 def _set_pool(c: Configuration, p: int, pool) -> Configuration:
     return c._replace(pools=replace_at(c.pools, p, pool))
-
-
-def innermost_hold(s, p: int) -> tuple[int, int]:
-    """(hold index, allocation index) of the innermost hold of ``s`` on ``p``, or (-1, -1)."""
-    for h in range(len(s.holds) - 1, -1, -1):
-        for k, a in enumerate(s.holds[h].allocations):
-            if a.pool == p:
-                return h, k
-    return -1, -1
 
 
 # -- joining a queue -------------------------------------------------------------
@@ -117,31 +109,31 @@ def fail_infinite(m: Machine, c: Configuration, p: int, what: str, stmt) -> None
 @rule("pool/reject", "a hold whose units, or reserve when larger, are above a pool's cap (as they evaluate when it joins) ends its session",
       "002 §3 Pools: A request that can never fit ... is rejected: the session ends.")
 def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, reserve: float) -> Configuration:
-    """pool/reject: a hold that can never fit ends its session."""
-    from .sessions import end_session  # a rejected hold ends its session (the semantics' own recursion)
-
+    """pool/reject: a hold that can never fit ends its session (the follow-up session/end)."""
     what = f"reserve {reserve:g}" if reserve > units else f"units {units:g}"
     c = count_pool(c, p, rejected=1)
     c = explain_pool(c, p, f"session {serial} rejected: {what} above cap {m.caps[p]:g}")
     if m.observer:
         m.notify("pool/reject", c, {"session": serial, "pool": m.pool_name(p), "units": units, "reserve": reserve})
-    return end_session(m, c, c.sessions[serial])
+    return follow_up(c, ("session/end", serial))
 
 
 # -- admission -------------------------------------------------------------------
 
 
-def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> Waiting:
+def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> tuple[Waiting, tuple | None]:
     """The hold the pool tries: a preempted one first, else by the queue's
     keys (re-evaluated now, ``waited`` since it joined; ``budget`` as
-    admissible's), then join order."""
+    admissible's), then join order; with it, when a step trace observes the
+    run, why (the order it came first in, its keys, the hold that would come
+    next), else None."""
     queue = c.pools[p].queue
     keys = m.queue_keys[p]
     if keys is None or queue[0].preempted:
+        why = None
         if m.observer:  # the order it came first in, and the hold that would come next
-            m.choices[("queue", p)] = (queue[0].serial, "head" if queue[0].preempted else "join", (),
-                                       (queue[1].serial, ()) if len(queue) > 1 else None)
-        return queue[0]
+            why = ("head" if queue[0].preempted else "join", (), (queue[1].serial, ()) if len(queue) > 1 else None)
+        return queue[0], why
     ranked = [] if m.observer else None  # with an observer: every hold's key, for the record (runner_up)
     best, best_key = None, None
     sessions, now = c.sessions, c.time
@@ -157,21 +149,11 @@ def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] 
             ranked.append((key, w.serial))
         if best is None or key < best_key:
             best, best_key = w, key
+    why = None
     if ranked is not None:
         runner = runner_up(ranked, best.serial)
-        m.choices[("queue", p)] = (best.serial, "keys", tuple(best_key[:-1]),
-                                   None if runner is None else (runner[1], tuple(runner[0][:-1])))
-    return best
-
-
-def runner_up(ranked: list, chosen) -> tuple | None:
-    """For the step trace: of ``ranked`` ((key, who) pairs in the order a choice read them), the least but
-    ``chosen``'s, the first found with the rules' own comparison (a strict ``<``); None if there is no other."""
-    second = None
-    for item in ranked:
-        if item[1] != chosen and (second is None or item[0] < second[0]):
-            second = item
-    return second
+        why = ("keys", tuple(best_key[:-1]), None if runner is None else (runner[1], tuple(runner[0][:-1])))
+    return best, why
 
 
 class Admission(NamedTuple):
@@ -185,6 +167,7 @@ class Admission(NamedTuple):
     reuse: float  # at most this much of its own cached prefix is consumed (inf without reuse)
     draws: int  # the session's stream position after the header (a header may draw)
     fits: bool  # every pool has room: allocated + round_up(need) <= cap (cached prefixes never block)
+    why: tuple | None  # with a step trace: (order, key, runner_up) of the head's choice (select_head), else None
 
 
 def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> Admission | None:
@@ -195,7 +178,7 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     left"), which the queue's keys and the header read."""
     if not c.pools[p].queue:
         return None
-    waiting = select_head(m, c, p, budget)
+    waiting, why = select_head(m, c, p, budget)
     s = c.sessions[waiting.serial]
     stmt = s.pending.stmt
     hold = m.holds[stmt]
@@ -206,26 +189,13 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
     fits = all(c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
                for q, need in zip(s.pending.pools, needs))
-    return Admission(waiting, units, needs, reuse, env.draws, fits)
+    return Admission(waiting, units, needs, reuse, env.draws, fits, why)
 
 
 def header_drawn(c: Configuration, a: Admission) -> Configuration:
     """``c`` with the head's stream where its header's evaluation left it (every evaluation draws anew)."""
     s = c.sessions[a.waiting.serial]
     return c if s.draws == a.draws else c._replace(sessions=c.sessions.set(s.serial, s._replace(draws=a.draws)))
-
-
-def try_admit(m: Machine, c: Configuration, p: int) -> Configuration:
-    """Admit heads of pool ``p``'s queue while they fit (pool/admit); the
-    first that does not fit blocks the rest (head-of-line)."""
-    while True:
-        a = admissible(m, c, p)
-        if a is None:
-            return c
-        c = header_drawn(c, a)
-        if not a.fits:
-            return c
-        c = admit(m, c, p, a)
 
 
 @rule("pool/admit", "the queue's head fits every pool of its hold (allocated + round_up(max(units, reserve)) <= cap): it takes its units and its body runs",
@@ -274,11 +244,11 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
     c = make_ready(m, c, s)
     if m.observer:
         allocations = s.holds[-1].allocations
-        _, order, key, runner_up = m.choices.pop(("queue", p))
+        order, key, runner = a.why
         m.notify("pool/admit", c, {"session": serial, "pool": m.pool_name(p), "units": allocations[0].units,
                                    "allocations": [(m.pool_name(a.pool), a.units) for a in allocations],
                                    "cached": cached, "waited": c.time - pending.joined,
-                                   "order": order, "key": key, "runner_up": runner_up})
+                                   "order": order, "key": key, "runner_up": runner})
     return c
 
 
@@ -311,7 +281,7 @@ def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> C
     """Evict until allocated + cached + need <= cap (``m.make_room`` is this,
     or its fast form ``make_room_lru``). Backstop: entries go block by block
     (seed 000: "An entry is evicted from its tail, block by block"), so room
-    for more than MAX_EVICTIONS blocks at once is a RunError naming the pool
+    for more than MAX_EVICTIONS blocks at once is a LimitError naming the pool
     (and ``stmt``, the statement that needs the room), where it would run for
     ever (1e308 units in blocks of 1)."""
     check_evictions(m, c, q, need, stmt)
@@ -323,13 +293,16 @@ def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> C
 
 
 def check_evictions(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> None:
-    """make_room's backstop: a RunError when the room needed is more than MAX_EVICTIONS blocks."""
+    """make_room's backstop: a LimitError (a limit of serq-ref, not of the program) when the room needed
+    is more than MAX_EVICTIONS blocks."""
     pool = c.pools[q]
     block = m.block_sizes[q]
     evicted = min(pool.allocated + pool.cached + need - m.caps[q], pool.cached)  # at least, in units
     if block and evicted / block > MAX_EVICTIONS:
-        fail(f"pool {m.pool_name(q)}: making room for {need:g} units evicts {evicted / block:g} blocks of "
-             f"{block:g} one by one, more than the {MAX_EVICTIONS:,} a run can take at once", c, stmt)
+        raise LimitError(f"pool {m.pool_name(q)}: making room for {need:g} units evicts {evicted / block:g} blocks "
+                         f"of {block:g} one by one, more than the {MAX_EVICTIONS:,} serq-ref evicts at once (a "
+                         f"limit of its implementation, which evicts block by block, not of the program)",
+                         stmt=stmt, time=c.time)
 
 
 def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
@@ -493,12 +466,13 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
     pool = c.pools[q]
     keys = m.evict_keys[q]
     draws = c.workload.machine_draws
+    why = None  # with a step trace: (order, key, runner_up) of the choice
     if keys is None:
         k = 0
         if m.observer:  # lru: the key is the release time (then the release order, which is the entries' order)
             entries = pool.entries
-            m.choices[("evict", q)] = ("lru", (entries[0].released,), None if len(entries) < 2 else
-                                       (entries[1].source, entries[1].released, (entries[1].released,)))
+            why = ("lru", (entries[0].released,), None if len(entries) < 2 else
+                   (entries[1].source, entries[1].released, (entries[1].released,)))
     else:
         best = None
         ranked = [] if m.observer else None  # with an observer: every entry's key, for the record (runner_up)
@@ -516,48 +490,48 @@ def evict_one(m: Machine, c: Configuration, q: int) -> Configuration:
         if ranked is not None:
             runner = runner_up(ranked, k)
             other = None if runner is None else pool.entries[runner[1]]
-            m.choices[("evict", q)] = ("keys", best[0][:-1], None if runner is None else
-                                       (other.source, other.released, runner[0][:-1]))
+            why = ("keys", best[0][:-1], None if runner is None else (other.source, other.released, runner[0][:-1]))
     if draws != c.workload.machine_draws:  # the keys may draw, on the machine's stream
         c = c._replace(workload=c.workload._replace(machine_draws=draws))
     entry = pool.entries[k]
     block = m.block_sizes[q]
     if block and entry.units - block > EPSILON:
-        return evict_block(m, c, q, k, block)
-    return evict_entry(m, c, q, k, min(block, entry.units) if block else entry.units)
+        return evict_block(m, c, q, k, block, why)
+    return evict_entry(m, c, q, k, min(block, entry.units) if block else entry.units, why)
 
 
 @rule("pool/evict-block", "one block from the tail of the first entry in the pool's order, which keeps the rest",
       "000: An entry is evicted from its tail, block by block; 002 §3 Pools: evict lru orders by release time and then release order, evict by (k₁, …) by the keys and then release order")
-def evict_block(m: Machine, c: Configuration, q: int, k: int, block: float) -> Configuration:
+def evict_block(m: Machine, c: Configuration, q: int, k: int, block: float, why: tuple | None = None) -> Configuration:
     pool = c.pools[q]
     entry = pool.entries[k]
     rest = entry.units - block
     c = _set_pool(c, q, pool._replace(entries=replace_at(pool.entries, k, entry._replace(units=rest)),
                                       cached=pool.cached - block))
-    return _evicted(m, c, q, entry, block, rest, "pool/evict-block")
+    return _evicted(m, c, q, entry, block, rest, "pool/evict-block", why)
 
 
 @rule("pool/evict-entry", "the first entry in the pool's order goes: its last block, or all of it without a block size",
       "002 §3 Pools: Eviction is per entry, or per block from the tail of the entry when the pool has block b")
-def evict_entry(m: Machine, c: Configuration, q: int, k: int, units: float) -> Configuration:
+def evict_entry(m: Machine, c: Configuration, q: int, k: int, units: float, why: tuple | None = None) -> Configuration:
     pool = c.pools[q]
     entry = pool.entries[k]
     c = _set_pool(c, q, pool._replace(entries=pool.entries[:k] + pool.entries[k + 1:], cached=pool.cached - units))
-    return _evicted(m, c, q, entry, units, 0.0, "pool/evict-entry")
+    return _evicted(m, c, q, entry, units, 0.0, "pool/evict-entry", why)
 
 
 def _evicted(m: Machine, c: Configuration, q: int, entry: CacheEntry, removed: float, rest: float,
-             rule_name: str) -> Configuration:
-    """The conclusion both evictions share: the pool retried, counted, traced, and the piece spilled if its predicate holds."""
+             rule_name: str, why: tuple | None) -> Configuration:
+    """The conclusion both evictions share: the pool retried, counted, traced (``why``: evict_one's
+    choice), and the piece spilled if its predicate holds."""
     c = mark_dirty(m, c, q)  # a waiting hold's header may read its own cached prefix
     if is_warm(m, c):
         c = count_pool(c, q, evicted_entries=0 if rest else 1, evicted_units=removed)
     if m.observer:
-        order, key, runner_up = m.choices.pop(("evict", q))
+        order, key, runner = why
         m.notify(rule_name, c, {"pool": m.pool_name(q), "source": entry.source, "dead": entry.owner is None,
                                 "units": removed, "left": rest, "released": entry.released, "order": order,
-                                "key": key, "runner_up": runner_up})
+                                "key": key, "runner_up": runner})
     if m.spill[q] is not None:
         c = spill(m, c, q, entry, removed)
     return c
@@ -566,9 +540,9 @@ def _evicted(m: Machine, c: Configuration, q: int, entry: CacheEntry, removed: f
 @rule("pool/spill", "an evicted piece for which the pool's spill predicate holds becomes a write job of the given work on the link stage",
       "002 §2: spill POOL via STAGE ( expr ) when ( expr ) -- write evicted prefixes to a tier; 000 spill")
 def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float) -> Configuration:
-    """pool/spill: an evicted piece whose predicate holds is written to the tier through the link stage."""
-    from .stages import enter_stage  # a spill write is a job of the link stage (the semantics' own recursion)
-
+    """pool/spill: an evicted piece whose predicate holds is written to the tier through the link stage:
+    the write job's arrival there is the follow-up ``enter-stage`` (its completion lands it:
+    pool/spill-land), or, of no work, the piece lands at once."""
     to, via, work_of, when = m.spill[q]
     env = _entry_env(m, c, entry, units)
     take = when(env) != 0.0
@@ -584,7 +558,7 @@ def spill(m: Machine, c: Configuration, q: int, entry: CacheEntry, units: float)
                                    "source": entry.source, "units": units, "work": work})
     if work <= 0:
         return land_spill(m, c, to, entry.source, units)
-    return enter_stage(m, c, (via,), None, work, spill=(to, entry.source, units))
+    return follow_up(c, ("enter-stage", (via,), work, (to, entry.source, units)))
 
 
 @rule("pool/spill-land", "a written piece joins its session's entry in the tier (dead if the session ended), released now; what cannot fit next to the tier's allocations is not kept",
@@ -664,30 +638,55 @@ def _computed(a: Allocation) -> float:
     return a.position if a.advanced else a.units
 
 
-def release_hold(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None,
-                 preempted: bool = False, unhashed: tuple[int, float] | None = None) -> Configuration:
-    """Every allocation of the session's hold ``hold_id`` goes back, one pool
-    at a time, except a leased one (pool/lease); the hold is left empty. A
+#: What a hold's release does to the hold once its last allocation is back (release_next): nothing (the
+#: hold's exit pops it: session/hold-exit), pop the hold (an end), or pop the hold and unwind the frames to
+#: the hold statement (a preemption: it executes the hold again)
+KEEP, POP, UNWIND = None, "pop", "unwind"
+
+
+def release_items(serial: int, hold: ActiveHold, lease_pool: int | None = None, preempted: bool = False,
+                  unhashed: tuple[int, float] | None = None, after=KEEP) -> tuple:
+    """The follow-up work of giving hold ``hold`` of session ``serial`` back: one ``pool/release`` item
+    per allocation, in the hold's order (release_next); one for a hold a release statement emptied, when
+    it is to be popped."""
+    n = len(hold.allocations) if after is KEEP else max(1, len(hold.allocations))
+    return (("pool/release", serial, hold.hold_id, lease_pool, preempted, unhashed, after),) * n
+
+
+def release_next(m: Machine, c: Configuration, serial: int, hold_id: int, lease_pool: int | None = None,
+                 preempted: bool = False, unhashed: tuple[int, float] | None = None, after=KEEP) -> Configuration:
+    """The first allocation left in the session's hold ``hold_id`` goes back
+    (pool/release), or, on ``lease_pool``, outlives the hold (pool/lease). A
     preempted hold caches only what it computed (its position: the consumed
     prefix, advanced by loads), not its allocation; ``unhashed`` (pool,
     units): that many units at the end of the position on that pool are not
-    cached (schedule ahead: _in_flight_decode)."""
-    while True:
-        s = c.sessions[serial]
-        h = next(i for i, x in enumerate(s.holds) if x.hold_id == hold_id)
-        hold = s.holds[h]
-        if not hold.allocations:
-            return c
-        a = hold.allocations[0]
+    cached (schedule ahead: _in_flight_decode). When it was the hold's last
+    allocation, ``after`` says what becomes of the hold (KEEP, POP, UNWIND)."""
+    s = c.sessions[serial]
+    h = next(i for i, x in enumerate(s.holds) if x.hold_id == hold_id)
+    hold = s.holds[h]
+    a = hold.allocations[0] if hold.allocations else None  # none: a release statement gave them back
+    if a is not None:
         s = s._replace(holds=replace_at(s.holds, h, hold._replace(allocations=hold.allocations[1:])))
         c = c._replace(sessions=c.sessions.set(serial, s))
-        if a.pool == lease_pool:
-            c = start_lease(m, c, serial, hold, a)
-        else:
-            computed = a.position if preempted else _computed(a)
-            if unhashed is not None and a.pool == unhashed[0]:
-                computed -= unhashed[1]
-            c = release_units(m, c, serial, a.pool, a.units, computed, hold.stmt, hold.hold_id)
+    if a is None:
+        pass
+    elif a.pool == lease_pool:
+        c = start_lease(m, c, serial, hold, a)
+    else:
+        computed = a.position if preempted else _computed(a)
+        if unhashed is not None and a.pool == unhashed[0]:
+            computed -= unhashed[1]
+        c = release_units(m, c, serial, a.pool, a.units, computed, hold.stmt, hold.hold_id)
+    if after is KEEP or len(hold.allocations) > 1:
+        return c
+    s = c.sessions[serial]
+    frames, pc = s.frames, s.pc
+    if after == UNWIND:  # back to the hold statement's block, its frame pointing past it, as when it was first executed
+        while not (frames[-1].kind == HOLD and frames[-1].origin == hold.stmt):
+            frames = frames[:-1]
+        frames, pc = frames[:-1], frames[-1].resume
+    return c._replace(sessions=c.sessions.set(serial, s._replace(holds=s.holds[:-1], frames=frames, pc=pc)))
 
 
 @rule("pool/lease", "a leased allocation outlives its hold's scope, neither evictable nor a victim, until a release, its time or the session's end",
@@ -754,7 +753,7 @@ def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: floa
     return c._replace(sessions=c.sessions.set(serial, s))
 
 
-#: What a growth came to (``grow``): it grew, it waits (preempt none), or
+#: What a growth came to (step/grow reads it in the grower: ``grow``): it grew, it waits (preempt none), or
 #: the grower itself was the victim of its own growth (preempt lifo).
 GREW = "grew"
 WAITS = "waits"
@@ -806,30 +805,30 @@ def grow_wait(m: Machine, c: Configuration, serial: int, p: int, amount: float, 
     return c
 
 
-def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> tuple[Configuration, str]:
-    """A growth of the innermost hold on ``p`` by ``amount``: while it does
-    not fit and the pool has a victim (preempt lifo: choose_victim), the
-    victim is preempted (pool/preempt); then it grows (pool/grow), or, with
-    no victim, waits (pool/grow-wait). Returns what it came to: GREW, WAITS,
-    or PREEMPTED when the grower was its own victim (then it stops there)."""
+def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> Configuration:
+    """A growth of the innermost hold on ``p`` by ``amount`` (the ``pool/grow``
+    follow-up, and the grow statement's rule): it grows (pool/grow) when it
+    fits; else, when the pool has a victim (preempt lifo or by:
+    choose_victim), the victim is preempted (pool/preempt; under schedule
+    ahead a parked one: the follow-up step/preempt-parked) and, unless the
+    grower was its own victim, the growth is tried again once the
+    preemption's follow-up work is done (a ``pool/grow`` item after it);
+    with no victim it waits (pool/grow-wait). What it came to shows in the
+    grower: still holding more (grew), growing (waits), or queued or gone
+    from its stage (preempted)."""
     need = growth_need(m, c, serial, p, amount, stmt)
-    if need <= EPSILON:
-        return c, GREW
-    while not grow_fits(m, c, p, need):
-        victim = choose_victim(m, c, p) if m.lifo[p] else None
-        if victim is None:
-            return grow_wait(m, c, serial, p, amount, need), WAITS
-        if m.observer:
-            m.choices[("victim", p)] = (serial,) + explain_victim(m, c, p)
-        if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
-            from .stages.step import preempt_parked  # the semantics' own recursion
-
-            c = preempt_parked(m, c, victim, p)
-            continue
-        c = preempt(m, c, victim, p)
-        if victim == serial:
-            return c, PREEMPTED
-    return grow_allocate(m, c, serial, p, need, stmt), GREW
+    if need <= EPSILON or grow_fits(m, c, p, need):
+        return c if need <= EPSILON else grow_allocate(m, c, serial, p, need, stmt)
+    victim = choose_victim(m, c, p) if m.lifo[p] else None
+    if victim is None:
+        return grow_wait(m, c, serial, p, amount, need)
+    why = (serial,) + explain_victim(m, c, p) if m.observer else None
+    again = ("pool/grow", serial, p, amount, stmt)
+    if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
+        return follow_up(c, ("step/preempt-parked", victim, p, why), again)
+    if victim == serial:
+        return preempt(m, c, victim, p, why)
+    return follow_up(preempt(m, c, victim, p, why), again)  # the preemption's work, then the growth's next attempt
 
 
 def choose_victim(m: Machine, c: Configuration, p: int) -> int | None:
@@ -893,8 +892,6 @@ def victims_by_keys(m: Machine, c: Configuration, p: int) -> list[tuple]:
     least, so keys tie to the last admitted (lifo). vLLM 0.33.0's priority
     path takes the running request with the largest (priority,
     arrival_time), scheduler.py:932-936: preempt by (-priority, -arrival)."""
-    from .stages.step import DECODE  # a resident's mode, for the decoding key (the semantics' own recursion)
-
     engines = m.engines_of_memory[p]
     keys = m.preempt_keys[p]
     env = Env(c)
@@ -938,19 +935,19 @@ def explain_victim(m: Machine, c: Configuration, p: int) -> tuple[str, tuple[int
     return "holders", tuple(h.serial for h in c.pools[p].holders if not h.leased)
 
 
-def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
-    """The growers of ``p`` in stall order, while the head fits (pool/grow-resume); the head blocks the rest."""
-    while c.pools[p].growers:
-        serial = c.pools[p].growers[0]
-        s = c.sessions[serial]
-        _, amount = s.growth
-        h, k = innermost_hold(s, p)
-        current = s.holds[h].allocations[k].units
-        need = m.round_up(p, current + amount) - current
-        if not grow_fits(m, c, p, need):
-            return c
-        c = resume_grower(m, c, p, serial, need)
-    return c
+def fitting_grower(m: Machine, c: Configuration, p: int) -> tuple[int, float] | None:
+    """The premise of pool/grow-resume: the first grower of ``p`` in stall
+    order and the units it needs, when they fit; None when there is no
+    grower or the first does not fit (the head blocks the rest)."""
+    if not c.pools[p].growers:
+        return None
+    serial = c.pools[p].growers[0]
+    s = c.sessions[serial]
+    _, amount = s.growth
+    h, k = innermost_hold(s, p)
+    current = s.holds[h].allocations[k].units
+    need = m.round_up(p, current + amount) - current
+    return (serial, need) if grow_fits(m, c, p, need) else None
 
 
 @rule("pool/grow-resume", "the first grower of the pool fits now: it grows and goes on (a step stage's resident stays at the stage, to be served)",
@@ -969,13 +966,12 @@ def resume_grower(m: Machine, c: Configuration, p: int, serial: int, need: float
     return c
 
 
-def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
-    """Take the session out of whatever it waits for or runs at."""
-    from .stages import leave_stage  # a preempted or ended session's job leaves its stage (the semantics' own recursion)
-
+def detach(m: Machine, c: Configuration, serial: int) -> tuple[Configuration, tuple]:
+    """Take the session out of whatever it waits for or runs at: out of a
+    pool's growers or queue, and out of the ready sequence, now; its job's
+    leaving its stage is follow-up work, returned (``stage/leave``)."""
     s = c.sessions[serial]
-    if s.job is not None:
-        c = leave_stage(m, c, s.job[0], s.job[1])
+    items = () if s.job is None else (("stage/leave", s.job[0], s.job[1]),)
     if s.growth is not None:  # the growers behind it may fit now
         p = s.growth[0]
         pool = c.pools[p]
@@ -985,18 +981,21 @@ def detach(m: Machine, c: Configuration, serial: int) -> Configuration:
         pool = c.pools[p]
         c = mark_dirty(m, _set_pool(c, p, pool._replace(queue=tuple(w for w in pool.queue if w.serial != serial))), p)
     s = c.sessions[serial]._replace(job=None, growth=None, pending=None)
-    return c._replace(sessions=c.sessions.set(serial, s), ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
+    return c._replace(sessions=c.sessions.set(serial, s), ready=ready_from(x for x in ready_serials(c.ready) if x != serial)), items
 
 
 @rule("pool/preempt", "under preempt lifo (the last admitted) or preempt by (the least keys) the victim's job leaves its stage, its hold is released with its computed prefix cached, computed is set, and it re-enters the head of the queue (under requeue by key, the queue by its keys)",
       "002 §3 Pools: with preempt lifo the holder ... admitted last ... is preempted: its job leaves its stage, its hold is released with its computed prefix cached, and it re-enters the head of the pool's queue; "
       "preempt by, requeue by key: docs/design/priorities-and-limits.md")
-def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
-    """pool/preempt: the victim's job leaves its stage, its hold on ``p``
-    (and every hold inside it) is released with the computed prefix cached,
-    ``computed`` is set, and it re-enters the head of the queue to execute
-    the hold again. A second preemption without progress past the first's
-    position counts the session stuck."""
+def preempt(m: Machine, c: Configuration, victim: int, p: int, why: tuple | None = None) -> Configuration:
+    """pool/preempt (its premise: ``choose_victim`` chose ``victim``, for
+    the reason ``why`` when a step trace observes the run): ``computed`` is
+    set, the preemption counted; its follow-up work: the victim's job leaves
+    its stage (stage/leave), its hold on ``p`` (and every hold inside it) is
+    released with the computed prefix cached (pool/release), and it
+    re-enters the head of the queue to execute the hold again
+    (session/hold-enter). A second preemption without progress past the
+    first's position counts the session stuck."""
     s = c.sessions[victim]
     h, k = innermost_hold(s, p)
     computed = s.holds[h].allocations[k].position
@@ -1012,26 +1011,15 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int) -> Configuration:
     # had computed is not lost (docs/semantics.md, "computed after a second preemption")
     attrs[m.program.slot_computed] = max(computed, attrs[m.program.slot_computed])
     s = s._replace(attrs=tuple(attrs), preempted_at=tuple((q, x) for q, x in s.preempted_at if q != p) + ((p, computed),))
-    c = detach(m, c._replace(sessions=c.sessions.set(victim, s)), victim)
-    target = s.holds[h]
-    while True:
-        inner = c.sessions[victim].holds[-1]
-        c = release_hold(m, c, victim, inner.hold_id, preempted=True, unhashed=(p, unhashed))
-        s = c.sessions[victim]
-        frames = s.frames
-        while not (frames[-1].kind == HOLD and frames[-1].origin == inner.stmt):
-            frames = frames[:-1]
-        s = s._replace(holds=s.holds[:-1], frames=frames[:-1], pc=frames[-1].resume)
-        c = c._replace(sessions=c.sessions.set(victim, s))
-        if inner.hold_id == target.hold_id:
-            break
-    # the parent frame already points past the hold statement, as when it was first executed
+    c, items = detach(m, c._replace(sessions=c.sessions.set(victim, s)), victim)
+    for inner in reversed(s.holds[h:]):  # innermost first, the hold on p last
+        items += release_items(victim, inner, preempted=True, unhashed=(p, unhashed), after=UNWIND)
     c = count_pool(c, p, preemptions=1)
     if m.observer:
-        grower, by, candidates = m.choices.pop(("victim", p))
+        grower, by, candidates = why
         m.notify("pool/preempt", c, {"session": victim, "pool": m.pool_name(p), "computed": computed,
                                      "grower": grower, "by": by, "candidates": candidates})
-    return enter_hold(m, c, victim, target.stmt, preempted=True)
+    return follow_up(c, *items, ("session/hold-enter", victim, s.holds[h].stmt, True))
 
 
 # -- statements on pools -----------------------------------------------------------

@@ -17,13 +17,11 @@ from typing import Callable, NamedTuple
 
 from .. import ir
 from .configuration import LOOP, PLAIN, READY, WHILE, Configuration, Frame, Session, Statistics, setter
-from .machine import MAX_QUIET_STATEMENTS, Machine, fail, session_env
-from . import pools, stages, workload
+from .machine import Machine, fail, follow_up, session_env
+from . import pools, workload
+from .stages.step import parks
 from .rules import rule
 from .values import Env, resolve_index
-
-_new = object.__new__
-
 
 class Op(NamedTuple):
     """A statement ready to run: its rule, whether the rule is local (changes
@@ -98,7 +96,8 @@ def block_openers(program: ir.Program) -> dict[int, tuple[int, int]]:
 def end_op(m: Machine, b: int, n: int, at: tuple[int, int] | None) -> Op:
     """The Op at the end of block ``b`` (past its ``n`` statements), by what
     opened it (``at``): the session's own block ends the session
-    (session/end), a hold's body exits the hold (session/hold-exit), a loop's
+    (session/end), a hold's body exits the hold (exit_hold_body, then
+    session/hold-exit), a loop's
     body starts again (session/loop-again), a while's re-reads its guard
     (session/while), a branch's block is left (session/block-exit)."""
     if b == m.program.session:
@@ -106,59 +105,12 @@ def end_op(m: Machine, b: int, n: int, at: tuple[int, int] | None) -> Op:
     opener = None if at is None else m.program.blocks[at[0]][at[1]]
     kind = type(opener)
     if kind is ir.Hold:
-        return Op(exit_hold, False, opener, at, n, ())
+        return Op(exit_hold_body, False, opener, at, n, ())
     if kind is ir.Loop:
         return Op(loop_again, True, opener, at, n, ())
     if kind is ir.While:
         return Op(while_again, True, opener, at, n, (m.compiler.compile(opener.guard),))
     return Op(exit_block, True, opener, at, n, ())
-
-
-def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
-    """Run the ready session ``serial`` until it blocks or ends.
-
-    Each statement's rule, and the rule of each block's end, gets the
-    session, its Op (the rule moves ``pc`` to ``op.next``, into a block it
-    enters or out of the block that ends) and an evaluation environment set
-    to the moment (``env``, scratch space of this run: the rule writes back
-    the stream's position).
-    A rule that changes only its session (set, branch, loop, while, choose,
-    leaving a plain, loop or while block: local) is a function to the new
-    session; the configuration it stands for is ``c`` with that session, which
-    is stored before the next rule that reads anything else (and after every
-    rule when a step trace observes the run)."""
-    ops = m.ops
-    quiet = MAX_QUIET_STATEMENTS  # statements it may still run at this instant without blocking
-    s = c.sessions.get(serial)
-    env = m.session_scratch  # scratch space of this run: the machine's, taken while it runs
-    if env is None:  # a run inside another (the step engine admits a session while it runs one) makes its own
-        env = _new(Env)
-    else:
-        m.session_scratch = None
-    env.config = c
-    env.serial = serial
-    env.stream = None if s is None else s.stream
-    while s is not None and s.status == READY:
-        quiet -= 1
-        if quiet < 0:
-            fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
-                 f"the program loops without letting time pass", c, _current_stmt(s))
-        op = ops[s.frames[-1].block][s.pc]
-        env.attrs = s.attrs
-        env.draws = s.draws
-        env.stmt = op.at
-        if op.local:
-            s = op.rule(m, c, s, op, env)
-            continue
-        c = env.config = op.rule(m, c, s, op, env)
-        s = c.sessions.get(serial)
-    env.config = env.attrs = None  # the scratch keeps no configuration alive (the machine outlives the run's values)
-    m.session_scratch = env
-    return c
-
-
-def _current_stmt(s: Session):
-    return (s.frames[-1].block, max(0, s.pc - 1))
 
 
 def _store(c: Configuration, s: Session) -> Configuration:
@@ -197,33 +149,42 @@ def exit_block(m, c, s, op, env) -> Session:
     return _note_local(m, c, s, "session/block-exit")
 
 
-@rule("session/hold-exit", "a hold's body ended: every allocation goes back (pool/release), a leased one stays (pool/lease); computed := 0",
-      "002 §3 Pools: At the end of the body the units are released and min(ℓ, computed) units stay cached")
-def exit_hold(m, c, s, op, env) -> Configuration:
-    """session/hold-exit: the body ended: every allocation goes back with
-    min(cache, computed) cached, except a leased one; ``computed`` is 0 again."""
+def exit_hold_body(m, c, s, op, env) -> Configuration:
+    """The end of a hold's body: under schedule ahead, a session finishing
+    at an engine whose memory the hold holds waits at the exit (the
+    follow-up step/park: pc stays here until the engine's next iteration is
+    formed); else the follow-up work of the hold's exit: every allocation
+    goes back (pool/release), a leased one stays (pool/lease), then
+    session/hold-exit."""
     c = _store(c, s)
     hold = s.holds[-1]
+    done = frozenset(a.pool for a in hold.allocations)
     if m.ahead:
-        from .stages.step import park, parks  # schedule ahead (the semantics' own recursion)
-
-        engine = parks(m, c, s.serial, {a.pool for a in hold.allocations})
-        if engine is not None:  # the exit waits (pc stays here) until the engine's next iteration is formed
-            return park(m, c, engine, s.serial)
+        engine = parks(m, c, s.serial, done)
+        if engine is not None:
+            return follow_up(c, ("step/park", engine, s.serial))
     compiled = m.holds[hold.stmt]
     lease_pool = None
     if compiled.lease_ref is not None:
         env = session_env(m, c, s, hold.stmt)
         lease_pool = resolve_index(compiled.lease_ref, compiled.lease_index, env, "pool")
-    done = {a.pool for a in hold.allocations}
-    c = pools.release_hold(m, c, s.serial, hold.hold_id, lease_pool)
-    s = c.sessions[s.serial]
+    return follow_up(c, *pools.release_items(s.serial, hold, lease_pool), ("session/hold-exit", s.serial, done))
+
+
+@rule("session/hold-exit", "a hold's body ended: every allocation goes back (pool/release), a leased one stays (pool/lease); computed := 0",
+      "002 §3 Pools: At the end of the body the units are released and min(ℓ, computed) units stay cached")
+def exit_hold(m: Machine, c: Configuration, serial: int, done: frozenset) -> Configuration:
+    """session/hold-exit (after its follow-up work, exit_hold_body's: every
+    allocation of the hold on the pools ``done`` went back with min(cache,
+    computed) cached, a leased one stayed): the hold and its frame go;
+    ``computed`` is 0 again."""
+    s = c.sessions[serial]
     attrs = list(s.attrs)
     attrs[m.program.slot_computed] = 0.0
     s = s._replace(frames=s.frames[:-1], pc=s.frames[-1].resume, holds=s.holds[:-1], attrs=tuple(attrs),
                    preempted_at=tuple((q, x) for q, x in s.preempted_at if q not in done))
     c = _store(c, s)
-    return _note(m, c, "session/hold-exit", c.sessions[s.serial])
+    return _note(m, c, "session/hold-exit", s)
 
 
 def _note(m: Machine, c: Configuration, rule: str, s: Session, **fields) -> Configuration:
@@ -360,9 +321,7 @@ def _pool_of(m, s, ref: ir.Ref, env) -> int:
 def execute_grow(m, c, s, op, env):
     p = _pool_of(m, s, op.stmt.ref, env)
     amount = max(0.0, m.compiler.compile(op.stmt.amount)(env))
-    c = _store(c, _past(s, op, env))
-    c, _ = pools.grow(m, c, s.serial, p, amount, op.at)  # it goes on, waits, or re-enters its queue: its status says which
-    return c
+    return pools.grow(m, _store(c, _past(s, op, env)), s.serial, p, amount, op.at)  # it goes on, waits, or re-enters its queue
 
 
 def execute_drop(m, c, s, op, env):
@@ -489,26 +448,26 @@ EXECUTE = {
       "002 §3 Pools: end releases every hold but keeps the session's cached prefixes")
 def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, env=None,
                 samples=None) -> Configuration:
-    """session/end (also the rule of the session block's end): every hold is
-    released (cached prefixes stay: the cache does not know the session
-    left), every lease ends, the session leaves; under ``arrive closed`` a
-    new session arrives at once in its place.
-    ``s`` is the session's latest record (``c`` may hold an older one);
-    ``samples``, the samples with those of the observe just before, when the
-    two rules are one update (execute_observe)."""
+    """session/end (also the rule of the session block's end): its premise,
+    the session holds, leases and waits for nothing; while it does, the end
+    leaves that as its follow-up work first (its job leaves its stage, every
+    hold is released, innermost first: cached prefixes stay, the cache does
+    not know the session left; every lease ends), then session/end again.
+    The session leaves; under ``arrive closed`` a new session arrives at once
+    in its place (the follow-up workload/arrive). ``s`` is the session's
+    latest record (``c`` may hold an older one); ``samples``, the samples
+    with those of the observe just before, when the two rules are one update
+    (execute_observe_then_end)."""
     serial = s.serial
     if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
         assert samples is None, "an observe and an end in one update, with holds or leases to release"
-        c = _store(c, s)
+        c, items = _store(c, s), ()
         if s.job is not None or s.growth is not None or s.pending is not None:
-            c = pools.detach(m, c, serial)
-        while c.sessions[serial].holds:
-            c = pools.release_hold(m, c, serial, c.sessions[serial].holds[-1].hold_id)
-            s = c.sessions[serial]
-            c = _store(c, s._replace(holds=s.holds[:-1]))
-        while c.sessions[serial].leases:
-            c = pools.end_lease(m, c, serial, c.sessions[serial].leases[0].lease_id, expired=False)
-        s = c.sessions[serial]
+            c, items = pools.detach(m, c, serial)
+        for hold in reversed(s.holds):
+            items += pools.release_items(serial, hold, after=pools.POP)
+        items += tuple(("pool/lease-end", serial, lease.lease_id, False) for lease in s.leases)
+        return follow_up(c, *items, ("session/end", serial))
     ended_attrs = c.ended_attrs.set(serial, s.attrs) if m.keeps_ended_attrs else c.ended_attrs
     stats = c.statistics
     if c.time >= m.warmup:
@@ -516,6 +475,4 @@ def end_session(m: Machine, c: Configuration, s: Session, op: Op | None = None, 
     c = _set_left(c, c.sessions.delete(serial), stats, ended_attrs, c.samples if samples is None else samples)
     if m.observer:
         m.notify("session/end", c, {"session": serial})
-    if m.closed:
-        c = workload.replace_closed(m, c)
-    return c
+    return follow_up(c, ("workload/arrive",)) if m.closed else c

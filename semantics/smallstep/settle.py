@@ -15,38 +15,216 @@ dirty (its state, or that of a pool its waiting holds need, changed since it
 was last tried) or volatile (its queue keys or a waiting hold's header read
 the time, a draw, or state outside its own pools); every other pool's attempt
 would change nothing, so skipping it is the same settle, faster. settle is
-idempotent: settle(settle(c)) == settle(c) (tests/test_smallstep_settle.py),
+idempotent: settle(settle(c)) == settle(c) (tests/test_smallstep_properties.py),
 except for a program whose admission headers draw, where every attempt draws.
+
+This module is also where rules are applied one at a time by loops: a
+session's run (``run_session``: a statement's rule, then the next), the
+pools' retries, the forming of an iteration, and ``drain``, which applies
+the follow-up work rules leave in the configuration (``Configuration.work``:
+the session to end, the hold to release, the job to take off its stage, the
+arrival to make), each item by its rule (``FOLLOW_UPS``), depth first. A
+rule never calls a rule of another family; the loops here do the applying,
+and each rule emits its own step-trace record (docs/semantics.md,
+"Follow-up work"). settle first drains what the event's rule left.
 """
 
 from __future__ import annotations
 
-from .configuration import EMPTY_READY, Configuration, ready_pop, setter
-from .machine import Machine
-from .pools import retry_growers, try_admit
-from .sessions import run_session
-from .stages.step import form_iteration, idle_with_work
+from . import pools, sessions, workload
+from .configuration import EMPTY_READY, READY, Configuration, Session, ready_pop, setter
+from .machine import EPSILON, MAX_QUIET_STATEMENTS, Machine, fail, follow_up
+from .stages import enter_stage, leave_stage, step
+from .values import Env
 
-
+_new = object.__new__
 _set_ready = setter(Configuration, "ready")
+_set_work = setter(Configuration, "work")
+
+
+# -- the follow-up work ------------------------------------------------------------------------------------------
+
+
+def run_at_once(m: Machine, c: Configuration, serial: int) -> Configuration:
+    """``run-session``: a session that is to run at once, not in its turn among the ready (one the step
+    stage admitted, a parked victim whose hold exits), runs (its rule took it off the ready sequence)."""
+    return run_session(m, c, serial)
+
+
+#: Each follow-up item's rule by the item's name (Configuration.work): the item is (name, arguments...), and
+#: ``FOLLOW_UPS[name](m, c, *arguments)`` applies it. Most items are named by the rule they apply; a
+#: ``pool/release`` item applies pool/release or, on a leased pool, pool/lease (pools.release_next); a
+#: ``pool/grow`` item applies pool/grow, pool/grow-wait or pool/preempt (pools.grow); ``session/end``
+#: leaves the session's releases first while it holds anything (sessions.end_session); ``run-session``
+#: runs a session's statements, each its own rule.
+FOLLOW_UPS = {
+    "session/end": lambda m, c, serial: sessions.end_session(m, c, c.sessions[serial]),
+    "session/hold-enter": pools.enter_hold,
+    "session/hold-exit": sessions.exit_hold,
+    "run-session": run_at_once,
+    "pool/admit": lambda m, c, q, a: pools.admit(m, pools.header_drawn(c, a), q, a),
+    "pool/grow": pools.grow,
+    "pool/lease-end": pools.end_lease,
+    "pool/release": pools.release_next,
+    "pool/spill-land": pools.land_spill,
+    "enter-stage": lambda m, c, stages, work, spill: enter_stage(m, c, stages, None, work, spill=spill),
+    "stage/leave": leave_stage,
+    "stage/step-complete": step.complete_run,
+    "step/admit": step.admit,
+    "step/grow": step.grow_for,
+    "step/park": step.park,
+    "step/preempt-parked": step.preempt_parked,
+    "step/withdraw": step.withdraw,
+    "workload/arrive": lambda m, c: workload.replace_closed(m, c),
+}
+
+
+def drain(m: Machine, c: Configuration) -> Configuration:
+    """Apply the follow-up work: the first item each time, its rule applied
+    to the configuration with no work waiting, so that the items it leaves
+    (in the order it left them) go before the rest. An item's place is thus
+    its key in the tree of follow-ups, the ordinals of the items that led to
+    it: a rule's work is done before its caller's next item, in the order
+    left (depth first, as a call of each rule would do it)."""
+    work = c.work
+    while work:
+        c = FOLLOW_UPS[work[0][0]](m, _set_work(c, ()), *work[0][1:])
+        work = c.work + work[1:] if c.work else work[1:]
+    return _set_work(c, ()) if c.work else c
+
+
+# -- a session's run -----------------------------------------------------------------------------------------------
+
+
+def run_session(m: Machine, c: Configuration, serial: int) -> Configuration:
+    """Run the ready session ``serial`` until it blocks or ends.
+
+    Each statement's rule, and the rule of each block's end, gets the
+    session, its Op (the rule moves ``pc`` to ``op.next``, into a block it
+    enters or out of the block that ends) and an evaluation environment set
+    to the moment (``env``, this run's own: the rule writes back the
+    stream's position). The follow-up work a statement's rule leaves (a
+    rejected hold's end, a hold's releases, a growth's preemptions) is
+    drained before the next statement.
+    A rule that changes only its session (set, branch, loop, while, choose,
+    leaving a plain, loop or while block: local) is a function to the new
+    session; the configuration it stands for is ``c`` with that session, which
+    is stored before the next rule that reads anything else (and after every
+    rule when a step trace observes the run)."""
+    ops = m.ops
+    quiet = MAX_QUIET_STATEMENTS  # statements it may still run at this instant without blocking
+    assert not c.work, "a session runs with no follow-up work waiting (drain, settle)"
+    s = c.sessions.get(serial)
+    env = _new(Env)
+    env.config = c
+    env.serial = serial
+    env.stream = None if s is None else s.stream
+    while s is not None and s.status == READY:
+        quiet -= 1
+        if quiet < 0:
+            fail(f"{MAX_QUIET_STATEMENTS} statements ran at time {c.time:g} without anything blocking: "
+                 f"the program loops without letting time pass", c, _current_stmt(s))
+        op = ops[s.frames[-1].block][s.pc]
+        env.attrs = s.attrs
+        env.draws = s.draws
+        env.stmt = op.at
+        if op.local:
+            s = op.rule(m, c, s, op, env)
+            continue
+        c = op.rule(m, c, s, op, env)
+        if c.work:
+            c = drain(m, c)
+        env.config = c
+        s = c.sessions.get(serial)
+    return c
+
+
+def _current_stmt(s: Session):
+    return (s.frames[-1].block, max(0, s.pc - 1))
+
+
+# -- the loops of pool rules and of forming an iteration -------------------------------------------------------------
+
+
+def retry_growers(m: Machine, c: Configuration, p: int) -> Configuration:
+    """The growers of ``p`` in stall order, while the head fits (pool/grow-resume); the head blocks the rest."""
+    while True:
+        grower = pools.fitting_grower(m, c, p)
+        if grower is None:
+            return c
+        c = drain(m, pools.resume_grower(m, c, p, *grower))
+
+
+def try_admit(m: Machine, c: Configuration, p: int) -> Configuration:
+    """Admit heads of pool ``p``'s queue while they fit (pool/admit); the
+    first that does not fit blocks the rest (head-of-line)."""
+    while True:
+        a = pools.admissible(m, c, p)
+        if a is None:
+            return c
+        c = pools.header_drawn(c, a)
+        if not a.fits:
+            return c
+        c = drain(m, pools.admit(m, c, p, a))
+
+
+def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    """The iteration of stage ``s`` started and formed: the rules of forming
+    it applied one at a time, each to the configuration the last one made
+    (its follow-up work drained), until it is in flight (step/iteration) or
+    dropped (step/idle)."""
+    c = step.start_iteration(m, c, s)
+    while True:
+        it = c.stages[s].iteration
+        if it.pending is not None:  # a chunk waiting for its growth, or a prefill waiting to be selected
+            if step.pending_growth(m, c, s) > EPSILON:  # the growth, then step/grow
+                c = drain(m, follow_up(c, *step.growth_for(m, c, s)))
+            else:
+                c = step.select_prefill(m, c, s)
+            continue
+        if it.open and it.left > 0:
+            chosen = step.next_resident(m, c, s)
+            if chosen is not None:
+                c = step.schedule(m, c, s, *chosen)
+                continue
+            if not it.preempted:
+                head = step.next_head(m, c, s)
+                if head is not None:
+                    q, a = head
+                    if a.fits:  # pool/admit, then step/admit (the session runs at once)
+                        c = drain(m, follow_up(c, ("pool/admit", q, a), ("step/admit", s, q, a.waiting.serial)))
+                    else:
+                        c = step.admit_stop(m, c, s, q, a)
+                    continue
+        formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
+        c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
+        if c.stages[s].parked:  # schedule ahead: the ended iteration's finished requests exit now
+            c = step.apply_ended(m, c, s)
+        return c
+
+
+# -- settle --------------------------------------------------------------------------------------------------------
 
 
 def settle(m: Machine, c: Configuration) -> Configuration:
-    """Run ready sessions and retry pools until nothing changes; then start
-    an iteration on each idle step stage with work, once per settle, provided
-    no other event is pending at the same instant."""
+    """Apply the follow-up work the event left; run ready sessions and retry
+    pools until nothing changes; then start an iteration on each idle step
+    stage with work, once per settle, provided no other event is pending at
+    the same instant."""
     volatile = m.volatile
     engines = m.engines
     tried = ()
+    if c.work:
+        c = drain(m, c)
     while True:
         while c.ready != EMPTY_READY:
             serial, rest = ready_pop(c.ready)
             c = run_session(m, _set_ready(c, rest), serial)
         if c.dirty or volatile:
             admit_via = m.admitted_via_stage
-            pools = sorted(c.dirty | volatile)
+            pools_ = sorted(c.dirty | volatile)
             c = c._replace(dirty=frozenset())
-            for p in pools:
+            for p in pools_:
                 c = retry_growers(m, c, p)
                 if not admit_via[p]:
                     c = try_admit(m, c, p)
@@ -54,7 +232,7 @@ def settle(m: Machine, c: Configuration) -> Configuration:
                 continue
         if not engines or (c.events and c.events[0][0] == c.time):
             return c
-        s = next((s for s in engines if s not in tried and idle_with_work(m, c, s)), None)
+        s = next((s for s in engines if s not in tried and step.idle_with_work(m, c, s)), None)
         if s is None:
             return c
         tried += (s,)
@@ -67,7 +245,10 @@ def settle_fast(m: Machine, c: Configuration) -> Configuration:
     just pushed) apart without a call; then ``settle`` itself only when there
     is more to do (a dirty pool, a volatile one, a step stage). ``settle``
     of a configuration with no ready session starts at its pools, so this is
-    ``settle`` whenever it returns early, and ``settle`` itself otherwise."""
+    ``settle`` whenever it returns early, and ``settle`` itself otherwise
+    (and at once when the event left follow-up work)."""
+    if c.work:
+        return settle(m, c)
     ready = c.ready
     while ready != EMPTY_READY:
         front, back = ready
@@ -88,4 +269,6 @@ def settle_ready(m: Machine, c: Configuration, serial: int) -> Configuration:
     ready queue empty (fast.EVENT_STEPS): settle would take it off the queue
     first and run it; here it runs at once, and the queue is not built to
     be taken apart."""
+    if c.work:  # the event left follow-up work: settle applies it first
+        return settle(m, c)
     return settle_fast(m, run_session(m, c, serial))

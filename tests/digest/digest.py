@@ -18,7 +18,7 @@ existed, an example with one was skipped and its reason hashed).
 
 expected.txt has a line ``NAME HASH OUTCOME`` per program (HASH: the first 16
 hex digits of the SHA-256 of the program's canonical text; OUTCOME: result,
-ProgramError, RunError, UsageError or skipped) and a last line ``TOTAL HASH``,
+ProgramError, RunError, LimitError, UsageError or skipped) and a last line ``TOTAL HASH``,
 the SHA-256 of the lines above it.
 """
 
@@ -40,7 +40,7 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(ROOT))  # this tree's engine, not an installed one
 
-from semantics.errors import ProgramError, RunError, SerqError, UsageError  # noqa: E402
+from semantics.errors import LimitError, ProgramError, RunError, RunStop, SerqError, UsageError  # noqa: E402
 from semantics.pipeline import Overrides, load  # noqa: E402
 from semantics.smallstep.driver import run  # noqa: E402
 
@@ -55,7 +55,7 @@ PROGRAM_FILE = "program.sq"
 class Outcome(NamedTuple):
     name: str
     digest: str  # PREFIX hex digits
-    kind: str  # result, ProgramError, RunError, UsageError, skipped, or bug:<exception class>
+    kind: str  # result, ProgramError, RunError, LimitError, UsageError, skipped, or bug:<exception class>
     text: str  # the canonical text that was hashed
     seconds: float
 
@@ -113,7 +113,7 @@ def error_lines(error: BaseException, directories: tuple[str, ...]) -> list[str]
         span = error.span
         lines.append("span = " + ("None" if span is None else scalar((span.line, span.col, span.end_col))))
         lines.append(f"notes = {scalar(tuple(neutral(n, directories) for n in error.notes))}")
-        if isinstance(error, RunError):
+        if isinstance(error, RunStop):
             lines.append(f"stmt = {scalar(error.stmt)}")
             lines.append(f"time = {scalar(error.time)}")
     else:
@@ -148,7 +148,7 @@ def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tup
         lines = [f"horizon_run = {scalar(loaded.program.horizon)}"] if cap is not None else []
         lines += warning_lines(loaded.warnings, directories)
         result = run(loaded.program, base_dir=loaded.base_dir)
-    except (ProgramError, RunError, UsageError) as error:
+    except (ProgramError, RunError, LimitError, UsageError) as error:
         return type(error).__name__, error_lines(error, directories)
     except Exception as error:  # a bug of serq-ref: digested too, and reported
         return f"bug:{type(error).__name__}", error_lines(error, directories)

@@ -20,7 +20,9 @@ through these entries:
   admissions (step stages only).
 
 A job's owner is a session (made ready at completion) or a spill write (which
-becomes a cache entry of the tier at completion: pools.land_spill).
+becomes a cache entry of the tier at completion: the follow-up
+pool/spill-land, settle.drain). No stage rule calls a pool's or a session's
+rule: what it leaves to them is follow-up work (Configuration.work).
 """
 
 from __future__ import annotations

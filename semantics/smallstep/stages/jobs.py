@@ -9,10 +9,10 @@ reads only those five.
 
 from __future__ import annotations
 
-from ...errors import RunError
+from ...errors import LimitError
 from ..configuration import AT_STAGE, Configuration, Session, StageStats, Statistics, build, ready_push, replace_at, setter
 from ..estimates import note_completion
-from ..machine import Machine, ready_session
+from ..machine import Machine, follow_up, ready_session
 
 _set_at_stage = setter(Session, "status", "job", "pc", "draws")
 _set_stage_stats = setter(Statistics, "stages")
@@ -25,20 +25,20 @@ _set_finished_ready = setter(Configuration, "sessions", "ready", "statistics", "
 #: every job in service has its completion among the configuration's pending events, a tuple too; each
 #: step copies both (the literal semantics: configurations are values), so n jobs cost time
 #: proportional to n at every step: `fifo(1e9)` with 40 000 jobs in service took 81 s. A run stops
-#: with a RunError at the run statement that would go past it (reaching it takes about 6 s of CPU on
-#: the reference machine). A ps or delay stage keeps its jobs in a persistent heap (ps.PsJobs) and
-#: has no such limit.
+#: with a LimitError (a limit of serq-ref's implementation, not a trap of the program: errors.py) at the
+#: run statement that would go past it (reaching it takes about 6 s of CPU on the reference machine). A
+#: ps or delay stage keeps its jobs in a persistent heap (ps.PsJobs) and has no such limit.
 MAX_JOBS_AT_STAGE = 20_000
 
 
 def check_room_at_stage(m: Machine, c: Configuration, s: int, present: int, owner: Session | None) -> None:
     """The premise every kind's enter rule shares: the stage holds fewer than
-    MAX_JOBS_AT_STAGE jobs; otherwise a RunError naming the stage, the limit
+    MAX_JOBS_AT_STAGE jobs; otherwise a LimitError naming the stage, the limit
     and the run statement (the owner's next statement; None for a spill write)."""
     if present < MAX_JOBS_AT_STAGE:  # read here, at the call: a test may lower it
         return
     stmt = (owner.frames[-1].block, owner.pc) if owner is not None and owner.frames else None
-    raise RunError(f"fifo stage {m.stage_name(s)} would hold more than {MAX_JOBS_AT_STAGE:,} jobs at once, the "
+    raise LimitError(f"fifo stage {m.stage_name(s)} would hold more than {MAX_JOBS_AT_STAGE:,} jobs at once, the "
                    "most serq-ref's literal semantics holds at a fifo stage (it copies the stage's line and its "
                    "pending completions at every step, so a run past it takes hours): a line this long is a "
                    "model of its own (a delay or ps stage, which has no such limit; fewer sessions at once)",
@@ -64,7 +64,7 @@ def finish_job(m: Machine, c: Configuration, s: int, job, rule: str, stages: tup
     (at or after the warm-up) at ``s`` (or at ``every`` stage a flow held); its
     session becomes ready; in the same update as ``stages`` (without the job),
     ``events`` and ``sequence`` (with the next job's start, say). The rule's
-    record is emitted here, once, before a spill write lands (pool/spill-land)."""
+    record is emitted here, once; a spill write's landing in its tier is its follow-up (pool/spill-land)."""
     stats = c.statistics
     if c.time >= m.warmup:
         counted = stats.stages
@@ -88,7 +88,5 @@ def finish_job(m: Machine, c: Configuration, s: int, job, rule: str, stages: tup
     if m.observer:
         m.notify(rule, c, {"stage": m.stage_name(s), "job": job.job_id, "session": job.owner})
     if job.spill is not None:
-        from ..pools import land_spill  # a spill write's completion lands it in the tier (the semantics' own recursion)
-
-        return land_spill(m, c, *job.spill)
+        return follow_up(c, ("pool/spill-land",) + tuple(job.spill))
     return c

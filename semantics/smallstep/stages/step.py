@@ -54,9 +54,11 @@ from typing import NamedTuple
 import immutables
 
 from ...errors import RunError
-from ..configuration import (AT_STAGE, GROWING, Configuration, Statistics, build, insert_event, install_fast_replace,
+from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, PREFILL, Configuration, Statistics, build, innermost_hold,
+                             insert_event, install_fast_replace,
                              ready_from, ready_serials, replace_at, setter)
-from ..machine import EPSILON, Machine
+from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
+from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, header_drawn
 from ..rules import rule
 from ..values import Env
 from .jobs import at_stage, finish_job
@@ -64,8 +66,7 @@ from .jobs import at_stage, finish_job
 KIND = "step"
 EVENT = "iteration"  # an iteration's end (a = stage)
 
-PREFILL = "Prefill"
-DECODE = "Decode"
+# PREFILL, DECODE: a run's modes (configuration.py)
 
 
 class Resident(NamedTuple):
@@ -283,7 +284,7 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
 
 def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
     """The kind's part of stage/leave: the resident is taken off the stage; a
-    chunk an iteration gave it is withdrawn (step/withdraw)."""
+    chunk an iteration gave it is withdrawn (the follow-up step/withdraw)."""
     st = c.stages[s]
     st = st._replace(jobs=tuple(r for r in st.jobs if r.job_id != job_id))
     c = _with_state(c, s, st)
@@ -295,7 +296,7 @@ def leave(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
                          pending=None if it.pending is not None and it.pending.job_id == job_id else it.pending)
         c = _count_preemption(m, _with_iteration(c, s, it), s)
     if any(a.job_id == job_id for a in it.assigned):
-        c = withdraw(m, c, s, job_id)
+        c = follow_up(c, ("step/withdraw", s, job_id))
     return c
 
 
@@ -345,35 +346,7 @@ def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     return c
 
 
-def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
-    """The iteration of stage ``s`` started and formed: the rules of forming
-    it applied one at a time, each to the configuration the last one made,
-    until it is in flight (step/iteration) or dropped (step/idle)."""
-    c = start_iteration(m, c, s)
-    while True:
-        it = c.stages[s].iteration
-        if it.pending is not None:  # a chunk waiting for its growth, or a prefill waiting to be selected
-            c = grow_for(m, c, s) if pending_growth(m, c, s) > EPSILON else select_prefill(m, c, s)
-            continue
-        if it.open and it.left > 0:
-            r = next_resident(m, c, s)
-            if r is not None:
-                c = schedule(m, c, s, r)
-                continue
-            if not it.preempted:
-                head = next_head(m, c, s)
-                if head is not None:
-                    q, a = head
-                    c = admit(m, c, s, q, a) if a.fits else admit_stop(m, c, s, q, a)
-                    continue
-        formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
-        c = close_iteration(m, c, s) if formed else drop_iteration(m, c, s)
-        if c.stages[s].parked:  # schedule ahead: the ended iteration's finished requests exit now
-            c = apply_ended(m, c, s)
-        return c
-
-
-def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
+def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple | None] | None:
     """The first resident not yet served, in the serving order: the serve by
     keys (read for each resident with the context before the iteration and
     its own decoding, admission and remaining), then its session's latest
@@ -382,7 +355,8 @@ def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
     every decode ("A resident prefill takes precedence"; of two, the first
     runs alone), and a session the iteration admitted is a resident like any
     other (its decode tentative, its prefill the waiting prefill that can
-    replace the decodes)."""
+    replace the decodes). With it, when a step trace observes the run, why
+    (the order, its keys, the resident that would come next), else None."""
     st = c.stages[s]
     served = st.iteration.served
     unserved = [r for r in st.jobs if r.job_id not in served]
@@ -390,17 +364,18 @@ def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
         return None
     if st.iteration.tentative:  # serve exclusive prefill (no keys): "A resident prefill takes precedence."
         chosen = next((r for r in unserved if r.mode == PREFILL), unserved[0])
+        why = None
         if m.observer:
             rest = [r for r in unserved if r is not chosen]
             runner = next((r for r in rest if r.mode == PREFILL), rest[0] if rest else None)
-            m.choices[("serve", s)] = ("prefill-first", (), None if runner is None else (runner.owner, runner.job_id, ()))
-        return chosen
+            why = ("prefill-first", (), None if runner is None else (runner.owner, runner.job_id, ()))
+        return chosen, why
     keys = m.steps[s].keys
     if not keys:
+        why = None
         if m.observer:
-            m.choices[("serve", s)] = ("admission", (), (unserved[1].owner, unserved[1].job_id, ())
-                                       if len(unserved) > 1 else None)
-        return unserved[0]  # the residents are kept in admission order
+            why = ("admission", (), (unserved[1].owner, unserved[1].job_id, ()) if len(unserved) > 1 else None)
+        return unserved[0], why  # the residents are kept in admission order
     ranked = [] if m.observer else None  # with an observer: every resident's key, for the record (runner_up)
     env = _stage_env(c, st.iteration.context)
     best, best_key = None, None
@@ -415,20 +390,17 @@ def next_resident(m: Machine, c: Configuration, s: int) -> Resident | None:
             ranked.append((key, r))
         if best is None or key < best_key:
             best, best_key = r, key
+    why = None
     if ranked is not None:
-        from ..pools import runner_up  # the rules' comparison of keys (the semantics' own recursion)
-
         n = len(keys)
         runner = runner_up(ranked, best)
-        m.choices[("serve", s)] = ("keys", tuple(best_key[:n]), None if runner is None else
-                                   (runner[1].owner, runner[1].job_id, tuple(runner[0][:n])))
-    return best
+        why = ("keys", tuple(best_key[:n]), None if runner is None else
+               (runner[1].owner, runner[1].job_id, tuple(runner[0][:n])))
+    return best, why
 
 
 def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float, float]:
     """(position, allocation) of the innermost hold on the pool ``r`` grows."""
-    from ..pools import innermost_hold  # the hold a run grows is a pool's record (the semantics' own recursion)
-
     session = c.sessions[r.owner]
     h, k = innermost_hold(session, r.growing)
     if h < 0:
@@ -440,7 +412,7 @@ def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float,
 
 @rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing; under serve exclusive prefill a decode's token is tentative, and a prefill asks up to the chunk of the whole budget and waits to be selected (step/select-prefill)",
       "002 §3 Stages: One token to a decoding job, up to chunk to a prefilling one, until the budget is spent; serve exclusive prefill: resident decodes are tentative: ... a waiting prefill that fits can replace them and use the full budget")
-def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration:
+def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = None) -> Configuration:
     it = c.stages[s].iteration
     served = it.served + (r.job_id,)
     alone = it.tentative and r.mode == PREFILL  # it would run alone, so the decodes' tokens do not count
@@ -459,24 +431,42 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident) -> Configuration
         it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens)
     c = _with_iteration(c, s, it)
     if m.observer:
-        order, key, runner_up = m.choices.pop(("serve", s))
+        order, key, runner = why
         m.notify("step/schedule", c, {"stage": m.stage_name(s), "job": r.job_id, "session": r.owner,
                                       "mode": r.mode.lower(), "tokens": 0.0 if waits else tokens,
                                       "grow": max(0.0, need), "left": it.left, "order": order, "key": key,
-                                      "runner_up": runner_up})
+                                      "runner_up": runner})
     return c
+
+
+def growth_for(m: Machine, c: Configuration, s: int) -> tuple:
+    """The follow-up work of the served growing run whose chunk waits for
+    its growth (the iteration's ``pending``, whose hold lacks room: the
+    premise pending_growth > 0): the growth of its hold to the position the
+    chunk reaches (``pool/grow``: block by block, preempting while it does
+    not fit), then step/grow, which reads what it came to."""
+    a = c.stages[s].iteration.pending
+    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    position, units = _growing_position(m, c, r)
+    return ("pool/grow", a.serial, r.growing, position + a.tokens - units, None), ("step/grow", s, a, r.growing)
+
+
+def growth_outcome(c: Configuration, s: int, a: Assignment) -> str:
+    """What the growth of ``a``'s hold came to, as the grower shows it: its
+    run gone from the stage (it preempted itself: PREEMPTED), its session
+    waiting to grow (WAITS), or neither (GREW)."""
+    if not any(r.job_id == a.job_id for r in c.stages[s].jobs):
+        return PREEMPTED
+    return WAITS if c.sessions[a.serial].status == GROWING else GREW
 
 
 @rule("step/grow", "a served growing run's hold grows to the position its chunk reaches, block by block, preempting the engine's last-admitted resident while it does not fit; it then gets its chunk (a prefill of serve exclusive prefill: by step/select-prefill), or, when it preempted itself, gets nothing and the pass ends (under self preemption continue: the pass goes on with the next resident; either way it admits nothing), or, under preempt none, it waits and gets nothing (a prefill of serve exclusive prefill is then not selected: the decodes stay)",
       "002 §3 Stages: a growing job first grows its hold to the position it will reach (block by block, preempting if needed); Pools: The grower itself can be the victim; 001: if new_blocks is None: break (vLLM 0.33.0's priority path: continue)")
-def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
-    from ..pools import GREW, PREEMPTED, grow  # a growth is the pool's rule (the semantics' own recursion)
-
-    it = c.stages[s].iteration
-    a = it.pending
-    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
-    position, units = _growing_position(m, c, r)
-    c, outcome = grow(m, c, a.serial, r.growing, position + a.tokens - units, None)
+def grow_for(m: Machine, c: Configuration, s: int, a: Assignment, p: int) -> Configuration:
+    """step/grow (after the growth its premise left as follow-up work:
+    growth_for): the pending chunk ``a`` of a run growing pool ``p`` is
+    given, or not, by what the growth came to."""
+    outcome = growth_outcome(c, s, a)
     it = c.stages[s].iteration
     if outcome == GREW and it.tentative and a.mode == PREFILL:
         pass  # the chunk has its room; step/select-prefill gives it
@@ -491,7 +481,7 @@ def grow_for(m: Machine, c: Configuration, s: int) -> Configuration:
     c = _with_iteration(c, s, it)
     if m.observer:
         m.notify("step/grow", c, {"stage": m.stage_name(s), "job": a.job_id, "session": a.serial,
-                                  "pool": m.pool_name(r.growing), "outcome": outcome, "left": it.left})
+                                  "pool": m.pool_name(p), "outcome": outcome, "left": it.left})
     return c
 
 
@@ -530,8 +520,6 @@ def next_head(m: Machine, c: Configuration, s: int):
     exclusive prefill, while the decodes are tentative, the header reads the
     whole budget: a prefill it admits would replace them and "use the full
     budget, including in budget_left at admission"."""
-    from ..pools import admissible  # the premise of pool/admit (the semantics' own recursion)
-
     it = c.stages[s].iteration
     left = it.budget if it.tentative else it.left
     for q in m.steps[s].served:
@@ -542,25 +530,20 @@ def next_head(m: Machine, c: Configuration, s: int):
 
 @rule("step/admit", "while the iteration has budget left and has not preempted, the head of the first queue the stage serves (pool declaration order) is admitted, its header read with budget_left = the budget left; the admitted session runs at once (and joins the residents)",
       "002 §3 Pools: its queue is served by step stage S, at the start of an iteration, after the residents have taken their tokens, while the iteration has budget left, and not in an iteration that preempted")
-def admit(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
-    from ..pools import admit as admit_hold, header_drawn  # pool/admit (the semantics' own recursion)
-    from ..sessions import run_session  # the admitted session runs at once (the semantics' own recursion)
-
-    serial = a.waiting.serial
-    c = admit_hold(m, header_drawn(c, a), q, a)
+def admit(m: Machine, c: Configuration, s: int, q: int, serial: int) -> Configuration:
+    """step/admit (after pool/admit, the head's admission, which made the
+    session ready): the session runs at once (the follow-up ``run-session``),
+    not in its turn among the ready."""
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
-    c = run_session(m, c, serial)
     if m.observer:
         m.notify("step/admit", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": serial,
                                    "left": c.stages[s].iteration.left})
-    return c
+    return follow_up(c, ("run-session", serial))
 
 
 @rule("step/admit-stop", "the head of the first queue the stage serves does not fit: the iteration admits no more (head-of-line blocking)",
       "002 §3 Pools: the first head that does not fit stops the iteration's admissions")
 def admit_stop(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
-    from ..pools import header_drawn  # the header's draws are the session's (the semantics' own recursion)
-
     c = header_drawn(c, a)
     c = _with_iteration(c, s, c.stages[s].iteration._replace(open=False))
     if m.observer:
@@ -644,8 +627,6 @@ def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
 @rule("step/iteration-end", "the iteration ends: each served resident's run is lowered by its tokens, a growing hold's position advances by them; the runs that are done complete (stage/step-complete), in the order served (under schedule ahead their sessions are finishing until the next iteration is formed: step/park)",
       "002 §3 Stages: its tokens are applied when it ends")
 def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configuration:
-    from ..pools import advance_position, innermost_hold  # the position is the hold's (the semantics' own recursion)
-
     st = c.stages[s]
     it = st.iteration
     jobs = {r.job_id: r for r in st.jobs}
@@ -671,9 +652,7 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
                                            "done": [r.job_id for r in done]})
-    for r in done:
-        c = complete_run(m, c, s, r)
-    return c
+    return follow_up(c, *(("stage/step-complete", s, r) for r in done)) if done else c
 
 
 #: the stage kind's completion event's rule
@@ -729,8 +708,6 @@ def parks(m: Machine, c: Configuration, serial: int, pools: set) -> int | None:
 @rule("step/park", "under schedule ahead, a session whose run on the engine completed at the end of an iteration and that exits its hold on the engine's memory before the next iteration is formed waits at the exit, its units held: it counts among the residents the next iteration is formed with (not served, not a victim) until step/apply",
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 AsyncScheduler: schedule(k+1) runs before update_from_output(k) (vllm/v1/engine/core.py:708-825); a request whose last token batch k sampled is skipped by schedule(k+1) (vllm/v1/core/sched/scheduler.py:800-814) and keeps its blocks and its running slot, counted among the running (get_request_counts, scheduler.py:756-758, 2920-2922), until update_from_output(k) frees it (scheduler.py:2476, 2543-2544)")
 def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
-    from ..configuration import FINISHING  # a parked session's status
-
     st = c.stages[s]
     c = c._replace(sessions=c.sessions.set(serial, c.sessions[serial]._replace(status=FINISHING)),
                    stages=replace_at(c.stages, s, st._replace(finishing=tuple(x for x in st.finishing if x != serial),
@@ -743,8 +720,6 @@ def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
 @rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more (step/iteration-start ended the finishing of those that did not park)",
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-769, 778-796)")
 def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
-    from ..machine import make_ready  # the parked sessions go on (the semantics' own recursion)
-
     parked = c.stages[s].parked
     c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=())))
     for serial in parked:
@@ -756,10 +731,9 @@ def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
 
 @rule("step/preempt-parked", "under schedule ahead, a growth that does not fit chooses a parked session as its victim (it was admitted last): it is no longer parked, the preemption is counted (the iteration admits nothing), and its hold exits at once (session/hold-exit: its units go back, its computed prefix cached), its session going on; it is not run again",
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 preempts running[-1] even when its last token is in flight (vllm/v1/core/sched/scheduler.py:938, 970; _preempt_request 1799-1843: blocks freed); update_from_output then delivers the stale token, which stops the request while PREEMPTED (scheduler.py:2318-2323, 2494, 2545-2548)")
-def preempt_parked(m: Machine, c: Configuration, serial: int, p: int) -> Configuration:
-    from ..machine import count_pool, make_ready  # the pool's count, the session goes on (the semantics' own recursion)
-    from ..sessions import run_session  # its hold exits at once (the semantics' own recursion)
-
+def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple | None = None) -> Configuration:
+    """step/preempt-parked (its premise: pools.choose_victim chose the parked ``serial``, for the reason
+    ``why`` with a step trace): its session runs at once (the follow-up ``run-session``): its hold exits."""
     s = next(e for e in m.engines_of_memory[p] if serial in c.stages[e].parked)
     st = c.stages[s]
     st = st._replace(parked=tuple(x for x in st.parked if x != serial))
@@ -769,7 +743,7 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int) -> Configu
     c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
     if m.observer:
-        grower, by, candidates = m.choices.pop(("victim", p))
+        grower, by, candidates = why
         m.notify("step/preempt-parked", c, {"stage": m.stage_name(s), "session": serial, "pool": m.pool_name(p),
                                             "grower": grower, "by": by, "candidates": candidates})
-    return run_session(m, c, serial)
+    return follow_up(c, ("run-session", serial))
