@@ -234,21 +234,28 @@ def draw(seed: int, index: int, mode: str = "sync", serve: bool = False) -> tupl
     need, total = max(needs), sum(needs)
     usable = _usable(r, regions["pool"], need, total)
     prefix_caching = regions["prefix_caching"] == "on"
-    case = {
-        "kind": "scenario",
-        "budget": engine["budget"],
-        "max_seqs": engine["max_seqs"],
-        "block_size": block,
-        "num_blocks": usable + 1,
-        "chunk": engine["chunk"],
-        "prefix_caching": prefix_caching,
-        "requests": [{"prompt": p, "out": o, **({"arrive": a} if a else {})} for p, o, a in requests],
-    }
+    case = _case(engine, usable, engine["chunk"], prefix_caching, requests)
     if serve:
         case["serve"] = r.choice(SERVE_KEYS)
     if mode == "async":
         case["async"] = True
     return case, regions
+
+
+def _case(engine: dict, usable: int, chunk: int, prefix_caching: bool, requests: list) -> dict:
+    """The scenario both kinds draw (before their own fields): the engine's knobs, a pool of ``usable``
+    blocks (vLLM's null block besides: ``num_blocks`` is one more), and the requests ``[prompt, out,
+    arrive]``, an arrival at 0 left out."""
+    return {
+        "kind": "scenario",
+        "budget": engine["budget"],
+        "max_seqs": engine["max_seqs"],
+        "block_size": engine["block_size"],
+        "num_blocks": usable + 1,
+        "chunk": chunk,
+        "prefix_caching": prefix_caching,
+        "requests": [{"prompt": p, "out": o, **({"arrive": a} if a else {})} for p, o, a in requests],
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -404,16 +411,7 @@ def draw_all(seed: int, index: int) -> tuple[dict, dict[str, str]]:
         big[0] = min(big[0], SCENARIO_MAX_MODEL_LEN - 1)
         big[1] = min(big[1], SCENARIO_MAX_MODEL_LEN - big[0])
         requests.insert(r.randint(0, len(requests)), big + [r.choice([a for _, _, a in requests])])
-    case = {
-        "kind": "scenario",
-        "budget": engine["budget"],
-        "max_seqs": engine["max_seqs"],
-        "block_size": block,
-        "num_blocks": usable + 1,
-        "chunk": chunk,
-        "prefix_caching": regions["prefix_caching"] == "on",
-        "requests": [{"prompt": p, "out": o, **({"arrive": a} if a else {})} for p, o, a in requests],
-    }
+    case = _case(engine, usable, chunk, regions["prefix_caching"] == "on", requests)
     if regions["policy"] == "priority":
         case["policy"] = "priority"
         values = _priorities(r, regions["priorities"], len(requests))
