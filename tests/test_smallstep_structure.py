@@ -8,7 +8,7 @@ absolute module name).
   the errors, the results and the arithmetic (the operators, below everything).
 - The facts are below the rules: ``machine``, ``observables``, ``values``,
   ``configuration`` and the other modules below them import no rule module
-  (pools, sessions, stages, workload, settle, measure, fast, driver).
+  (pools, sessions, stages, workload, settle, measure, driver).
 - The rules' mutual recursion (pools <-> sessions <-> stages) is the only
   circle, and every import that closes it is local to a function and says
   why on its line.
@@ -23,7 +23,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "semantics" / "smallstep
 PACKAGE = "semantics.smallstep"
 
 #: modules that hold rules (a configuration to a configuration)
-RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "fast", "driver"}
+RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "driver"}
 #: modules below the rules: what a rule reads and writes, never a rule
 FACTS = {"configuration", "machine", "observables", "values", "rng", "estimates", "steptrace", "invariants", "rules"}
 

@@ -1,5 +1,5 @@
-"""The fast forms, installed beside the definitions from one table when no
-step trace observes a run (driver.build_machine).
+"""The fast forms, installed beside the definitions from one table by the
+fast engine's build_machine (semantics/fast/engine.py).
 
 Where one event applies several rules in a row with nothing observable
 between them, an unobserved run builds one configuration for them, and
@@ -38,8 +38,10 @@ in a run with an observer, which has no fast forms.
 from __future__ import annotations
 
 from .. import ir
-from . import measure, pools, sessions, settle, workload
-from .stages import KINDS, fifo
+from ..smallstep import sessions as definition_sessions
+from ..smallstep.stages import KINDS
+from ..smallstep.stages import fifo as definition_fifo
+from . import fifo, measure, pools, sessions, settle, workload
 
 #: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
 STAGE_ENTRIES = {"fifo": {"enter": fifo.enter_fast, "complete": fifo.complete_fast}}
@@ -70,8 +72,8 @@ def event_steps(m) -> dict:
     steps = {}
     if workload.arrival_rule(m) is workload.poisson_arrival:
         steps["arrive"] = workload.poisson_arrival_step
-    if any(kind.name == fifo.KIND for kind in m.stage_kinds):
-        steps[fifo.EVENT] = fifo.complete_step
+    if any(kind.name == definition_fifo.KIND for kind in m.stage_kinds):
+        steps[definition_fifo.EVENT] = fifo.complete_step
     return steps
 
 
@@ -82,4 +84,4 @@ def stage_kinds() -> dict:
 
 def statement_rules() -> dict:
     """sessions.EXECUTE with the fast forms in place."""
-    return {**sessions.EXECUTE, **STATEMENTS}
+    return {**definition_sessions.EXECUTE, **STATEMENTS}
