@@ -12,12 +12,13 @@ from ..smallstep.sessions import compile_ops
 from ..smallstep.pools import expire_lease
 from ..smallstep.workload import load_trace
 from . import forms, measure
+from .values import WrittenCompiler
 
 
 def build_machine(program: ir.Program, trace_sessions=()) -> Machine:
     """The machine of ``program`` for an unobserved run, the fast forms
     standing in for their definitions (forms.py)."""
-    m = Machine(program, forms.stage_kinds(), trace_sessions=trace_sessions)
+    m = Machine(program, forms.stage_kinds(), trace_sessions=trace_sessions, compiler=WrittenCompiler)
     m.ops = compile_ops(m, forms.statement_rules())
     m.take_first_event = forms.EVENT_TAKER(m)
     m.make_room = forms.MAKE_ROOM

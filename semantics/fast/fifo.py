@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from ..smallstep.configuration import AT_STAGE, READY, Configuration, Session, StageStats, Statistics, build, insert_event, setter
+from ..smallstep.configuration import AT_STAGE, READY, Configuration, Session, StageStats, Statistics, insert_event
+from .records import build, setter
 from ..smallstep.machine import MAX_READIES_PER_INSTANT, Machine, ready_session
 from ..smallstep.stages import jobs as stage_jobs
 from ..smallstep.stages.fifo import EVENT, FifoJob, FifoState, _in_service, enter

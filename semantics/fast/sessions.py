@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 
 from ..smallstep import workload
-from ..smallstep.configuration import Configuration, Statistics, setter
+from ..smallstep.configuration import Configuration, Statistics
+from .records import setter
 from ..smallstep.sessions import check_turn_number, end_session, execute_observe
 
 _set_left = setter(Configuration, "sessions", "statistics", "ended_attrs", "samples")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..smallstep.configuration import EMPTY_READY, Configuration, ready_pop, setter
+from ..smallstep.configuration import EMPTY_READY, Configuration, ready_pop
+from .records import setter
 from ..smallstep.machine import Machine
 from ..smallstep.sessions import run_session
 from ..smallstep.settle import settle

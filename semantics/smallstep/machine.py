@@ -83,10 +83,13 @@ class StepFacts:
 class Machine:
     """The fixed part of a run of ``program``."""
 
-    def __init__(self, program: ir.Program, kinds: Mapping, observer=None, trace_sessions=()):
+    def __init__(self, program: ir.Program, kinds: Mapping, observer=None, trace_sessions=(),
+                 compiler=ExpressionCompiler):
         """``kinds``: each stage kind's rules by name (stages.KINDS: "fifo",
         "ps", "flows"), given by the driver, which knows the rule modules;
-        ``observer``: the step trace's, or None."""
+        ``observer``: the step trace's, or None; ``compiler``: the class that
+        compiles the program's expressions (values.ExpressionCompiler, or the
+        fast engine's)."""
         self.program = program
         self.observer = observer
         #: with an observer only: what decided the choices the rules just made (the keys of a queue's head, an
@@ -109,7 +112,7 @@ class Machine:
         self.kind_names = tuple(_kind_name(s, stage, self.flow_stages) for s, stage in enumerate(program.stages))
         #: per stage, its kind's rules and readers (stages.StageKind)
         self.stage_kinds = tuple(kinds.get(name) for name in self.kind_names)
-        self.compiler = ExpressionCompiler(program, make_observables(self))
+        self.compiler = compiler(program, make_observables(self))
         compile_ = self.compiler.compile
         self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
         self._check_flow_capacities()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..configuration import Configuration, build, insert_event, install_fast_replace, remove_event, replace_at, setter
+from ..configuration import Configuration, build, insert_event, remove_event, replace_at, setter
 from ..machine import Machine
 from ..rules import rule
 from . import ps
@@ -41,9 +41,6 @@ class DelayJob(NamedTuple):
 class DelayState(NamedTuple):
     jobs: tuple[DelayJob, ...]  # start order
 
-
-for _record_type in (DelayJob, DelayState):
-    install_fast_replace(_record_type)
 
 EMPTY = DelayState(())
 

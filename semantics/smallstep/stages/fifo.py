@@ -18,8 +18,7 @@ import math
 import operator
 from typing import NamedTuple
 
-from ..configuration import (Configuration, build, insert_event, install_fast_replace, remove_event,
-                             replace_at, setter)
+from ..configuration import Configuration, build, insert_event, remove_event, replace_at, setter
 from ..machine import Machine
 from ..rules import rule
 from .jobs import at_stage, check_room_at_stage, finish_job
@@ -42,9 +41,6 @@ class FifoState(NamedTuple):
     jobs: tuple[FifoJob, ...]  # arrival order
     busy: int  # the jobs in service: always the first ``busy`` of ``jobs``
 
-
-for _record_type in (FifoJob, FifoState):
-    install_fast_replace(_record_type)
 
 EMPTY = FifoState((), 0)
 

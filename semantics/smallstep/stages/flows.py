@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..configuration import install_fast_replace, Configuration, insert_event, remove_event
+from ..configuration import Configuration, insert_event, remove_event
 from ..machine import Machine
 from ..rules import rule
 from .jobs import at_stage, finish_job
@@ -50,9 +50,6 @@ class FlowState(NamedTuple):
     due: tuple[float, int] | None  # the next completion event
     due_job: int  # the flow that event completes (-1: none)
 
-
-for _record_type in (Flow, FlowState):
-    install_fast_replace(_record_type)
 
 EMPTY = FlowState((), 0.0, None, -1)
 

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..configuration import install_fast_replace, Configuration, insert_event, remove_event, replace_at
+from ..configuration import Configuration, insert_event, remove_event, replace_at
 from ..machine import Machine
 from ..rules import rule
 from ..values import Env
@@ -129,9 +129,6 @@ class PsState(NamedTuple):
     due: tuple[float, int] | None  # the next completion event
     due_job: int  # the job that event completes (-1: none)
 
-
-for _record_type in (PsJob, PsState):
-    install_fast_replace(_record_type)
 
 EMPTY = PsState(NO_JOBS, 0.0, 0.0, 0.0, None, -1)
 

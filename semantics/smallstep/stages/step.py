@@ -54,7 +54,7 @@ from typing import NamedTuple
 import immutables
 
 from ...errors import RunError
-from ..configuration import (AT_STAGE, GROWING, Configuration, Statistics, build, insert_event, install_fast_replace,
+from ..configuration import (AT_STAGE, GROWING, Configuration, Statistics, build, insert_event,
                              ready_from, ready_serials, replace_at, setter)
 from ..machine import EPSILON, Machine
 from ..rules import rule
@@ -139,9 +139,6 @@ class StepStats(NamedTuple):
     last_token: object  # immutables.Map: session serial -> when its run here last produced a token
     gaps: tuple | None  # the inter-token gaps, a cons list, newest first
 
-
-for _record_type in (Resident, Assignment, Iteration, StepState, StepStats):
-    install_fast_replace(_record_type)
 
 EMPTY = StepState((), None, 0)
 EMPTY_STATS = StepStats(0, 0, 0, 0, 0, 0.0, 0, immutables.Map(), None)
