@@ -5,11 +5,12 @@ stage/fifo-start, and the driver's whole step at a fifo completion."""
 from __future__ import annotations
 
 import math
+import operator
 
-from ..smallstep.configuration import AT_STAGE, READY, Configuration, Session, StageStats, Statistics, insert_event
+from ..smallstep.configuration import AT_STAGE, READY, Configuration, Session, StageStats, Statistics
+from .chunks import Chunks, appended, insert_event
 from .records import build, setter
 from ..smallstep.machine import MAX_READIES_PER_INSTANT, Machine, ready_session
-from ..smallstep.stages import jobs as stage_jobs
 from ..smallstep.stages.fifo import EVENT, FifoJob, FifoState, _in_service, enter
 from ..smallstep.stages.jobs import at_stage, finish_job
 
@@ -19,6 +20,7 @@ _set_started = setter(FifoJob, "started", "due")
 _set_entered = setter(Configuration, "stages", "sessions", "events", "sequence")
 _set_joined = setter(Configuration, "stages", "sessions", "sequence")
 _NAN = math.nan
+_JOB_ID = operator.attrgetter("job_id")
 # (complete_fast's: jobs.finish_job's and machine.ready_session's updates)
 _set_stage_stats = setter(Statistics, "stages")
 _set_at_stage = setter(Session, "status", "job", "pc", "draws")
@@ -40,8 +42,6 @@ def enter_fast(m: Machine, c: Configuration, stages: tuple[int, ...], owner, pas
     n = st.busy
     jobs = st.jobs
     present = len(jobs)
-    if present >= stage_jobs.MAX_JOBS_AT_STAGE:
-        return enter(m, c, stages, owner, past, work, spill, job_id)  # the definition refuses it
     if n < m.servers[s] and n != present:  # a free server and a waiting job: not a reachable configuration, but the definition decides
         return enter(m, c, stages, owner, past, work, spill, job_id)
     if owner is None or past is None:
@@ -55,10 +55,10 @@ def enter_fast(m: Machine, c: Configuration, stages: tuple[int, ...], owner, pas
     if n < m.servers[s]:  # a server is free (and no job waits): the job starts
         due = (now + work, job_id + 1)
         job = build(FifoJob, (job_id, owner, now, now, spill, work, due))
-        return _set_entered(c, all_stages[:s] + (_set_jobs_busy(st, jobs + (job,), n + 1),) + all_stages[s + 1:],
+        return _set_entered(c, all_stages[:s] + (_set_jobs_busy(st, appended(jobs, job), n + 1),) + all_stages[s + 1:],
                             sessions, insert_event(c.events, due, EVENT, s, job_id), job_id + 2)
     job = build(FifoJob, (job_id, owner, now, _NAN, spill, work, None))
-    return _set_joined(c, all_stages[:s] + (_set_jobs(st, jobs + (job,)),) + all_stages[s + 1:], sessions, job_id + 1)
+    return _set_joined(c, all_stages[:s] + (_set_jobs(st, appended(jobs, job)),) + all_stages[s + 1:], sessions, job_id + 1)
 
 
 def complete_fast(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration:
@@ -67,9 +67,7 @@ def complete_fast(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     when the program reads no estimates, jobs.finish_job written out (the
     completion counted at or after the warm-up, the session made ready)."""
     st = c.stages[s]
-    jobs = st.jobs
-    k = 0 if jobs[0].job_id == job_id else _in_service(jobs, job_id)  # the first job, with one server
-    job = jobs[k]
+    k, job = _find(st.jobs, job_id)
     now = c.time
     stages, events, seq = _leave_and_start_next(c.stages, st, s, k, now, c.events, c.sequence)
     owner = job.owner
@@ -86,15 +84,26 @@ def _leave_and_start_next(stages: tuple, st, s: int, k: int, now: float, events:
     (start_next), the first waiting job starts on the server it frees: the
     stages, the events and the sequence number after."""
     jobs, n = st.jobs, st.busy - 1
-    jobs = jobs[:k] + jobs[k + 1:]
+    long = type(jobs) is Chunks
+    jobs = jobs.delete(k) if long else jobs[:k] + jobs[k + 1:]
     if n < len(jobs):
         waiting = jobs[n]
         due = (now + waiting.work, seq)
-        jobs = jobs[:n] + (_set_started(waiting, now, due),) + jobs[n + 1:]
+        started = _set_started(waiting, now, due)
+        jobs = jobs.replace(n, started) if long else jobs[:n] + (started,) + jobs[n + 1:]
         events = insert_event(events, due, EVENT, s, waiting.job_id)
         n += 1
         seq += 1
     return stages[:s] + (_set_jobs_busy(st, jobs, n),) + stages[s + 1:], events, seq
+
+
+def _find(jobs, job_id: int) -> tuple:
+    """(the index of job ``job_id``, in service, and the job): the first, with one server; else a binary
+    search on the ids, which ascend along the line (a long line in chunks searches its chunks)."""
+    if type(jobs) is Chunks:
+        return jobs.find_key(job_id, _JOB_ID)
+    k = 0 if jobs[0].job_id == job_id else _in_service(jobs, job_id)
+    return k, jobs[k]
 
 
 def _counted_and_ready(m: Machine, c: Configuration, s: int, job, now: float) -> tuple:
@@ -126,9 +135,7 @@ def complete_step(m: Machine, c: Configuration, s: int, job_id: int) -> Configur
     job, a program that reads estimates, or a ready queue that is not empty
     (no walk leaves one) take the forms one by one."""
     st = c.stages[s]
-    jobs = st.jobs
-    k = 0 if jobs[0].job_id == job_id else _in_service(jobs, job_id)  # the first job, with one server
-    job = jobs[k]
+    k, job = _find(st.jobs, job_id)
     owner = job.owner
     ready = c.ready
     if owner is None or m.reads_estimates or ready[0] is not None or ready[1] is not None:

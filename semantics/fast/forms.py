@@ -13,6 +13,7 @@ taker against measure.take_first_event on reachable configurations).
 |---|---|
 | ``fifo.enter_fast`` | stage/fifo-enter, then stage/fifo-start when a server is free and no job waits |
 | ``fifo.complete_fast`` | stage/fifo-complete, then stage/fifo-start of the one job the freed server takes |
+| ``delay.enter``, ``delay.complete``, ``delay.leave`` | stage/delay-enter, stage/delay-complete and the delay's part of stage/leave, on long lines in chunks (chunks.py), a job found by binary search |
 | ``sessions.execute_observe_then_end`` | session/observe, then session/end when the session ends right after it holding nothing |
 | ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
 | ``pools.make_room_lru`` | the pool/evict-block and pool/evict-entry rules one room needs, at a pool evicting lru without spill |
@@ -41,10 +42,11 @@ from .. import ir
 from ..smallstep import sessions as definition_sessions
 from ..smallstep.stages import KINDS
 from ..smallstep.stages import fifo as definition_fifo
-from . import fifo, measure, pools, sessions, settle, workload
+from . import delay, fifo, measure, pools, sessions, settle, workload
 
 #: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
-STAGE_ENTRIES = {"fifo": {"enter": fifo.enter_fast, "complete": fifo.complete_fast}}
+STAGE_ENTRIES = {"fifo": {"enter": fifo.enter_fast, "complete": fifo.complete_fast},
+                 "delay": {"enter": delay.enter, "complete": delay.complete, "leave": delay.leave}}
 
 #: statement kinds whose rules have fast forms
 STATEMENTS = {ir.Observe: sessions.execute_observe_then_end}

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from ..smallstep.configuration import READY, Configuration, Session, Workload, insert_event
+from ..smallstep.configuration import READY, Configuration, Session, Workload
+from .chunks import insert_event
 from .records import build, setter
 from ..smallstep.machine import Machine
 from ..smallstep.rng import member_stream, sample_exp

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from ..configuration import Configuration, build, insert_event, remove_event, replace_at, setter
 from ..machine import Machine
 from ..rules import rule
-from .jobs import at_stage, check_room_at_stage, finish_job
+from .jobs import at_stage, finish_job
 
 KIND = "fifo"
 EVENT = "job"  # the completion event (a, b = stage, job)
@@ -97,7 +97,6 @@ def enter(m: Machine, c: Configuration, stages: tuple[int, ...], owner, past, wo
     at once when a server is free (stage/fifo-start)."""
     s = stages[0]
     st = c.stages[s]
-    check_room_at_stage(m, c, s, len(st.jobs), owner)
     sessions = at_stage(c, owner, past, s, job_id)
     owner = None if owner is None else owner.serial
     job = build(FifoJob, (job_id, owner, c.time, _NAN, spill, work, None))
