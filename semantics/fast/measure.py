@@ -8,6 +8,17 @@ from ..smallstep.machine import Machine
 from ..smallstep.observables import holding_sessions, levels
 
 
+#: each stage kind's ``level`` (stages/: fifo.level, ps.level, step.level) as a Python expression of the
+#: stage's state record named ``state``; a kind not here (flows) has the program's levels read by
+#: ``observables.levels``
+LEVEL_SOURCES = {
+    "fifo": lambda m, s, state: f"({state}.busy / {m.servers[s]!r})",
+    "ps": lambda m, s, state: f"(1.0 if {state}.jobs else 0.0)",
+    "delay": lambda m, s, state: f"(1.0 if {state}.jobs else 0.0)",  # a ps stage's: ps(present)
+    "step": lambda m, s, state: f"(0.0 if {state}.iteration is None else 1.0)",
+}
+
+
 def make_event_taker(m: Machine):
     """``take_first_event`` written out as one function of ``m``'s program:
     the configuration unpacked once, each level one expression of its pools
@@ -48,7 +59,7 @@ def _integration_lines(m: Machine) -> list[str]:
         interval = "t - time"  # time is never below 0, so all of it counts
     lines = [f"    dt = {interval}",
              "    if dt > 0:"]
-    if any(kind.level_source is None for kind in m.stage_kinds):
+    if any(kind.name not in LEVEL_SOURCES for kind in m.stage_kinds):
         lines.append("        areas = tuple([x + level * dt for x, level in zip(areas, levels(m, c))])")
     else:
         terms, k = [], 0
@@ -61,7 +72,7 @@ def _integration_lines(m: Machine) -> list[str]:
         for s, kind in enumerate(m.stage_kinds):
             lines.append(f"        s{s} = stages[{s}]")
             lines.append(f"        n{s} = len(s{s}.jobs)")
-            terms += [f"areas[{k}] + n{s} * dt", f"areas[{k + 1}] + {kind.level_source(m, s, f's{s}')} * dt"]
+            terms += [f"areas[{k}] + n{s} * dt", f"areas[{k + 1}] + {LEVEL_SOURCES[kind.name](m, s, f's{s}')} * dt"]
             k += 2
         terms.append(f"areas[{k}] + len(sessions) * dt")
         lines.append("        areas = (" + ", ".join(terms) + ",)")

@@ -45,8 +45,8 @@ def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
 def take_first_event(m: Machine, c: Configuration) -> Configuration:
     """time/advance to the first pending event's time, that event taken off
     the pending events and counted (its rule applies next: driver.take_event).
-    The definition; an unobserved run uses ``make_event_taker``'s, the same
-    written out for its program (fast.py)."""
+    The definition; the fast engine uses semantics/fast/measure.make_event_taker's,
+    the same written out for its program."""
     t = c.events[0][0]
     if t > c.time:  # time/advance's premise: the event is later
         c = advance_time(m, c, t)

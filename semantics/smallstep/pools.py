@@ -308,7 +308,7 @@ def consume_prefix(m: Machine, c: Configuration, q: int, serial: int, reuse: flo
 
 def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
     """Evict until allocated + cached + need <= cap (``m.make_room`` is this,
-    or its fast form ``make_room_lru``). Backstop: entries go block by block
+    or the fast engine's ``make_room_lru``). Backstop: entries go block by block
     (seed 000: "An entry is evicted from its tail, block by block"), so room
     for more than MAX_EVICTIONS blocks at once is a RunError naming the pool
     (and ``stmt``, the statement that needs the room), where it would run for

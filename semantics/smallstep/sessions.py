@@ -41,7 +41,7 @@ class Op(NamedTuple):
 def compile_ops(m: Machine, execute: dict | None = None) -> tuple[tuple[Op, ...], ...]:
     """Every block's statements as Ops, then the Op of the block's end
     (``end_op``); ``execute``: each statement kind's rule (default
-    ``EXECUTE``, the definitions; fast.py's forms for an unobserved run).
+    ``EXECUTE``, the definitions; the fast engine's forms: semantics/fast/forms.py).
     The driver installs them in the machine: ``m.ops``."""
     execute = EXECUTE if execute is None else execute
     compile_ = m.compiler.compile

@@ -55,9 +55,9 @@ def initial_state(m: Machine, s: int) -> DelayState:
 # -- the state as expressions read it -------------------------------------------
 
 
-# present, busy (every job present is in service), level (1 while any job is present) and level_source:
-# a ps stage's, which a delay stage is (ps(present))
-present, busy, level, level_source = ps.present, ps.busy, ps.level, ps.level_source
+# present, busy (every job present is in service) and level (1 while any job is present): a ps stage's,
+# which a delay stage is (ps(present))
+present, busy, level = ps.present, ps.busy, ps.level
 
 
 budget_plan = None  # budget_left reads a step stage only (the linker)

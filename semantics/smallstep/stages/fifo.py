@@ -72,11 +72,6 @@ def level(m: Machine, c: Configuration, s: int) -> float:
     return c.stages[s].busy / m.servers[s]
 
 
-def level_source(m: Machine, s: int, state: str) -> str:
-    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
-    return f"({state}.busy / {m.servers[s]!r})"
-
-
 budget_plan = None  # budget_left reads a step stage only (the linker)
 
 

@@ -77,9 +77,6 @@ def level(m: Machine, c: Configuration, s: int) -> float:
 
 budget_plan = None  # budget_left reads a step stage only (the linker)
 
-level_source = None  # the event taker integrates a program with flows by observables.levels
-
-
 def work(m: Machine, c: Configuration, s: int) -> float:
     """``work(s)``: what is left of every flow holding the stage."""
     dt = c.time - c.flows.updated

@@ -154,11 +154,6 @@ def level(m: Machine, c: Configuration, s: int) -> float:
     return 1.0 if c.stages[s].jobs else 0.0
 
 
-def level_source(m: Machine, s: int, state: str) -> str:
-    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
-    return f"(1.0 if {state}.jobs else 0.0)"
-
-
 budget_plan = None  # budget_left reads a step stage only (the linker)
 
 

@@ -182,11 +182,6 @@ def level(m: Machine, c: Configuration, s: int) -> float:
     return 1.0 if c.stages[s].iteration is not None else 0.0
 
 
-def level_source(m: Machine, s: int, state: str) -> str:
-    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
-    return f"(0.0 if {state}.iteration is None else 1.0)"
-
-
 def work(m: Machine, c: Configuration, s: int) -> float:
     """``work(s)``: the tokens the residents' runs have left."""
     return sum(r.remaining for r in c.stages[s].jobs)
