@@ -6,9 +6,11 @@ at each of four stages: a delay (every job its own completion event), a ps
 stage (ps(1): one completion event, the jobs in a heap), fifo(1e9) (every
 job in service, each with its completion event) and fifo(1) (one in
 service, N in line). Each run is timed whole (building the machine, the
-run, its result; not the front end), on one engine, in this process; the
-figure is microseconds per session and the ratio of a run's time to the
-previous N's (linear: 2.0; the issue's bound: at most 2.3 per doubling).
+run, its result; not the front end), on one engine, in this process, by
+its CPU time (``time.process_time``: on a shared machine the wall clock adds
+the wait for a core) and its wall time; the figure is CPU microseconds per
+session and the ratio of a run's CPU time to the previous N's (linear: 2.0;
+the issue's bound: at most 2.3 per doubling).
 
     python benchmarks/bench_population.py [--engine fast|definition] [--sizes 10000,20000,...]
         [--stages delay,ps,fifo,fifo1]
@@ -40,15 +42,15 @@ def program_of(stage: str, n: int):
     return compile_source(PROGRAM.format(decl=STAGES[stage], n=n), f"<bench_population {stage} {n}>")[0]
 
 
-def time_run(engine: str, stage: str, n: int) -> tuple[float, int]:
-    """Seconds of one run of ``n`` sessions at ``stage``, and the sessions that ended."""
+def time_run(engine: str, stage: str, n: int) -> tuple[float, float, int]:
+    """CPU and wall seconds of one run of ``n`` sessions at ``stage``, and the sessions that ended."""
     from semantics.cli_common import engine_run
 
     run = engine_run(engine)
     program = program_of(stage, n)
-    started = time.perf_counter()
+    cpu, wall = time.process_time(), time.perf_counter()
     result = run(program)
-    return time.perf_counter() - started, result.ended
+    return time.process_time() - cpu, time.perf_counter() - wall, result.ended
 
 
 def main(argv=None) -> int:
@@ -59,18 +61,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"engine {args.engine}; load average before: {os.getloadavg()[0]:.2f}")
-    print("| stage | N | seconds | µs per session | ratio to N/2 |")
-    print("|---|---|---|---|---|")
+    print("| stage | N | CPU s | wall s | CPU µs per session | CPU ratio to N/2 |")
+    print("|---|---|---|---|---|---|")
     worst = 0.0
     for stage in args.stages.split(","):
         previous = None
         for n in sizes:
-            seconds, ended = time_run(args.engine, stage, n)
+            seconds, wall, ended = time_run(args.engine, stage, n)
             assert ended == n, (stage, n, ended)
             ratio = seconds / previous if previous else None
             if ratio is not None:
                 worst = max(worst, ratio)
-            print(f"| {STAGES[stage]} | {n:,} | {seconds:.2f} | {1e6 * seconds / n:.1f} | "
+            print(f"| {STAGES[stage]} | {n:,} | {seconds:.2f} | {wall:.2f} | {1e6 * seconds / n:.1f} | "
                   f"{'' if ratio is None else f'{ratio:.2f}'} |", flush=True)
             previous = seconds
     print(f"the largest ratio per doubling: {worst:.2f}; load average after: {os.getloadavg()[0]:.2f}")
