@@ -2,12 +2,13 @@
 fast engine's build_machine (semantics/fast/engine.py).
 
 Where one event applies several rules in a row with nothing observable
-between them, an unobserved run builds one configuration for them, and
-time/advance is written out per program; a traced run applies every rule by
-its definition, so that the trace shows each. Every form here is checked to
-leave the same configuration as its definitions (tests/test_smallstep_properties.py:
-every event of a set of programs, with and without an observer; the event
-taker against measure.take_first_event on reachable configurations).
+between them, the fast engine builds one configuration for them, and
+time/advance is written out per program; the definition (semantics/smallstep,
+which `trace` runs) applies every rule by itself, so that the trace shows
+each. Every form here is checked to leave the same configuration as its
+definitions (tests/test_smallstep_properties.py: every event of a set of
+programs on both engines; the event taker against the definition's
+measure.take_first_event on reachable configurations).
 
 | fast form | the definitions it folds |
 |---|---|
@@ -29,11 +30,14 @@ Some fast forms also write out, inside them, helpers the definitions call
 ``fifo.enter_fast``: jobs.at_stage): the same updates without the calls.
 tests/test_smallstep_fast.py runs programs that reach the forms the
 property tests' programs do not (an arrival limit, an init block, a closed
-workload) with and without an observer, and checks the written-out areas.
+workload) on both engines, and checks the written-out areas.
 A step's fast form (``event_steps``) replaces three things the driver
 does in a row, so what it must equal is the configuration after the
-event's settle, the one ``walk`` yields; no rule's own result is skipped
-in a run with an observer, which has no fast forms.
+event's settle, the one ``walk`` yields; the definition's machine has no
+fast form. Besides the forms, the fast engine keeps long lines and event
+lists in chunks (chunks.py), compiles expressions to Python source
+(values.WrittenCompiler) and sets record fields by generated functions
+(records.py).
 """
 
 from __future__ import annotations
