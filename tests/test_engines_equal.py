@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
 from semantics import fast
+from semantics.fast import chunks
 from semantics.errors import RunError
 from semantics.smallstep import driver
 from strategies import FEATURES, Loaded, explicit_programs, loaded_programs
@@ -59,6 +60,18 @@ COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Health
 @given(loaded_programs())
 def test_the_fast_engine_gives_the_definitions_result(loaded):
     compare(loaded)
+
+
+@settings(max_examples=DEFAULT_EXAMPLES, derandomize=True, **COMMON)
+@given(loaded_programs())
+def test_the_fast_engine_in_short_chunks_gives_the_definitions_result(loaded):
+    """The same with the fast engine keeping every line and event list of more than 4 in chunks of 2
+    (semantics/fast/chunks.py), so that its chunked paths (an event scheduled, cancelled, taken off; a
+    job joining, leaving, starting) run in every kind of program, not only in long ones."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chunks, "LONG", 4)
+        patch.setattr(chunks, "SIZE", 2)
+        compare(loaded)
 
 
 @settings(max_examples=5, derandomize=True, **COMMON)
