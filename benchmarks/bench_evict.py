@@ -19,7 +19,7 @@ import argparse
 import time
 
 from semantics.compiler import compile_source
-from semantics.smallstep.driver import run
+from semantics.fast import run
 
 PROGRAM = """pool kv {{ cap 16000; block 16; {evict}; }}
 stage gpu : fifo(8);

@@ -78,8 +78,8 @@ def build_program(horizon: float):
 
 
 def run_serq_ref(horizon: float) -> int:
-    """serq-ref: compile the program and run the small-step driver on it."""
-    from semantics.smallstep import driver
+    """serq-ref: compile the program and run it on the fast engine (semantics.fast)."""
+    from semantics import fast as driver
 
     result = driver.run(build_program(horizon))
     return result.arrivals

@@ -13,7 +13,7 @@ import argparse
 import time
 
 from semantics.compiler import compile_source
-from semantics.smallstep import driver
+from semantics import fast as driver
 
 #: (label, session body) from the least to the whole benchmark session
 SESSIONS = (

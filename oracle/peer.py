@@ -195,12 +195,12 @@ def _constant_cost(program: ir.Program, name: str, index) -> float | None:
 
 
 def figures_here(program: ir.Program, base_dir: str | None = None) -> Figures:
-    """serq-ref's run (semantics.smallstep.driver.run) and its report
+    """serq-ref's run (semantics.fast.run, the fast engine) and its report
     (semantics.report.build_report: a step stage's inter-token latency)."""
     from semantics.report import build_report
-    from semantics.smallstep import driver
+    from semantics import fast
 
-    result = driver.run(program, base_dir=base_dir or os.getcwd())
+    result = fast.run(program, base_dir=base_dir or os.getcwd())
     report = build_report(result)
     span = result.end - result.warmup
     observations = {r.name: _by_serial((serial, turn, time, value) for time, serial, turn, value in r.samples)

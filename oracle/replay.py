@@ -107,7 +107,7 @@ def trace_session_numbers(trace: str) -> list[int]:
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
            sessions: int | None = None, chunk: float = 0, asynchronous: bool = False) -> list[Row]:
     """The rows of the replay, by session then turn (``asynchronous``: replay_program's)."""
-    from semantics.smallstep.driver import run
+    from semantics.fast import run
 
     program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
                                              asynchronous=asynchronous)

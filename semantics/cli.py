@@ -15,7 +15,8 @@ from typing import Sequence
 
 from . import SERQ_VERSION, ir
 from .arguments import number, whole
-from .cli_common import overrides, print_warnings, program_arguments, source_of, with_statement_span
+from .cli_common import (engine_argument, engine_run, overrides, print_warnings, program_arguments, source_of,
+                         with_statement_span)
 from .errors import ProgramErrors, SerqError, UsageError, render
 from .pipeline import load
 from lean_bridge import cli as lean_cli
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dump", metavar="DIR",
                    help="also write every observation and gauge as CSV files under DIR, created if needed "
                         "(docs/reports.md). Default: no files")
+    engine_argument(p)
     p = commands.add_parser("trace", help="print the step trace: one JSON line per rule applied")
     program_arguments(p, optional_file=True)
     p.add_argument("--rules", action="store_true",
@@ -133,8 +135,8 @@ def command_ir(args: argparse.Namespace) -> int:
 
 def command_run(args: argparse.Namespace) -> int:
     from .report import build_report, check_dump, dumps_json, format_text, write_dump
-    from .smallstep.driver import run
 
+    run = engine_run(args.engine)
     loaded = load(args.file, overrides(args), "run")
     if args.dump:  # refused before the run, not after a long one
         check_dump(args.dump, loaded.program.observes, tuple(g.name for g in loaded.program.gauges))

@@ -45,6 +45,26 @@ def program_arguments(p: argparse.ArgumentParser, optional_file: bool = False) -
                         "the horizon)")
 
 
+#: The engines a run can take (--engine): the fast one (semantics/fast), the default, and the
+#: definition (semantics/smallstep), which gives the same results byte for byte, slower.
+ENGINES = ("fast", "definition")
+
+
+def engine_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, default="fast",
+                   help="which engine runs the program: fast (semantics/fast) or definition (the small-step rules of "
+                        "semantics/smallstep, one by one); the same results byte for byte. Default: fast")
+
+
+def engine_run(name: str):
+    """The run function (program, *, base_dir, progress) -> RunResult of engine ``name`` (ENGINES)."""
+    if name == "definition":
+        from .smallstep.driver import run
+    else:
+        from .fast import run
+    return run
+
+
 def overrides(args: argparse.Namespace) -> Overrides:
     """The run settings given by ``program_arguments``' options."""
     return Overrides(seed=args.seed, horizon=args.horizon, warmup=args.warmup, arrivals=args.arrivals,

@@ -5,8 +5,7 @@
   not 0 or 1, a backstop against a run that makes no progress). Exit 1.
   Names the statement.
 - ``LimitError``: the run reached a limit of serq-ref's implementation, not
-  a trap of the program (a fifo stage's line past MAX_JOBS_AT_STAGE, more
-  evictions at once than MAX_EVICTIONS): the model has no error there, and
+  a trap of the program (more evictions at once than MAX_EVICTIONS): the model has no error there, and
   the message says so. Exit 1. Names the statement, as a RunError does (both
   are ``RunStop``s).
 - ``UsageError``: the command line is wrong. Exit 2.

@@ -152,6 +152,7 @@ class Run:
     arrivals: int | None
     seed: int
     warn: bool  # return the link warnings (the point's first seed)
+    engine: str = "fast"  # cli_common.ENGINES: the results are the same bytes on either
 
 
 @functools.lru_cache(maxsize=8)
@@ -167,9 +168,10 @@ def run_point(case: Run) -> dict:
 
     from .cli_common import source_of, with_statement_span
     from .errors import format_diagnostic
+    from .cli_common import engine_run
     from .report import build_report, to_json
-    from .smallstep.driver import run
 
+    run = engine_run(case.engine)
     loaded = _load(case.path, case.sets, case.horizon, case.warmup, case.arrivals)
     program = dataclasses.replace(loaded.program, seed=case.seed)
     result = with_statement_span(loaded, lambda: run(program, base_dir=loaded.base_dir))
@@ -248,13 +250,14 @@ def mean_and_half_width(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, t * math.sqrt(calculate_sample_variance(values) / len(values))
 
 
-def plan(path: str, settings: Sequence[Setting], seeds: Sequence[int], horizon, warmup, arrivals) -> tuple[list, list]:
-    """The points (cross product, the last setting fastest) and the runs (each point's seeds in order)."""
+def plan(path: str, settings: Sequence[Setting], seeds: Sequence[int], horizon, warmup, arrivals,
+         engine: str = "fast") -> tuple[list, list]:
+    """The points (cross product, the last setting fastest) and the runs (each point's seeds in order), on ``engine``."""
     import itertools
 
     points = list(itertools.product(*(s.values for s in settings)))
     runs = [Run(path, tuple((s.name, v.value) for s, v in zip(settings, point)), horizon, warmup, arrivals, seed,
-                warn=(k == 0))
+                warn=(k == 0), engine=engine)
             for point in points for k, seed in enumerate(seeds)]
     return points, runs
 
@@ -531,8 +534,10 @@ def add_parser(commands) -> None:
     p.add_argument("--plot", metavar="OUT.png|OUT.svg",
                    help="also draw the --y figures against the first swept setting, with their intervals and the "
                         "cliffs (needs the optional extra plot: matplotlib)")
+    from .cli_common import engine_argument
     from .workers import add_arguments
 
+    engine_argument(p)
     add_arguments(p)
 
 
@@ -581,7 +586,7 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError(f"--y {','.join(unknown)}: no such figure of this program (an observation or gauge "
                              f"NAME, NAME.p99 ..., run.FIELD, stage.NAME.FIELD, pool.NAME.FIELD: docs/sweep.md; "
                              f"its observations and gauges: {', '.join(observes + gauges) or 'none'})")
-    point_list, runs = plan(args.file, args.sets, seeds, args.horizon, args.warmup, args.arrivals)
+    point_list, runs = plan(args.file, args.sets, seeds, args.horizon, args.warmup, args.arrivals, args.engine)
     journal = None
     if args.resume is not None:
         key = fingerprint("sweep", os.path.abspath(args.file), _file_text(args.file),

@@ -7,6 +7,11 @@ point, to the last bit of a float; an error's message or place) fails it, naming
 programs. The whole corpus takes about a minute here, more than the default suite should
 spend on one check, so the default run digests a fixed subset (every SUBSET_STEP-th program
 of the corpus, examples included) and the campaign the whole.
+
+Both engines must give the recorded results: the fast one (semantics/fast), which `serq-ref
+run` uses, and the definition (semantics/smallstep), which it stands for. The default run
+digests the subset on the fast engine and another slice (entries DEFINITION_OFFSET,
+DEFINITION_OFFSET + SUBSET_STEP, ...) on the definition; the campaign the whole corpus on each.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import pytest
 DIGEST_DIR = Path(__file__).resolve().parent / "digest"
 #: the default run digests corpus entries 0, SUBSET_STEP, 2 * SUBSET_STEP, ...
 SUBSET_STEP = 8
+#: the default run digests corpus entries DEFINITION_OFFSET, DEFINITION_OFFSET + SUBSET_STEP, ... on the definition
+DEFINITION_OFFSET = 4
 
 
 def load_module(name: str):
@@ -31,14 +38,15 @@ def load_module(name: str):
 digest = load_module("digest")
 
 
-def check(entries: list[dict], whole: bool) -> None:
+def check(entries: list[dict], whole: bool, engine: str = "fast") -> None:
     expected, total = digest.read_expected()
-    outcomes = digest.run_all(entries)
+    outcomes = digest.run_all(entries, engine=engine)
     problems = digest.compare(outcomes, expected, whole=whole)
     if whole and not problems:
         assert digest.total_of([o.line() for o in outcomes]) == total
     assert not problems, (
-        f"{len(problems)} program(s) of the digest corpus give other results than expected.txt records:\n  "
+        f"{len(problems)} program(s) of the digest corpus give other results on the {engine} engine than "
+        "expected.txt records:\n  "
         + "\n  ".join(problems)
         + "\nSee what changed: python3 tests/digest/digest.py --only NAME --show (before and after the change); "
         "a deliberate change re-records with --update (tests/digest/README.md)."
@@ -63,6 +71,15 @@ def test_a_subset_of_the_corpus_gives_the_recorded_results():
     check(digest.read_corpus()[::SUBSET_STEP], whole=False)
 
 
+def test_another_subset_gives_the_recorded_results_on_the_definition():
+    check(digest.read_corpus()[DEFINITION_OFFSET::SUBSET_STEP], whole=False, engine="definition")
+
+
 @pytest.mark.campaign
 def test_the_whole_corpus_gives_the_recorded_results():
     check(digest.read_corpus(), whole=True)
+
+
+@pytest.mark.campaign
+def test_the_whole_corpus_gives_the_recorded_results_on_the_definition():
+    check(digest.read_corpus(), whole=True, engine="definition")

@@ -26,7 +26,7 @@ import ir_schema
 from semantics import codec, ir
 from semantics.compiler import compile_file
 from semantics.link import link
-from semantics.smallstep.driver import run
+from semantics.fast import run  # what `serq-ref run` runs: the fast engine (the digest holds it to the definition)
 from shared_paths import SHARED
 
 ROOT = Path(__file__).resolve().parent.parent

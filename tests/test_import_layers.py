@@ -21,6 +21,10 @@ the peer's and the Lean bridge's subcommands. (The one-request program of a
 vLLM scenario, which oracle/differential.py runs, was built in
 ``lean_bridge.scenario``; it is ``oracle.scenario``'s now, with the check of
 a scenario, and the JSON positions are ``semantics.jsonpos``'s.)
+
+Inside ``semantics`` the definition stands alone: ``semantics.smallstep`` imports
+nothing of the fast engine (``semantics.fast``), which imports the definition
+and overrides parts of it.
 """
 
 from __future__ import annotations
@@ -143,6 +147,30 @@ def test_the_packages_stack():
     # the command line's registrations are seen (the check reads function-level imports too)
     assert {("semantics.cli", "lean_bridge.cli"), ("semantics.cli", "oracle.cli"),
             ("semantics.cli", "oracle.peer_cli")} <= set(found)
+
+
+#: the definition, and the fast engine beside it (issue 22 §1)
+DEFINITION = "semantics.smallstep"
+FAST = "semantics.fast"
+
+
+def definition_imports_of_fast(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, imported) for every import of the fast engine by a module of the definition."""
+    return [(a, b) for a in sorted(edges) if a == DEFINITION or a.startswith(DEFINITION + ".")
+            for b in sorted(edges[a]) if b == FAST or b.startswith(FAST + ".")]
+
+
+def test_the_definition_imports_nothing_of_the_fast_engine():
+    edges = graph()
+    assert definition_imports_of_fast(edges) == [], "semantics/smallstep imports semantics/fast"
+    # the fast engine is seen, and it does import the definition (which it overrides in parts)
+    assert "semantics.fast.engine" in edges and "semantics.smallstep.driver" in edges["semantics.fast.engine"]
+
+
+def test_the_definition_check_can_fail():
+    edges = graph()
+    edges["semantics.smallstep.driver"].add("semantics.fast.forms")
+    assert definition_imports_of_fast(edges) == [("semantics.smallstep.driver", "semantics.fast.forms")]
 
 
 def test_the_oracle_imports_nothing_of_the_lean_bridge():

@@ -12,7 +12,7 @@ choose, hold (several pools, reserve, reuse, at admission, cache, lease),
 grow, release, drop, load, run (several stages under share), turn and end.
 Numbers include 0, negatives, huge values, inf and 0 / 0. Each program is run
 the way `serq-ref run` does (``semantics.pipeline.load``,
-``semantics.smallstep.driver.run``, the report in text and JSON) with a
+``semantics.fast.run``, the report in text and JSON) with a
 horizon of at most 20. The outcome is a report, or a ProgramError (the front
 end or the linker refused the program) or a RunError (the run stopped with a
 message); any other exception, or a run over its wall-clock budget, is a bug.
@@ -46,7 +46,7 @@ from semantics import codec
 from semantics.errors import LimitError, ProgramError, RunError, RunStop
 from semantics.pipeline import load
 from semantics.report import build_report, dumps_json, format_text
-from semantics.smallstep.driver import run
+from semantics.fast import run
 
 #: seconds one example may take before it counts as a hang
 BUDGET = 20.0

@@ -51,7 +51,7 @@ if __name__ == "__main__":  # run as a script: the package and the tests' helper
 from semantics import ir  # noqa: E402
 from semantics.link import link  # noqa: E402
 from semantics.pipeline import Overrides, load  # noqa: E402
-from semantics.smallstep.driver import run  # noqa: E402
+from semantics.fast import run  # noqa: E402
 
 PROGRAM = ROOT / "examples/replay/vllm_replay.sq"
 RECORD = ROOT / "docs/data/section8.json"

@@ -1,6 +1,7 @@
-"""The two compilations of an expression agree (values.ExpressionCompiler):
-``interpret``, a closure per node, is the definition; ``compile``, what a
-run uses, writes numbers, attributes, context variables, operators and
+"""The two compilations of an expression agree: the definition's
+(semantics/smallstep/values.ExpressionCompiler), a closure per node, and the
+fast engine's (semantics/fast/values.WrittenCompiler), whose ``compile``
+writes numbers, attributes, context variables, operators and
 conditionals out as one Python function. Over random expressions and
 evaluation environments they give the same value bit for bit (NaN's sign
 included), leave the stream at the same position, and fail with the same
@@ -20,7 +21,9 @@ from hypothesis import strategies as st
 
 from semantics import ir
 from semantics.errors import RunError
-from semantics.smallstep.values import MAX_WRITTEN_DEPTH, Env, ExpressionCompiler
+from semantics.fast.values import MAX_WRITTEN_DEPTH
+from semantics.fast.values import WrittenCompiler as ExpressionCompiler
+from semantics.smallstep.values import Env
 
 
 class _Config:

@@ -1,13 +1,14 @@
-"""The fast forms of semantics/smallstep/fast.py against their definitions,
+"""The fast forms of semantics/fast/forms.py against their definitions,
 where tests/test_smallstep_properties.py's programs do not reach them: the
 exponential draw written out (rng.sample_exp), the Poisson arrival as one
-update (workload.poisson_arrival, and the driver's whole step at it,
+update (fast/workload.poisson_arrival, and the driver's whole step at it,
 poisson_arrival_step) with an arrival limit, settle's fast form with pools
 dirty and a session made ready by another's end (closed workload), the
-areas a step's fast form integrates (measure.make_areas_at: checked with
-the event taker in tests/test_smallstep_properties.py). A machine with
-an observer applies every definition; one without applies the fast forms;
-every event must leave the same configuration.
+areas a step's fast form integrates (fast/measure.make_areas_at: checked with
+the event taker in tests/test_smallstep_properties.py). The definition's
+machine (with an observer, as a trace runs it) applies every definition; the
+fast engine's applies the fast forms; every event must leave the same
+configuration.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from semantics.compiler import compile_source
-from semantics.smallstep import fast, settle, workload
+from semantics import fast
+from semantics.fast import fifo as fast_fifo
+from semantics.fast import forms
+from semantics.fast import settle as fast_settle
+from semantics.fast import workload as fast_workload
+from semantics.smallstep import settle, workload
 from semantics.smallstep.driver import build_machine, walk
-from semantics.smallstep.stages import fifo
 from semantics.smallstep.rng import draw_uniform, sample_exp
 
 
@@ -42,7 +47,7 @@ def test_the_written_out_exponential_draw_near_one():
 
 
 def events(program, observed: bool) -> list:
-    m = build_machine(program, observer=(lambda rule, c, fields: None) if observed else None)
+    m = build_machine(program, observer=lambda rule, c, fields: None) if observed else fast.build_machine(program)
     return list(walk(m))
 
 
@@ -81,12 +86,13 @@ def test_the_fast_forms_leave_the_definitions_configurations(name):
 
 def test_the_fast_forms_are_installed():
     """The programs above do reach the fast forms (else the comparison would compare the definitions with themselves)."""
-    plain = build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0])
-    assert plain.event_rules["arrive"] is workload.poisson_arrival
-    assert plain.settle is fast.SETTLE is settle.settle_fast
-    assert plain.event_steps == {"arrive": workload.poisson_arrival_step, "job": fifo.complete_step}
-    with_init = build_machine(compile_source(PROGRAMS["init"], "<i>")[0])
+    plain = fast.build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0])
+    assert plain.event_rules["arrive"] is fast_workload.poisson_arrival
+    assert plain.settle is forms.SETTLE is fast_settle.settle_fast
+    assert plain.event_steps == {"arrive": fast_workload.poisson_arrival_step, "job": fast_fifo.complete_step}
+    with_init = fast.build_machine(compile_source(PROGRAMS["init"], "<i>")[0])
     assert with_init.event_rules["arrive"] is workload.arrival_event
-    observed = build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0], observer=lambda *a: None)
-    assert observed.event_rules["arrive"] is workload.arrival_event and observed.settle is settle.settle
-    assert observed.event_steps == {}
+    for observer in (None, lambda *a: None):  # the definition's machine, traced or not, has no fast form
+        definition = build_machine(compile_source(PROGRAMS["arrival limit"], "<a>")[0], observer=observer)
+        assert definition.event_rules["arrive"] is workload.arrival_event and definition.settle is settle.settle
+        assert definition.event_steps == {}

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from irbuild import Builder, binary, sample
-from semantics import ir
+from semantics import fast, ir
 from semantics.compiler import compile_source
 from semantics.errors import RunStop
 from semantics.smallstep.driver import build_machine, configurations, machine_for, run, walk
@@ -101,8 +101,9 @@ def test_settle_is_idempotent(program):
 
 
 def events_seen(program, observed: bool) -> list:
-    """The configuration after each event and its settle, with or without a step-trace observer attached."""
-    m = build_machine(program, observer=(lambda rule, c, fields: None) if observed else None)
+    """The configuration after each event and its settle: the definition's with a step-trace observer attached
+    (``observed``), or the fast engine's."""
+    m = build_machine(program, observer=lambda rule, c, fields: None) if observed else fast.build_machine(program)
     try:
         return list(walk(m))
     except RunStop as e:
@@ -191,7 +192,7 @@ def test_the_written_out_event_taker_is_the_definition(program, dt, warmup):
     with the areas integrated, the event taken off and counted) out for the
     program's pools and stages: the same configuration, bit for bit, in every
     reachable configuration, with the time before the warm-up, at it, and after."""
-    m = machine_for(dataclasses.replace(program, warmup=warmup))
+    m = fast.machine_for(dataclasses.replace(program, warmup=warmup))
     try:
         for c in walk(m):
             assert_event_taker_is_the_definition(m, c, dt)
@@ -208,7 +209,7 @@ share bottleneck;
 workload { arrive poisson(1.5); }
 session { run a, b (~exp(0.8)); run c (~exp(0.5)); }
 run { horizon 30; warmup 5; seed 4; }"""
-    m = machine_for(compile_source(text, "<flows>")[0])
+    m = fast.machine_for(compile_source(text, "<flows>")[0])
     assert m.flow_stages
     for c in walk(m):
         assert_event_taker_is_the_definition(m, c, 0.25)

@@ -8,10 +8,10 @@ absolute module name).
   the errors, the results and the arithmetic (the operators, below everything).
 - The facts are below the rules: ``machine``, ``observables``, ``values``,
   ``configuration`` and the other modules below them import no rule module
-  (pools, sessions, stages, workload, settle, measure, fast, driver).
+  (pools, sessions, stages, workload, settle, measure, driver).
 - The rule modules stack (RULE_LAYERS): pools, workload and measure at the
   bottom, then the stages, the sessions' statements, settle (the loops that
-  drain the follow-up work), the fast forms and the driver; a rule module
+  drain the follow-up work) and the driver; a rule module
   imports rule modules of lower layers only, and every import between the
   core's modules is at module level. A rule leaves the work of another
   family as data (Configuration.work), never by calling it (issue 22).
@@ -26,11 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "semantics" / "smallstep
 PACKAGE = "semantics.smallstep"
 
 #: modules that hold rules (a configuration to a configuration)
-RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "fast", "driver"}
+RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "driver"}
 #: modules below the rules: what a rule reads and writes, never a rule
 FACTS = {"configuration", "machine", "observables", "values", "rng", "estimates", "steptrace", "invariants", "rules"}
 #: the rule modules from the bottom up: each imports rule modules of the layers below its own only
-RULE_LAYERS = ({"pools", "workload", "measure"}, {"stages"}, {"sessions"}, {"settle"}, {"fast"}, {"driver"})
+RULE_LAYERS = ({"pools", "workload", "measure"}, {"stages"}, {"sessions"}, {"settle"}, {"driver"})
 
 
 def module_name(path: pathlib.Path) -> str:

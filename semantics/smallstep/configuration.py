@@ -237,61 +237,30 @@ class Configuration(NamedTuple):
     work: tuple = ()
 
 
-class _Unchanged:
-    """The default of every field of a generated ``_replace``: keep the field."""
-
-    __slots__ = ()
-
-
-_UNCHANGED = _Unchanged()
-
-
-def install_fast_replace(record_type) -> None:
-    """Give a NamedTuple a ``_replace`` that builds the new record with one
-    ``tuple.__new__`` call (collections' generic ``_replace`` goes through
-    ``_make`` and a ``map``, about three times the cost; LITERAL-SPEED.md).
-    The method is written once per record type: a keyword parameter per
-    field, each kept unless given."""
-    fields = record_type._fields
-    parameters = ", ".join(f"{name}=unchanged" for name in fields)
-    items = ", ".join(f"self[{i}] if {name} is unchanged else {name}" for i, name in enumerate(fields))
-    source = f"def _replace(self, *, {parameters}):\n    return new(record_type, ({items},))\n"
-    namespace = {"new": tuple.__new__, "record_type": record_type, "unchanged": _UNCHANGED}
-    exec(source, namespace)
-    record_type._replace = namespace["_replace"]
-
-
 def setter(record_type, *names: str):
     """The function ``(record, value, ...) -> record`` with the fields
-    ``names`` set, in that order: the update a hot rule makes, written with
-    positional arguments and one tuple build (a keyword ``_replace`` of a
-    14-field record binds 14 parameters and costs about twice as much;
-    docs/semantics.md, Speed). ``setter(Configuration, "time", "events")(c, t, e)``
-    is ``c._replace(time=t, events=e)``."""
+    ``names`` set, in that order: ``setter(Configuration, "time", "events")(c, t, e)``
+    is ``c._replace(time=t, events=e)``, written with positional arguments."""
     fields = record_type._fields
     unknown = [name for name in names if name not in fields]
     assert not unknown, f"{record_type.__name__} has no field {unknown}"
-    old = [f"_{i}" for i in range(len(fields))]
-    items = [name if name in names else old[i] for i, name in enumerate(fields)]
-    source = (f"def set_fields(record, {', '.join(names)}):\n"
-              f"    {', '.join(old)}, = record\n"
-              f"    return new(record_type, ({', '.join(items)},))\n")
-    namespace = {"new": tuple.__new__, "record_type": record_type}
-    exec(source, namespace)
-    function = namespace["set_fields"]
-    function.__name__ = function.__qualname__ = f"set_{record_type.__name__}_{'_'.join(names)}"
-    return function
+    positions = tuple(fields.index(name) for name in names)
+    make = record_type._make
+
+    def set_fields(record, *values):
+        items = list(record)
+        for position, value in zip(positions, values):
+            items[position] = value
+        return make(items)
+
+    set_fields.__name__ = set_fields.__qualname__ = f"set_{record_type.__name__}_{'_'.join(names)}"
+    return set_fields
 
 
-for _record_type in (Frame, Allocation, ActiveHold, LeaseState, PendingHold, Session, CacheEntry, Holding, Waiting,
-                     PoolState, PoolStats, StageStats, Statistics, Workload, Configuration):
-    install_fast_replace(_record_type)
+def build(record_type, fields: tuple):
+    """``build(Record, (field, ...))`` is ``Record(field, ...)``."""
+    return record_type._make(fields)
 
-
-#: ``build(Record, (field, ...))`` is ``Record(field, ...)`` without the
-#: constructor's Python frame (a NamedTuple's ``__new__`` is a Python
-#: function; the hot rules build their records this way, 0.1 µs each).
-build = tuple.__new__
 
 EMPTY_POOL_STATS = PoolStats(0.0, 0, 0, 0, 0.0, 0, 0, 0, 0, ())
 EMPTY_STAGE_STATS = StageStats(0, 0.0, 0.0)

@@ -23,7 +23,7 @@ import immutables
 from .. import ir
 from ..errors import RunError
 from ..results import RunResult
-from . import fast, measure, stages
+from . import stages
 from .configuration import (EMPTY_POOL_STATS, EMPTY_READY, EMPTY_STAGE_STATS, Configuration, PoolState, Statistics,
                             Workload)
 from .estimates import Estimator
@@ -42,25 +42,16 @@ PROGRESS_EVERY = 4096
 
 def build_machine(program: ir.Program, observer=None, trace_sessions=()) -> Machine:
     """The machine of ``program``, with the parts made of rules installed: the
-    compiled statements, each event kind's rule and time/advance. Without an
-    observer the fast forms stand in for their definitions (fast.py)."""
-    if observer is None:
-        m = Machine(program, fast.stage_kinds(), trace_sessions=trace_sessions)
-        m.ops = compile_ops(m, fast.statement_rules())
-        m.take_first_event = fast.EVENT_TAKER(m)
-        m.make_room = fast.MAKE_ROOM
-        m.settle = fast.SETTLE
-        m.settle_ready = fast.SETTLE_READY
-        m.areas_at = measure.make_areas_at(m)
-        m.event_steps = fast.event_steps(m)
-    else:
-        m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
-        m.ops = compile_ops(m)
-        m.take_first_event = lambda c: take_first_event(m, c)
-        m.make_room = make_room
-        m.settle = settle
+    compiled statements, each event kind's rule and time/advance, every one
+    the definition's (the fast engine, semantics/fast, installs its own
+    forms in a machine it builds)."""
+    m = Machine(program, stages.KINDS, observer=observer, trace_sessions=trace_sessions)
+    m.ops = compile_ops(m)
+    m.take_first_event = lambda c: take_first_event(m, c)
+    m.make_room = make_room
+    m.settle = settle
     m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
-    m.event_rules.update({"arrive": arrival_event if observer is not None else fast.ARRIVAL(m), "lease": expire_lease})
+    m.event_rules.update({"arrive": arrival_event, "lease": expire_lease})
     return m
 
 
@@ -113,7 +104,7 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None, every: boo
         step = event_steps.get(kind)
         if step is None:
             c = settle_(m, event_rules[kind](m, take_first_event(c), a, b))
-        else:  # the three as one fast form (fast.event_steps)
+        else:  # the three as one (a fast engine's machine: semantics/fast/forms.event_steps)
             c = step(m, c, a, b)
         if every:
             yield c
@@ -141,7 +132,13 @@ def walk(m: Machine, progress: Callable[[float], None] | None = None, every: boo
 
 
 def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> RunResult:
-    """Run ``program`` to its end and return what it produced.
+    """Run ``program`` to its end by the definition and return what it
+    produced (semantics.fast.run gives the same bytes, faster)."""
+    return run_machine(build_machine(program, trace_sessions=load_trace(program, base_dir)), progress)
+
+
+def run_machine(m: Machine, progress=None) -> RunResult:
+    """Run the machine's program to its end (walk) and return what it produced.
 
     While it runs, the cyclic garbage collector is off (``gc.disable``, and
     on again at its end if it was on): a run's values are trees of tuples,
@@ -151,7 +148,6 @@ def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> R
     run 3 %, and, before the run froze the older objects, up to a tenth when
     they walked the whole process; docs/semantics.md, Speed). Nothing of the
     run's values depends on it."""
-    m = build_machine(program, trace_sessions=load_trace(program, base_dir))
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -83,10 +83,13 @@ class StepFacts:
 class Machine:
     """The fixed part of a run of ``program``."""
 
-    def __init__(self, program: ir.Program, kinds: Mapping, observer=None, trace_sessions=()):
+    def __init__(self, program: ir.Program, kinds: Mapping, observer=None, trace_sessions=(),
+                 compiler=ExpressionCompiler):
         """``kinds``: each stage kind's rules by name (stages.KINDS: "fifo",
         "ps", "flows"), given by the driver, which knows the rule modules;
-        ``observer``: the step trace's, or None."""
+        ``observer``: the step trace's, or None; ``compiler``: the class that
+        compiles the program's expressions (values.ExpressionCompiler, or the
+        fast engine's)."""
         self.program = program
         self.observer = observer
         self.trace_sessions = trace_sessions
@@ -106,17 +109,17 @@ class Machine:
         self.kind_names = tuple(_kind_name(s, stage, self.flow_stages) for s, stage in enumerate(program.stages))
         #: per stage, its kind's rules and readers (stages.StageKind)
         self.stage_kinds = tuple(kinds.get(name) for name in self.kind_names)
-        self.compiler = ExpressionCompiler(program, make_observables(self))
+        self.compiler = compiler(program, make_observables(self))
         compile_ = self.compiler.compile
         self.capacities = tuple(compile_(s.kind.capacity) if isinstance(s.kind, ir.Ps) else None for s in program.stages)
         self._check_flow_capacities()
         self.evict_keys = tuple(None if p.evict is None else tuple(compile_(k) for k in p.evict) for p in program.pools)
         #: per pool evicting by keys, whether every key reads only its entry (entry_local): then an eviction
-        #: changes no key but the evicted entry's, which lets the fast form (pools.make_room_by) keep them
+        #: changes no key but the evicted entry's, which lets the fast engine's make_room_by keep them
         self.evict_local = tuple(p.evict is not None and all(entry_local(k) for k in p.evict) for p in program.pools)
         #: per pool, a memo of its entries' eviction keys by (release order, units), for keys that read
         #: nothing but their entry's size and release time (ENTRY_STATIC): an entry's keys then change
-        #: only with its size, at any time (make_room_by); None for other pools
+        #: only with its size, at any time (the fast engine's make_room_by); None for other pools
         self.evict_memo = tuple({} if p.evict is not None and all(entry_local(k, ENTRY_STATIC) for k in p.evict)
                                 else None for p in program.pools)
         #: each gauge's expression, compiled (measure.read_gauges)
@@ -163,9 +166,9 @@ class Machine:
         self.make_room = None
         #: (m, c) -> c: the clean-up after every event (settle.settle, or its fast form)
         self.settle = None
-        #: without an observer (fast.py): (m, c, serial) -> c, settle with ``serial`` the one ready session
-        #: (settle.settle_ready); (c, t) -> the areas at ``t`` (measure.make_areas_at); each event kind ->
-        #: the driver's step at it as one form (m, c, a, b) -> c (fast.event_steps); none with an observer
+        #: the fast engine's (semantics/fast/forms.py): (m, c, serial) -> c, settle with ``serial`` the one ready
+        #: session (settle_ready); (c, t) -> the areas at ``t`` (make_areas_at); each event kind -> the driver's
+        #: step at it as one form (m, c, a, b) -> c (event_steps); none in the definition's machine
         self.settle_ready = None
         self.areas_at = None
         self.event_steps: dict = {}

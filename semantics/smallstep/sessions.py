@@ -39,7 +39,7 @@ class Op(NamedTuple):
 def compile_ops(m: Machine, execute: dict | None = None) -> tuple[tuple[Op, ...], ...]:
     """Every block's statements as Ops, then the Op of the block's end
     (``end_op``); ``execute``: each statement kind's rule (default
-    ``EXECUTE``, the definitions; fast.py's forms for an unobserved run).
+    ``EXECUTE``, the definitions; the fast engine's forms: semantics/fast/forms.py).
     The driver installs them in the machine: ``m.ops``."""
     execute = EXECUTE if execute is None else execute
     compile_ = m.compiler.compile
@@ -274,30 +274,6 @@ def execute_observe(m, c, s, op, env):
     if m.observer:
         _note(m, c, "session/observe", s, name=m.program.observes[op.stmt.index], value=value)
     return c
-
-
-def execute_observe_then_end(m, c, s, op, env):
-    """Fast form (fast.py) of session/observe when session/end follows at
-    once (the observe is the last statement of the session's block, or
-    `end;` follows) and the session holds and leases nothing: the two rules
-    as one update (at or after the warm-up, end_session's update written
-    out here: a running session has no job, growth or pending hold)."""
-    if not op.exprs[1] or s.holds or s.leases:  # (running, it has no job, growth or pending hold)
-        return execute_observe(m, c, s, op, env)
-    value = op.exprs[0](env)
-    if c.time < m.warmup:
-        return end_session(m, c, s, samples=c.samples)
-    attrs = s.attrs
-    turn = attrs[m.slot_turn]  # _with_sample, written out: this is once per session of most programs
-    if not -math.inf < turn < math.inf:
-        check_turn_number(c, s, m, op.at)
-    serial = s.serial
-    samples = ((op.stmt.index, c.time, serial, int(turn), value), c.samples)  # workload.record_sample
-    # session/end, written out for a session that holds nothing, at or after the warm-up (end_session)
-    stats = c.statistics
-    c = _set_left(c, c.sessions.delete(serial), _set_ended(stats, stats.ended + 1),
-                  c.ended_attrs.set(serial, attrs) if m.keeps_ended_attrs else c.ended_attrs, samples)
-    return workload.replace_closed(m, c) if m.closed else c
 
 
 def _with_sample(m, c, s, op, value):

@@ -70,7 +70,7 @@ Compiled = Callable[[Env], float]
 
 #: The operators and functions are semantics/arithmetic.py's (one
 #: definition for the fold, the linker and the run); the names below are what
-#: the closures and the written-out source call.
+#: the closures (and the fast engine's written-out source) call.
 _truth = arithmetic.truth
 _divide = arithmetic.divide
 _power = arithmetic.power
@@ -116,7 +116,7 @@ def resolve_index(ref: ir.Ref, compiled_index: Compiled | None, env: Env, what: 
 #: Every context variable an evaluation reads (seed 002 §2, "context
 #: variables ..."; FORMAT.md Moments say where each exists), by IR name -> the
 #: field of the Env that holds it at that moment (``now``: the configuration's
-#: time). Both compilations are derived from this one table.
+#: time). The closures and the fast engine's written-out source are derived from this one table.
 CONTEXT_FIELDS = {"Now": "config.time", "Waited": "waited", "Size": "size", "Age": "age", "Last": "last",
                   "Queued": "queued", "N": "present",
                   # a step stage's: the residents before the iteration (budget, chunk, cost, serve keys) ...
@@ -126,32 +126,13 @@ CONTEXT_FIELDS = {"Now": "config.time", "Waited": "waited", "Size": "size", "Age
                   # ... and one resident's (serve keys)
                   "Decoding": "decoding", "Admission": "admission", "Remaining": "remaining"}
 
-#: Binary operators written as Python: operator -> a format of the two operands' source. Each is
-#: arithmetic's definition or its inline form (+ - * and the comparisons as Python's float
-#: operators, && and || short-circuiting; semantics/arithmetic.py lists why each is equal).
-_BINARY_SOURCE = {
-    "Add": "({} + {})", "Sub": "({} - {})", "Mul": "({} * {})", "Div": "_divide({}, {})", "Pow": "_power({}, {})",
-    "Lt": "(1.0 if {} < {} else 0.0)", "Le": "(1.0 if {} <= {} else 0.0)", "Gt": "(1.0 if {} > {} else 0.0)",
-    "Ge": "(1.0 if {} >= {} else 0.0)", "Eq": "(1.0 if {} == {} else 0.0)", "Ne": "(1.0 if {} != {} else 0.0)",
-    "And": "(_truth({1}) if {0} != 0.0 else 0.0)", "Or": "(1.0 if {0} != 0.0 else _truth({1}))",
-}
-
-#: Expression trees deeper than this are evaluated by closures (``interpret``):
-#: Python's own compiler limits how deeply written expressions may nest.
-MAX_WRITTEN_DEPTH = 40
-
-
 class ExpressionCompiler:
-    """Compiles IR expressions of one program; ``observables`` answers the
-    pool and stage queries (``used(p)``, ``queue(s)``, ...).
-
-    Two compilations of the same meaning: ``interpret`` is the definition, a
-    closure per node; ``compile``, what a run uses, writes the arithmetic and
-    logic of an expression (numbers, attributes, context variables,
-    operators, conditionals) out as one Python function, and evaluates its
-    draws and calls by their closures (a closure per node made the
-    expressions of a statement several calls each).
-    tests/test_smallstep_expressions.py checks the two agree bit for bit."""
+    """Compiles IR expressions of one program into closures, a closure per
+    node (the definition); ``observables`` answers the pool and stage
+    queries (``used(p)``, ``queue(s)``, ...). The fast engine's compiler
+    (semantics/fast/values.py) writes an expression's arithmetic out as
+    Python source instead; tests/test_smallstep_expressions.py checks the
+    two agree bit for bit."""
 
     def __init__(self, program: ir.Program, observables):
         self.program = program
@@ -160,13 +141,15 @@ class ExpressionCompiler:
         self.closures: dict[int, Compiled] = {}
 
     def compile(self, e: ir.Expr) -> Compiled:
+        """``e`` as a closure, its operands compiled by ``compile`` (a subclass's, if it overrides it)."""
         key = id(e)
         found = self.cache.get(key)
         if found is None:
-            found = self.cache[key] = self._write(e)
+            found = self.cache[key] = self._closure(e, self.compile)
         return found
 
     def interpret(self, e: ir.Expr) -> Compiled:
+        """``e`` as a closure per node, whatever ``compile`` is."""
         key = id(e)
         found = self.closures.get(key)
         if found is None:
@@ -175,48 +158,6 @@ class ExpressionCompiler:
 
     def compile_ref_index(self, ref: ir.Ref) -> Compiled | None:
         return None if ref.index is None else self.compile(ref.index)
-
-    # -- written out ----------------------------------------------------------
-
-    def _write(self, e: ir.Expr) -> Compiled:
-        """``e`` as one Python function of ``env``; a draw or a call inside it
-        is a call of its closure. An expression that is itself a draw or a
-        call is its closure."""
-        if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
-            return self._closure(e, self.compile)
-        namespace = {"nan": math.nan, "_truth": _truth, "_divide": _divide, "_power": _power}
-        reads_attrs = []
-
-        def name(value) -> str:
-            key = f"_k{len(namespace)}"
-            namespace[key] = value
-            return key
-
-        def source(x: ir.Expr) -> str:
-            kind = type(x)
-            if kind is ir.Cost:
-                return source(x.expr)
-            if kind is ir.Num:
-                v = x.value
-                return f"({v!r})" if isinstance(v, (int, float)) and math.isfinite(v) else name(v)
-            if kind is ir.Attr:
-                reads_attrs.append(True)
-                return f"(attrs[{x.slot}] if attrs is not None else nan)"
-            if kind is ir.Ctx and x.var in CONTEXT_FIELDS:
-                return f"env.{CONTEXT_FIELDS[x.var]}"
-            if kind is ir.Unary:
-                operand = source(x.operand)
-                return f"(-{operand})" if x.op == "Neg" else f"(0.0 if {operand} != 0.0 else 1.0)"
-            if kind is ir.Binary:
-                return _BINARY_SOURCE[x.op].format(source(x.left), source(x.right))
-            if kind is ir.Cond:
-                return f"({source(x.then)} if {source(x.test)} != 0.0 else {source(x.otherwise)})"
-            return f"{name(self.compile(x))}(env)"  # a draw, a call, a step stage's variable
-
-        body = source(e)
-        lines = ["def expression(env):"] + (["    attrs = env.attrs"] if reads_attrs else []) + [f"    return {body}"]
-        exec("\n".join(lines) + "\n", namespace)
-        return namespace["expression"]
 
     # -- closures (the definition) --------------------------------------------
 
@@ -344,26 +285,3 @@ class ExpressionCompiler:
             return query(env, resolve_index(ref, index, env, what))
 
         return observe
-
-
-def _writable(e: ir.Expr) -> bool:
-    """Whether ``e``'s own node is written out (a draw or a call is its closure)."""
-    kind = type(e)
-    if kind is ir.Cost:
-        return _writable(e.expr)
-    return kind in (ir.Num, ir.Attr, ir.Unary, ir.Binary, ir.Cond) or (kind is ir.Ctx and e.var in CONTEXT_FIELDS)
-
-
-def _nests_deeper_than(e: ir.Expr, n: int) -> bool:
-    """Whether ``e``'s written-out operators nest more than ``n`` deep (a
-    number, an attribute, a draw or a call is 1 deep); looks no deeper than that."""
-    kind = type(e)
-    if kind is ir.Cost:
-        return _nests_deeper_than(e.expr, n)
-    if kind is ir.Unary:
-        return _nests_deeper_than(e.operand, n - 1)
-    if kind is ir.Binary:
-        return _nests_deeper_than(e.left, n - 1) or _nests_deeper_than(e.right, n - 1)
-    if kind is ir.Cond:
-        return any(_nests_deeper_than(x, n - 1) for x in (e.test, e.then, e.otherwise))
-    return n < 1

@@ -4,11 +4,14 @@
     python3 tests/digest/digest.py --only NAME     # one program (repeatable), compared with its expected line
     python3 tests/digest/digest.py --only NAME --show   # ... and print what was hashed, one value a line
     python3 tests/digest/digest.py --update        # rewrite expected.txt (a deliberate change of results)
+    python3 tests/digest/digest.py --engine definition   # the same, on the definition (semantics/smallstep)
 
 A guard for behaviour-preserving changes of the engine (tests/digest/README.md).
 Each program is run the way `serq-ref run` runs a file: ``semantics.pipeline.load``
 on a file in a temporary directory (with the command line's overrides, if the
-entry has any), then ``semantics.smallstep.driver.run``. What is hashed is the
+entry has any), then the fast engine's ``semantics.fast.run`` as the command does
+(``--engine definition``: ``semantics.smallstep.driver.run``, which must give the
+same lines). What is hashed is the
 whole ``RunResult`` (semantics/results.py: every field, every observation
 sample, every gauge change point; floats by ``float.hex``, so that a change
 in the last bit shows) and the link's warnings; or, when the program stops, the
@@ -42,7 +45,7 @@ if str(ROOT) not in sys.path[:1]:
 
 from semantics.errors import LimitError, ProgramError, RunError, RunStop, SerqError, UsageError  # noqa: E402
 from semantics.pipeline import Overrides, load  # noqa: E402
-from semantics.smallstep.driver import run  # noqa: E402
+from semantics.cli_common import ENGINES, engine_run  # noqa: E402
 
 CORPUS = HERE / "corpus.jsonl"
 EXPECTED = HERE / "expected.txt"
@@ -137,8 +140,9 @@ def overrides_of(options: dict) -> Overrides:
                      arrivals=options.get("arrivals"), sets=tuple(sorted(options.get("sets", {}).items())))
 
 
-def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tuple[str, list[str]]:
-    """Load and run ``path`` as `serq-ref run` would: (outcome kind, canonical lines)."""
+def outcome_lines(path: str, options: dict, directories: tuple[str, ...], engine: str = "fast") -> tuple[str, list[str]]:
+    """Load and run ``path`` as `serq-ref run --engine ENGINE` would: (outcome kind, canonical lines)."""
+    run = engine_run(engine)
     try:
         overrides = overrides_of(options)
         loaded = load(path, overrides, "run")
@@ -156,18 +160,18 @@ def outcome_lines(path: str, options: dict, directories: tuple[str, ...]) -> tup
     return "result", lines
 
 
-def run_entry(entry: dict) -> Outcome:
+def run_entry(entry: dict, engine: str = "fast") -> Outcome:
     options = entry.get("options", {})
     started = time.perf_counter()
     if "path" in entry:
-        kind, lines = outcome_lines(str(ROOT / entry["path"]), options, ("", str(ROOT)))
+        kind, lines = outcome_lines(str(ROOT / entry["path"]), options, ("", str(ROOT)), engine)
     else:
         with tempfile.TemporaryDirectory(prefix="serq-digest-") as directory:
             for name, content in options.get("files", {}).items():
                 (Path(directory) / name).write_text(content, encoding="utf-8")
             path = Path(directory) / PROGRAM_FILE
             path.write_text(entry["source"], encoding="utf-8")
-            kind, lines = outcome_lines(str(path), options, (os.path.abspath(directory), str(ROOT)))
+            kind, lines = outcome_lines(str(path), options, (os.path.abspath(directory), str(ROOT)), engine)
     seconds = time.perf_counter() - started
     text = "\n".join([f"outcome = {kind}"] + lines) + "\n"
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:PREFIX]
@@ -224,10 +228,10 @@ def compare(outcomes: list[Outcome], expected: dict[str, str], whole: bool) -> l
     return problems
 
 
-def run_all(entries: list[dict], progress: bool = False) -> list[Outcome]:
+def run_all(entries: list[dict], progress: bool = False, engine: str = "fast") -> list[Outcome]:
     outcomes = []
     for k, entry in enumerate(entries):
-        outcomes.append(run_entry(entry))
+        outcomes.append(run_entry(entry, engine))
         if progress and (k + 1) % 50 == 0:
             print(f"  {k + 1}/{len(entries)}", file=sys.stderr, flush=True)
     return outcomes
@@ -240,6 +244,8 @@ def main(argv=None) -> int:
     parser.add_argument("--show", action="store_true", help="print the canonical text of each program run")
     parser.add_argument("--reverse", action="store_true", help="run the corpus in reverse order (a check that "
                         "no result depends on what ran before it in the process)")
+    parser.add_argument("--engine", choices=ENGINES, default="fast",
+                        help="the engine that runs the corpus (both must give expected.txt). Default: fast")
     parser.add_argument("--progress", action="store_true", help="a count on standard error every 50 programs")
     args = parser.parse_args(argv)
 
@@ -257,7 +263,7 @@ def main(argv=None) -> int:
     order = list(reversed(entries)) if args.reverse else entries
 
     started = time.perf_counter()
-    outcomes = run_all(order, args.progress)
+    outcomes = run_all(order, args.progress, args.engine)
     wall = time.perf_counter() - started
     if args.reverse:
         outcomes.reverse()

@@ -14,8 +14,6 @@ through these entries:
 - ``present``, ``busy``, ``level``, ``work``: the state as expressions and
   the time averages read it (observables.py);
 - ``initial_state``: its state at time 0;
-- ``level_source``: ``level`` written as Python for the event taker (None:
-  the program's levels are read by ``observables.levels``);
 - ``budget_plan``: what ``budget_left(s)`` reads outside the stage's own
   admissions (step stages only).
 
@@ -46,13 +44,12 @@ class StageKind(NamedTuple):
     busy: Callable
     level: Callable
     work: Callable
-    level_source: Callable | None
     budget_plan: Callable | None
 
 
 def _kind(module) -> StageKind:
     return StageKind(module.KIND, module.initial_state, module.enter, module.leave, module.complete, module.EVENT,
-                     module.present, module.busy, module.level, module.work, module.level_source, module.budget_plan)
+                     module.present, module.busy, module.level, module.work, module.budget_plan)
 
 
 FIFO = _kind(fifo)

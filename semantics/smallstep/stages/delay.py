@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..configuration import Configuration, build, insert_event, install_fast_replace, remove_event, replace_at, setter
+from ..configuration import Configuration, build, insert_event, remove_event, replace_at, setter
 from ..machine import Machine
 from ..rules import rule
 from . import ps
@@ -42,9 +42,6 @@ class DelayState(NamedTuple):
     jobs: tuple[DelayJob, ...]  # start order
 
 
-for _record_type in (DelayJob, DelayState):
-    install_fast_replace(_record_type)
-
 EMPTY = DelayState(())
 
 _set_jobs = setter(DelayState, "jobs")
@@ -58,9 +55,9 @@ def initial_state(m: Machine, s: int) -> DelayState:
 # -- the state as expressions read it -------------------------------------------
 
 
-# present, busy (every job present is in service), level (1 while any job is present) and level_source:
-# a ps stage's, which a delay stage is (ps(present))
-present, busy, level, level_source = ps.present, ps.busy, ps.level, ps.level_source
+# present, busy (every job present is in service) and level (1 while any job is present): a ps stage's,
+# which a delay stage is (ps(present))
+present, busy, level = ps.present, ps.busy, ps.level
 
 
 budget_plan = None  # budget_left reads a step stage only (the linker)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..configuration import install_fast_replace, Configuration, insert_event, remove_event
+from ..configuration import Configuration, insert_event, remove_event
 from ..machine import Machine
 from ..rules import rule
 from .jobs import at_stage, finish_job
@@ -51,9 +51,6 @@ class FlowState(NamedTuple):
     due_job: int  # the flow that event completes (-1: none)
 
 
-for _record_type in (Flow, FlowState):
-    install_fast_replace(_record_type)
-
 EMPTY = FlowState((), 0.0, None, -1)
 
 
@@ -79,9 +76,6 @@ def level(m: Machine, c: Configuration, s: int) -> float:
 
 
 budget_plan = None  # budget_left reads a step stage only (the linker)
-
-level_source = None  # the event taker integrates a program with flows by observables.levels
-
 
 def work(m: Machine, c: Configuration, s: int) -> float:
     """``work(s)``: what is left of every flow holding the stage."""

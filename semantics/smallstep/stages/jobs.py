@@ -9,7 +9,6 @@ reads only those five.
 
 from __future__ import annotations
 
-from ...errors import LimitError
 from ..configuration import AT_STAGE, Configuration, Session, StageStats, Statistics, build, ready_push, replace_at, setter
 from ..estimates import note_completion
 from ..machine import Machine, follow_up, ready_session
@@ -19,30 +18,6 @@ _set_stage_stats = setter(Statistics, "stages")
 _set_estimates = setter(Configuration, "estimates")
 _set_finished = setter(Configuration, "statistics", "stages", "events", "sequence")
 _set_finished_ready = setter(Configuration, "sessions", "ready", "statistics", "stages", "events", "sequence")
-
-
-#: The most jobs a fifo stage holds at once (issue 13, "No silent hang"). Its line is a tuple, and
-#: every job in service has its completion among the configuration's pending events, a tuple too; each
-#: step copies both (the literal semantics: configurations are values), so n jobs cost time
-#: proportional to n at every step: `fifo(1e9)` with 40 000 jobs in service took 81 s. A run stops
-#: with a LimitError (a limit of serq-ref's implementation, not a trap of the program: errors.py) at the
-#: run statement that would go past it (reaching it takes about 6 s of CPU on the reference machine). A
-#: ps or delay stage keeps its jobs in a persistent heap (ps.PsJobs) and has no such limit.
-MAX_JOBS_AT_STAGE = 20_000
-
-
-def check_room_at_stage(m: Machine, c: Configuration, s: int, present: int, owner: Session | None) -> None:
-    """The premise every kind's enter rule shares: the stage holds fewer than
-    MAX_JOBS_AT_STAGE jobs; otherwise a LimitError naming the stage, the limit
-    and the run statement (the owner's next statement; None for a spill write)."""
-    if present < MAX_JOBS_AT_STAGE:  # read here, at the call: a test may lower it
-        return
-    stmt = (owner.frames[-1].block, owner.pc) if owner is not None and owner.frames else None
-    raise LimitError(f"fifo stage {m.stage_name(s)} would hold more than {MAX_JOBS_AT_STAGE:,} jobs at once, the "
-                   "most serq-ref's literal semantics holds at a fifo stage (it copies the stage's line and its "
-                   "pending completions at every step, so a run past it takes hours): a line this long is a "
-                   "model of its own (a delay or ps stage, which has no such limit; fewer sessions at once)",
-                   stmt=stmt, time=c.time)
 
 
 def at_stage(c: Configuration, owner: Session | None, past, stage: int, job_id: int):

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..configuration import install_fast_replace, Configuration, insert_event, remove_event, replace_at
+from ..configuration import Configuration, insert_event, remove_event, replace_at
 from ..machine import Machine
 from ..rules import rule
 from ..values import Env
@@ -130,9 +130,6 @@ class PsState(NamedTuple):
     due_job: int  # the job that event completes (-1: none)
 
 
-for _record_type in (PsJob, PsState):
-    install_fast_replace(_record_type)
-
 EMPTY = PsState(NO_JOBS, 0.0, 0.0, 0.0, None, -1)
 
 
@@ -155,11 +152,6 @@ def busy(m: Machine, c: Configuration, s: int) -> float:
 def level(m: Machine, c: Configuration, s: int) -> float:
     """Utilisation now: 1 while any job is present."""
     return 1.0 if c.stages[s].jobs else 0.0
-
-
-def level_source(m: Machine, s: int, state: str) -> str:
-    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
-    return f"(1.0 if {state}.jobs else 0.0)"
 
 
 budget_plan = None  # budget_left reads a step stage only (the linker)

@@ -55,7 +55,7 @@ import immutables
 
 from ...errors import RunError
 from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, PREFILL, Configuration, Statistics, build, innermost_hold,
-                             insert_event, install_fast_replace,
+                             insert_event,
                              ready_from, ready_serials, replace_at, setter)
 from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
 from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, header_drawn
@@ -147,9 +147,6 @@ class StepStats(NamedTuple):
     preemptions: int = 0
 
 
-for _record_type in (Resident, Assignment, Iteration, StepState, StepStats):
-    install_fast_replace(_record_type)
-
 EMPTY = StepState((), None, 0)
 EMPTY_STATS = StepStats(0, 0, 0, 0, 0, 0.0, 0, immutables.Map(), None)
 
@@ -190,11 +187,6 @@ def busy(m: Machine, c: Configuration, s: int) -> float:
 def level(m: Machine, c: Configuration, s: int) -> float:
     """Utilisation now: 1 while an iteration is in flight."""
     return 1.0 if c.stages[s].iteration is not None else 0.0
-
-
-def level_source(m: Machine, s: int, state: str) -> str:
-    """``level`` as a Python expression of the stage's state record named ``state`` (measure.make_event_taker)."""
-    return f"(0.0 if {state}.iteration is None else 1.0)"
 
 
 def work(m: Machine, c: Configuration, s: int) -> float:

@@ -1,18 +1,20 @@
-"""The fast forms, installed beside the definitions from one table when no
-step trace observes a run (driver.build_machine).
+"""The fast forms, installed beside the definitions from one table by the
+fast engine's build_machine (semantics/fast/engine.py).
 
 Where one event applies several rules in a row with nothing observable
-between them, an unobserved run builds one configuration for them, and
-time/advance is written out per program; a traced run applies every rule by
-its definition, so that the trace shows each. Every form here is checked to
-leave the same configuration as its definitions (tests/test_smallstep_properties.py:
-every event of a set of programs, with and without an observer; the event
-taker against measure.take_first_event on reachable configurations).
+between them, the fast engine builds one configuration for them, and
+time/advance is written out per program; the definition (semantics/smallstep,
+which `trace` runs) applies every rule by itself, so that the trace shows
+each. Every form here is checked to leave the same configuration as its
+definitions (tests/test_smallstep_properties.py: every event of a set of
+programs on both engines; the event taker against the definition's
+measure.take_first_event on reachable configurations).
 
 | fast form | the definitions it folds |
 |---|---|
 | ``fifo.enter_fast`` | stage/fifo-enter, then stage/fifo-start when a server is free and no job waits |
 | ``fifo.complete_fast`` | stage/fifo-complete, then stage/fifo-start of the one job the freed server takes |
+| ``delay.enter``, ``delay.complete``, ``delay.leave`` | stage/delay-enter, stage/delay-complete and the delay's part of stage/leave, on long lines in chunks (chunks.py), a job found by binary search |
 | ``sessions.execute_observe_then_end`` | session/observe, then session/end when the session ends right after it holding nothing |
 | ``measure.make_event_taker(m)`` | time/advance and taking the event off, written out for the program |
 | ``pools.make_room_lru`` | the pool/evict-block and pool/evict-entry rules one room needs, at a pool evicting lru without spill |
@@ -28,21 +30,27 @@ Some fast forms also write out, inside them, helpers the definitions call
 ``fifo.enter_fast``: jobs.at_stage): the same updates without the calls.
 tests/test_smallstep_fast.py runs programs that reach the forms the
 property tests' programs do not (an arrival limit, an init block, a closed
-workload) with and without an observer, and checks the written-out areas.
+workload) on both engines, and checks the written-out areas.
 A step's fast form (``event_steps``) replaces three things the driver
 does in a row, so what it must equal is the configuration after the
-event's settle, the one ``walk`` yields; no rule's own result is skipped
-in a run with an observer, which has no fast forms.
+event's settle, the one ``walk`` yields; the definition's machine has no
+fast form. Besides the forms, the fast engine keeps long lines and event
+lists in chunks (chunks.py), compiles expressions to Python source
+(values.WrittenCompiler) and sets record fields by generated functions
+(records.py).
 """
 
 from __future__ import annotations
 
 from .. import ir
-from . import measure, pools, sessions, settle, workload
-from .stages import KINDS, fifo
+from ..smallstep import sessions as definition_sessions
+from ..smallstep.stages import KINDS
+from ..smallstep.stages import fifo as definition_fifo
+from . import delay, fifo, measure, pools, sessions, settle, workload
 
 #: stage kinds whose entries have fast forms: kind name -> {entry: fast form}
-STAGE_ENTRIES = {"fifo": {"enter": fifo.enter_fast, "complete": fifo.complete_fast}}
+STAGE_ENTRIES = {"fifo": {"enter": fifo.enter_fast, "complete": fifo.complete_fast},
+                 "delay": {"enter": delay.enter, "complete": delay.complete, "leave": delay.leave}}
 
 #: statement kinds whose rules have fast forms
 STATEMENTS = {ir.Observe: sessions.execute_observe_then_end}
@@ -70,8 +78,8 @@ def event_steps(m) -> dict:
     steps = {}
     if workload.arrival_rule(m) is workload.poisson_arrival:
         steps["arrive"] = workload.poisson_arrival_step
-    if any(kind.name == fifo.KIND for kind in m.stage_kinds):
-        steps[fifo.EVENT] = fifo.complete_step
+    if any(kind.name == definition_fifo.KIND for kind in m.stage_kinds):
+        steps[definition_fifo.EVENT] = fifo.complete_step
     return steps
 
 
@@ -82,4 +90,4 @@ def stage_kinds() -> dict:
 
 def statement_rules() -> dict:
     """sessions.EXECUTE with the fast forms in place."""
-    return {**sessions.EXECUTE, **STATEMENTS}
+    return {**definition_sessions.EXECUTE, **STATEMENTS}

@@ -1,0 +1,42 @@
+"""The fast engine's machine: the definition's (semantics.smallstep.driver)
+with the fast forms of forms.py installed in place of the definitions they
+fold, and its run."""
+
+from __future__ import annotations
+
+from .. import ir
+from ..results import RunResult
+from ..smallstep.driver import run_machine
+from ..smallstep.machine import Machine
+from ..smallstep.sessions import compile_ops
+from ..smallstep.pools import expire_lease
+from ..smallstep.workload import load_trace
+from . import forms, measure
+from .values import WrittenCompiler
+
+
+def build_machine(program: ir.Program, trace_sessions=()) -> Machine:
+    """The machine of ``program`` for an unobserved run, the fast forms
+    standing in for their definitions (forms.py)."""
+    m = Machine(program, forms.stage_kinds(), trace_sessions=trace_sessions, compiler=WrittenCompiler)
+    m.ops = compile_ops(m, forms.statement_rules())
+    m.take_first_event = forms.EVENT_TAKER(m)
+    m.make_room = forms.MAKE_ROOM
+    m.settle = forms.SETTLE
+    m.settle_ready = forms.SETTLE_READY
+    m.areas_at = measure.make_areas_at(m)
+    m.event_steps = forms.event_steps(m)
+    m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
+    m.event_rules.update({"arrive": forms.ARRIVAL(m), "lease": expire_lease})
+    return m
+
+
+def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> RunResult:
+    """Run ``program`` to its end on the fast engine: the same RunResult as
+    semantics.smallstep.driver.run, byte for byte."""
+    return run_machine(build_machine(program, trace_sessions=load_trace(program, base_dir)), progress)
+
+
+def machine_for(program: ir.Program, *, base_dir: str | None = None) -> Machine:
+    """The fast engine's machine of ``program`` (for tests that apply its forms by hand)."""
+    return build_machine(program, trace_sessions=load_trace(program, base_dir))
