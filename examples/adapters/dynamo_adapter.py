@@ -53,7 +53,9 @@ LACKS = peer_knobs.Lacks(
     serve="the mocker's scheduler is first come first served",
     priority="the mocker's scheduler has no request priorities",
     schedule="the mocker schedules one iteration at a time",
-    threshold="the mocker has")
+    threshold="the mocker has",
+    replay=("the adapter maps scenarios only, each request at its arrival time in a mooncake trace; the "
+            "mocker's agentic trace formats, which send a turn after the one before it, are not mapped"))
 
 
 def unsupported(scenario: dict) -> str | None:

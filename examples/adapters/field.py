@@ -46,6 +46,9 @@ ADAPTERS = "examples/adapters"
 DYNAMO = f"$SERQ_DYNAMO_PYTHON {ADAPTERS}/dynamo_adapter.py"
 VIDUR = f"$SERQ_VIDUR_PYTHON {ADAPTERS}/vidur_adapter.py"
 SHARED = ("oracle/data/shared/vllm", "oracle/data/shared/serve")
+#: the multi-turn replays: outside `oracle check`'s contract (they answer per turn), so
+#: `field.py replays` asks each peer's adapter for each case itself (it says why it is unsupported)
+REPLAYS = "oracle/data/campaign/replays.jsonl"
 
 #: (run name, peer, engine command as docs/field.md shows it, corpus paths, --every)
 RUNS = (
@@ -54,21 +57,27 @@ RUNS = (
     ("dynamo-serve", "dynamo", DYNAMO, ("oracle/data/campaign/serve.jsonl",), 20),
     ("dynamo-priority", "dynamo", DYNAMO, ("oracle/data/campaign/priority.jsonl",), 20),
     ("dynamo-async-scenarios", "dynamo", DYNAMO, ("oracle/data/campaign/async-scenarios.jsonl",), 20),
+    ("dynamo-replays", "dynamo", DYNAMO, (REPLAYS,), 1),
     ("vidur-vllm-shared", "vidur-vllm", f"{VIDUR} vllm", SHARED, 1),
-    ("vidur-vllm-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/scenarios.jsonl",), 4),
+    ("vidur-vllm-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/scenarios.jsonl",), 1),
     ("vidur-vllm-serve", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/serve.jsonl",), 5),
     ("vidur-vllm-priority", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/priority.jsonl",), 5),
     ("vidur-vllm-async-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/async-scenarios.jsonl",), 5),
+    ("vidur-vllm-replays", "vidur-vllm", f"{VIDUR} vllm", (REPLAYS,), 1),
     ("vidur-sarathi-shared", "vidur-sarathi", f"{VIDUR} sarathi", SHARED, 1),
-    ("vidur-sarathi-scenarios", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/scenarios.jsonl",), 4),
+    ("vidur-sarathi-scenarios", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/scenarios.jsonl",), 1),
     ("vidur-sarathi-serve", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/serve.jsonl",), 5),
     ("vidur-sarathi-priority", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/priority.jsonl",), 5),
     ("vidur-sarathi-async-scenarios", "vidur-sarathi", f"{VIDUR} sarathi",
      ("oracle/data/campaign/async-scenarios.jsonl",), 5),
+    ("vidur-sarathi-replays", "vidur-sarathi", f"{VIDUR} sarathi", (REPLAYS,), 1),
 )
 
 
 def command_line(engine: str, paths, every: int, logs: str) -> str:
+    if paths == (REPLAYS,):
+        run = os.path.basename(logs)
+        return f"PYTHONPATH=. python {ADAPTERS}/field.py replays {os.path.dirname(logs)} {run.rsplit('-', 1)[0]}"
     return (f"serq-ref oracle check {' '.join(paths)}" + (f" --every {every}" if every > 1 else "")
             + f" --engine \"{engine}\" --logs {logs}")
 
@@ -81,15 +90,42 @@ def command_line(engine: str, paths, every: int, logs: str) -> str:
 RERUNS = {"dynamo-scenarios": "dynamo-scenarios-rerun"}
 
 
+#: a run graded in parts, each part its own `oracle check` (NAME -> (part, its --every); a part's
+#: NAME.cases file, when there is one, holds its --cases): every case of the run is in one part
+COMPOSED = {f"vidur-{s}-scenarios": ((f"vidur-{s}-scenarios-every4", 4), (f"vidur-{s}-scenarios-rest", 1))
+            for s in ("vllm", "sarathi")}
+
+
+def part_cases(runs: Path, name: str) -> list[str] | None:
+    path = runs / f"{name}.cases"
+    return path.read_text().strip().split(",") if path.exists() else None
+
+
 def read_run(runs: Path, name: str, paths, every: int) -> dict | None:
-    """A run's verdicts, with the verdicts of its part graded again (RERUNS) in place of its own."""
+    """A run's verdicts: one `oracle check`'s, with the verdicts of its part
+    graded again (RERUNS) in place of its own, or its parts' together
+    (COMPOSED)."""
+    if name in COMPOSED:
+        parts = [read_one(runs, part, paths, part_every, part_cases(runs, part))
+                 for part, part_every in COMPOSED[name]]
+        if any(part is None for part in parts):
+            return None
+        cases = Selection((), every, None).choose([c for p in paths for c in cases_of(str(ROOT / p), True)])
+        run = {"cases": cases, "verdicts": {}, "logs": {}, "parts": [], "composed": True}
+        for part in parts:
+            overlap = set(part["verdicts"]) & set(run["verdicts"])
+            assert not overlap, (name, sorted(overlap)[:3])  # a case is graded by one part only
+            run["verdicts"].update(part["verdicts"])
+            run["logs"].update(part["logs"])
+            run["parts"] += part["parts"]
+        missing = [c.label for c in cases if c.label not in run["verdicts"]]
+        assert not missing, (name, missing[:3])  # every case graded
+        return run
     run = read_one(runs, name, paths, every)
     again = RERUNS.get(name)
     if run is None or again is None:
         return run
-    with_cases = (runs / f"{again}.cases").read_text().strip().split(",") if (runs / f"{again}.cases").exists() \
-        else None
-    part = read_one(runs, again, paths, every, with_cases)
+    part = read_one(runs, again, paths, every, part_cases(runs, again))
     if part is None:
         return None
     for label in part["verdicts"]:
@@ -98,11 +134,67 @@ def read_run(runs: Path, name: str, paths, every: int) -> dict | None:
     return run
 
 
+class Replay:
+    """A multi-turn replay case of campaign/replays.jsonl, as the record reads a case."""
+
+    def __init__(self, path: str, index: int, case: dict):
+        self.label, self.index, self.case = f"campaign/{os.path.basename(path)}#{index}", index, case
+        self.stem = f"{Path(path).stem}-{index}"
+
+    def data(self) -> dict:
+        return self.case
+
+
+def replay_cases(path: str) -> list[Replay]:
+    with open(path, encoding="utf-8") as f:
+        return [Replay(path, i, json.loads(line)["case"]) for i, line in enumerate(f) if line.strip()]
+
+
+def grade_replays(runs: Path, peer: str, jobs: int) -> int:
+    """Each replay case asked of the peer's adapter (as `oracle check` asks
+    a scenario), its verdicts written as `oracle check` writes them, to
+    RUNS/PEER-replays.out; its time and load to .time."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    name = f"{peer}-replays"
+    cases = replay_cases(str(ROOT / REPLAYS))
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+    began, wall = time.strftime("%H:%M:%S", time.gmtime()), time.monotonic()
+
+    def ask(case: Replay) -> list[str]:
+        with tempfile.TemporaryDirectory(prefix="field-replay-") as workdir:
+            try:
+                answer, _ = peer_answer(peer, case.data(), workdir)
+            except (subprocess.TimeoutExpired, ValueError) as error:
+                return [f"{case.label}: the engine gave no answer: {type(error).__name__}"]
+        if answer is None:
+            return [f"{case.label}: the engine gave no answer (it exited with an error)"]
+        why = answer.get("unsupported")
+        if isinstance(why, str) and why.strip():
+            return [f"{case.label}: unsupported by the engine: {why}"]
+        return [f"{case.label}: the engine answered a replay, which the contract does not grade: "
+                f"{json.dumps(answer)[:200]}"]
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        said = list(pool.map(ask, cases))
+    unsupported = sum(1 for lines in said if "unsupported by the engine: " in lines[0])
+    closing = f"0 passed, {len(cases) - unsupported} failed" + (f", {unsupported} unsupported" if unsupported else "")
+    (runs / f"{name}.out").write_text("".join(line + "\n" for lines in said for line in lines) + closing + "\n")
+    after = Path("/proc/loadavg").read_text().split()[:3] if load else []
+    (runs / f"{name}.time").write_text(
+        f"{time.monotonic() - wall:.2f} s wall ({jobs} at once)\nrc={int(unsupported < len(cases))} "
+        f"load_before={' '.join(load)} load_after={' '.join(after)} started {began} "
+        f"ended {time.strftime('%H:%M:%S', time.gmtime())}\n")
+    print(f"{name}: {closing}", file=sys.stderr)
+    return 0 if unsupported == len(cases) else 1
+
+
 def read_one(runs: Path, name: str, paths, every: int, with_cases=None) -> dict | None:
     out = runs / f"{name}.out"
     if not out.exists():
         return None
-    cases = [c for p in paths for c in cases_of(str(ROOT / p), True)]
+    cases = [c for p in paths for c in (replay_cases(str(ROOT / p)) if p == REPLAYS else cases_of(str(ROOT / p), True))]
     if with_cases is not None:
         wanted = {int(i) for i in with_cases}
         cases = [c for c in cases if c.index in wanted]
@@ -317,6 +409,17 @@ def differs(a: dict, b: dict) -> bool:
     return any(a.get(k) != b.get(k) for k in FIGURES)
 
 
+def field_candidates(case: dict):
+    """oracle/campaign.py's smaller scenarios, then a smaller block (a power
+    of two, the pool's blocks the same): a block of 16 where 32 would do
+    makes the numbers of a case's blocks smaller to read."""
+    yield from scenario_candidates(case)
+    size = case["block_size"]
+    while size > 1:
+        size //= 2
+        yield False, dict(case, block_size=size)
+
+
 def minimise(peer: str, key: str, scenario: dict, tries: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="field-shrink-") as workdir:
         def still(candidate: dict) -> bool:
@@ -329,7 +432,7 @@ def minimise(peer: str, key: str, scenario: dict, tries: int) -> dict:
                 return False
             return classify(peer, candidate, ours_log, their_log)["class"] == key
 
-        small, used = shrink(scenario, still, scenario_candidates, scenario_valid, tries)
+        small, used = shrink(scenario, still, field_candidates, scenario_valid, tries)
         ours, ours_log = serq_answer(small, workdir)
         theirs, their_log = peer_answer(peer, small, workdir)
         found = classify(peer, small, ours_log, their_log)
@@ -393,9 +496,15 @@ def record(runs: Path, tries: int, previous: dict | None, peers: tuple[str, ...]
             if "smallest" not in cls or size < tuple(cls["smallest"]["size"]):
                 cls["smallest"] = {"case": case.label, "size": list(size), "scenario": scenario}
         assert sum(counts[k] for k in ("agree", "differ", "unsupported")) == counts["graded"]
+        for part in run["parts"]:
+            part_every = dict(COMPOSED.get(name, ())).get(part["run"], every)
+            cases = f" --cases $(cat runs/{part['run']}.cases)" if part_cases(runs, part["run"]) else ""
+            part["command"] = command_line(engine, paths, part_every, f"runs/{part['run']}").replace(
+                " --engine", cases + " --engine", 1)
         data["runs"].append({"name": name, "peer": peer, "corpus": list(paths), "every": every,
                              "command": command_line(engine, paths, every, f"runs/{name}"),
                              **counts, "unsupported_reasons": reasons, "parts": run["parts"],
+                             **({"composed": True} if run.get("composed") else {}),
                              "differences": differences})
     for key, cls in data["classes"].items():
         if key in old_classes and "minimised" in old_classes[key]:  # kept: only a class without one is minimised
@@ -405,6 +514,32 @@ def record(runs: Path, tries: int, previous: dict | None, peers: tuple[str, ...]
             cls["minimised"] = {"from": cls["smallest"]["case"],
                                 **minimise(cls["peer"], key, cls["smallest"]["scenario"], tries)}
     return data
+
+
+def minimise_again(data: dict, tries: int, peers: tuple[str, ...] = (), keys: tuple[str, ...] = ()) -> None:
+    """Each class's minimised case shrunk further, by ``tries`` more
+    candidates, from the smaller of its minimised case and its smallest
+    case (both of the class); a class without one is minimised from its
+    smallest case. In place."""
+    for key, cls in data["classes"].items():
+        if (peers and cls["peer"] not in peers) or (keys and key not in keys) or "smallest" not in cls:
+            continue
+        before = cls.get("minimised")
+        start, origin, used = cls["smallest"]["scenario"], cls["smallest"]["case"], 0
+        if before and _size(before["scenario"]) <= _size(start):
+            start, origin, used = before["scenario"], before["from"], before["tries"]
+        print(f"minimising {key} from {origin} ...", file=sys.stderr, flush=True)
+        small = minimise(cls["peer"], key, start, tries)
+        small["tries"] += used
+        cls["minimised"] = {"from": origin, **small}
+        print(f"  {key}: {_size(small['scenario'])} after {small['tries']} tries", file=sys.stderr, flush=True)
+
+
+def _size(scenario: dict) -> tuple[int, int, int]:
+    """A scenario's size as the minimiser orders it: its requests, their
+    tokens, then its engine's numbers."""
+    return (len(scenario["requests"]), sum(r["prompt"] + r["out"] + r.get("arrive", 0) for r in scenario["requests"]),
+            scenario["budget"] + scenario["max_seqs"] + scenario["num_blocks"] + scenario["block_size"])
 
 
 def table(data: dict) -> list[str]:
@@ -449,11 +584,29 @@ def main(argv=None) -> int:
     rec.add_argument("--out", default=str(ROOT / "docs" / "data" / "field.json"))
     rec.add_argument("--previous", help="the record whose minimised cases are kept (default: --out's)")
     rec.add_argument("--peers", default="", help="minimise only these peers' classes (comma-separated)")
+    mini = sub.add_parser("minimise", help="shrink the recorded classes' minimised cases further")
+    mini.add_argument("--tries", type=int, default=200)
+    mini.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
+    mini.add_argument("--out", help="where to write the record (default: --data)")
+    mini.add_argument("--peers", default="", help="only these peers' classes (comma-separated)")
+    mini.add_argument("--classes", default="", help="only these classes (comma-separated)")
+    rep = sub.add_parser("replays", help="ask a peer's adapter for each multi-turn replay case")
+    rep.add_argument("runs")
+    rep.add_argument("peer", choices=("dynamo", "vidur-vllm", "vidur-sarathi"))
+    rep.add_argument("--jobs", type=int, default=2)
     tab = sub.add_parser("table", help="print docs/field.md's tables from the data")
     tab.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
     args = parser.parse_args(argv)
     if args.command == "table":
         print("\n".join(table(json.loads(Path(args.data).read_text()))))
+        return 0
+    if args.command == "replays":
+        return grade_replays(Path(args.runs), args.peer, args.jobs)
+    if args.command == "minimise":
+        data = json.loads(Path(args.data).read_text())
+        minimise_again(data, args.tries, tuple(p for p in args.peers.split(",") if p),
+                       tuple(k for k in args.classes.split(",") if k))
+        Path(args.out or args.data).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
         return 0
     source = args.previous or args.out
     previous = json.loads(Path(source).read_text()) if os.path.exists(source) else None

@@ -7,8 +7,9 @@ imports this module from the adapter's own directory.
 
 A scenario field the adapters map, and the knobs neither peer has: a
 serve-by key, a priority policy, asynchronous scheduling, a long-prefill
-token threshold that binds, max_model_len refusals and a watermark. Each
-peer says in its own words why it lacks the first four (`Lacks`); what else
+token threshold that binds, max_model_len refusals and a watermark, and the
+multi-turn replays' closed loop. Each peer says in its own words why it
+lacks the policies, the threshold and the replays (`Lacks`); what else
 a peer lacks (the mocker's block of one token, Vidur's prefix caching) its
 adapter checks itself.
 """
@@ -27,12 +28,16 @@ class Lacks(NamedTuple):
     priority: str    # why a priority policy cannot
     schedule: str    # why asynchronous scheduling (schedule ahead) cannot
     threshold: str   # the peer's part that has no long_prefill_token_threshold
+    replay: str      # why a multi-turn replay (campaign/replays.jsonl) cannot
 
 
 def unmapped(scenario: dict, lacks: Lacks) -> str | None:
     """Why the peer cannot express ``scenario``'s fields or its serving
-    policy (unknown fields, a serve-by key, priorities, schedule ahead);
-    None: it can, so far."""
+    policy (a multi-turn replay, unknown fields, a serve-by key,
+    priorities, schedule ahead); None: it can, so far."""
+    if scenario.get("kind") == "replay":
+        return ("a multi-turn replay (a session's turn is sent when its previous turn has finished and its "
+                "think time passed, its prompt the session so far): " + lacks.replay)
     unknown = sorted(set(scenario) - KNOWN)
     if unknown:
         return "the scenario has fields the adapter does not map: " + ", ".join(unknown)

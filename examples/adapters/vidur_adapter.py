@@ -62,7 +62,9 @@ LACKS = peer_knobs.Lacks(
     serve="Vidur's replica schedulers serve first come first served",
     priority="Vidur's requests have no priority",
     schedule="Vidur schedules a replica's next batch when one ends",
-    threshold="Vidur's schedulers have")
+    threshold="Vidur's schedulers have",
+    replay=("Vidur's requests arrive at times fixed before the run (its trace and synthetic generators), "
+            "and its blocks cache no prefix for a session's next turn"))
 
 
 def unsupported(scenario: dict) -> str | None:
