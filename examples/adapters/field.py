@@ -236,26 +236,33 @@ def read_one(runs: Path, name: str, paths, every: int, with_cases=None) -> dict 
 # the first difference, and its class
 # --------------------------------------------------------------------------
 
-def dynamo_clock(log: dict) -> tuple[dict, dict]:
+def dynamo_clock(log: dict, late: int = 0) -> tuple[dict, dict, dict]:
     """serq-ref's log read on the mocker's clock: its fixed timing model
     charges an iteration prefill_ms when it computes prompt tokens plus
     decode_ms when it decodes (both 1 ms), so an iteration that mixes the two
-    takes 2 ms; when idle the mocker waits for the next arrival. Returns the
-    log of admissions and finishes at the times the mocker would log them if
-    it took vLLM's decisions, the map of those times back to steps, and the
-    map of each iteration's start time to its step."""
+    takes 2 ms; when idle the mocker waits for the next arrival. With
+    ``late``, the clock also idles that many iterations before a step that
+    readmits a victim (the mocker logs the readmission when vLLM would, and
+    runs it an iteration later: docs/field.md). Returns the log of
+    admissions and finishes at the times the mocker would log them if it
+    took vLLM's decisions, the map of those times back to steps, and the map
+    of each iteration's start time to its step."""
     steps, back, starts = {}, {}, {}
-    clock, busy = 0, False
+    clock, busy, victims = 0, False, set()
     for number in range(1, max(log["steps"], default=0) + 1):
         record = log["steps"].get(number)
         if record is None or not record["scheduled"]:
             busy = False
+            victims |= set(record["preempted"]) if record is not None else set()
             continue
-        start = clock if busy else max(clock, number - 1)
+        logged = start = clock if busy else max(clock, number - 1)
+        if late and victims & set(record["admitted"]):
+            start += late
         starts[start] = number
         modes = {e.get("mode") for e in record["scheduled"]}
         clock, busy = start + ("prefill" in modes) + ("decode" in modes), True
-        for at, key in ((start + 1, "admitted"), (clock, "finished")):
+        victims = (victims - set(record["admitted"])) | set(record["preempted"])
+        for at, key in ((logged + 1, "admitted"), (clock, "finished")):
             if record[key]:
                 step = steps.setdefault(at, _empty_step(at))
                 step[key] += record[key]
@@ -292,8 +299,19 @@ def classify(peer: str, scenario: dict, serq: dict, engine: dict) -> dict:
     if peer == "dynamo":
         serq, back, starts = dynamo_clock(serq)
     found = first_difference(serq, engine)
+    if found is None and peer == "dynamo":
+        # the decisions agree on the mocker's clock: the figures part at vLLM's first step that both
+        # decodes and prefills, which the fixed timing model charges 2 ms
+        mixed = [n for n in sorted(original["steps"]) if {"prefill", "decode"} <= _modes(original["steps"][n])]
+        if not mixed:
+            return {"class": "dynamo-clock", "step": None, "what": []}
+        orig = original["steps"][mixed[0]]
+        return {"class": "dynamo-clock", "step": mixed[0],
+                "what": ["a step that decodes and prefills: the mocker's iteration of it takes 2 ms"],
+                "serq_step": show(orig), "rules": {e["request"]: orig["rules"].get(e["request"], [])
+                                                   for e in orig["scheduled"]}}
     if found is None:
-        return {"class": "dynamo-clock" if peer == "dynamo" else "logs-agree", "step": None, "what": []}
+        return {"class": "logs-agree", "step": None, "what": []}
     number, what, sa, sb = found
     step = back.get(number, number) if back is not None else number
     if back is not None and number not in back:
@@ -307,9 +325,29 @@ def classify(peer: str, scenario: dict, serq: dict, engine: dict) -> dict:
         if key not in ("dynamo-clock", "dynamo-clock-arrival") and any(
                 record["preempted"] for n, record in original["steps"].items() if n <= step):
             key += "-after-a-preemption"
+            if first_difference(dynamo_clock(original, late=1)[0], engine) is None:
+                # on the clock that idles an iteration before each readmission the two agree: the
+                # difference is first at vLLM's first readmission
+                key = "dynamo-idles-an-iteration-before-a-readmission"
+                step = readmission(original)
+                orig = original["steps"][step]
+                what = [f"request {r}: readmitted at step {step}, the mocker idles an iteration before it"
+                        for r in orig["admitted"]]
+                rules = {r: orig["rules"].get(r, []) for r in orig["admitted"]}
     else:
         key = vidur_class(peer, scenario, step, sa, sb, what)
     return {"class": key, "step": step, "what": what[:4], "serq_step": show(orig), "rules": rules}
+
+
+def readmission(log: dict) -> int:
+    """The first step of ``log`` that admits a request preempted before it."""
+    victims: set[str] = set()
+    for number in sorted(log["steps"]):
+        record = log["steps"][number]
+        if victims & set(record["admitted"]):
+            return number
+        victims |= set(record["preempted"])
+    raise ValueError("no readmission")
 
 
 def show(step: dict) -> str:
@@ -409,11 +447,48 @@ def differs(a: dict, b: dict) -> bool:
     return any(a.get(k) != b.get(k) for k in FIGURES)
 
 
+def _numbers(case: dict) -> dict[tuple, int]:
+    """A scenario's numbers by where they stand (an absent arrival is 0)."""
+    out = {(k,): v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for i, r in enumerate(case["requests"]):
+        out.update({("requests", i, k): r.get(k, 0) for k in ("prompt", "out", "arrive")})
+    return out
+
+
+def _set(case: dict, where: tuple, value: int) -> dict:
+    out = json.loads(json.dumps(case))
+    if where[0] == "requests":
+        out["requests"][where[1]][where[2]] = value
+        if where[2] == "arrive" and value == 0:
+            out["requests"][where[1]].pop("arrive")
+    else:
+        out[where[0]] = value
+    return out
+
+
 def field_candidates(case: dict):
-    """oracle/campaign.py's smaller scenarios, then a smaller block (a power
-    of two, the pool's blocks the same): a block of 16 where 32 would do
-    makes the numbers of a case's blocks smaller to read."""
-    yield from scenario_candidates(case)
+    """oracle/campaign.py's smaller scenarios, with more values between a
+    number's halfway and one less: that shrinker tries a number's least
+    value, its halfway and one less, so a number that cannot halve came
+    down by one a pass (hundreds of tries from 200 to 120); here the one
+    less is preceded by the number less a quarter, an eighth, ... of its
+    distance to its least value, so it comes down in halves of what is
+    left. Then a smaller block (a power of two, the pool's blocks the
+    same): a block of 16 where 32 would do makes a case's numbers smaller."""
+    numbers, least = _numbers(case), {}
+    for drop, candidate in scenario_candidates(case):
+        if not drop and len(candidate["requests"]) == len(case["requests"]):
+            changed = [(w, v) for w, v in _numbers(candidate).items() if numbers.get(w) != v]
+            if len(changed) == 1:
+                where, value = changed[0]
+                least.setdefault(where, value)
+                old = numbers[where]
+                if value == old - 1:
+                    gap, d = old - least[where], (old - least[where]) // 4
+                    while gap > 3 and d >= 2:
+                        yield False, _set(case, where, old - d)
+                        d //= 2
+        yield drop, candidate
     size = case["block_size"]
     while size > 1:
         size //= 2
@@ -526,7 +601,9 @@ def minimise_again(data: dict, tries: int, peers: tuple[str, ...] = (), keys: tu
             continue
         before = cls.get("minimised")
         start, origin, used = cls["smallest"]["scenario"], cls["smallest"]["case"], 0
-        if before and _size(before["scenario"]) <= _size(start):
+        if before and _size(before["scenario"]) <= _size(start) and \
+                minimise(cls["peer"], key, before["scenario"], 0)["first_difference"]["class"] == key:
+            # (a case minimised before a class was split or renamed may be of another class now)
             start, origin, used = before["scenario"], before["from"], before["tries"]
         print(f"minimising {key} from {origin} ...", file=sys.stderr, flush=True)
         small = minimise(cls["peer"], key, start, tries)
@@ -549,6 +626,8 @@ def table(data: dict) -> list[str]:
         corpus = ", ".join(p.replace("oracle/data/", "") for p in run["corpus"])
         if run["every"] > 1:
             corpus += f" (every {run['every']}th)"
+        if run.get("composed"):
+            corpus += f" (in {len(run['parts'])} parts)"
         lines.append(f"| {run['peer']} | {corpus} | {run['graded']:,} | {run['agree']:,} | {run['differ']:,} | "
                      f"{run['unsupported']:,} |")
     totals: dict[str, list[int]] = {}
@@ -558,7 +637,8 @@ def table(data: dict) -> list[str]:
             t[i] += run[k]
     for peer, t in totals.items():
         lines.append(f"| **{peer}** | **all** | **{t[0]:,}** | **{t[1]:,}** | **{t[2]:,}** | **{t[3]:,}** |")
-    lines += ["", "| class | peer | cases | minimised case (from) | its first difference |", "|---|---|---:|---|---|"]
+    lines += ["", "| class | peer | cases | minimised case (from) | its first difference | serq-ref's rules there |",
+              "|---|---|---:|---|---|---|"]
     for key, cls in sorted(data["classes"].items(), key=lambda kv: (kv[1]["peer"], -kv[1]["cases"])):
         small = cls.get("minimised")
         if small:
@@ -569,10 +649,48 @@ def table(data: dict) -> list[str]:
                          for r in sc["requests"]) + f" ({small['from']})")
             fd = small["first_difference"]
             where = (f"step {fd['step']}: " + "; ".join(fd["what"][:2])) if fd.get("step") else "-"
+            rules = sorted({r for named in fd.get("rules", {}).values() for r in named})
+            rules = ", ".join(f"`{r}`" for r in rules) or "-"
         else:
-            shown, where = "-", "-"
-        lines.append(f"| {key} | {cls['peer']} | {cls['cases']:,} | {shown} | {where} |")
+            shown, where, rules = "-", "-", "-"
+        lines.append(f"| {key} | {cls['peer']} | {cls['cases']:,} | {shown} | {where} | {rules} |")
     return lines
+
+
+def explain(peer: str, which: str, data: str) -> int:
+    classes = json.loads(Path(data).read_text())["classes"] if os.path.exists(data) else {}
+    if which in classes:
+        scenario = classes[which]["minimised"]["scenario"]
+    elif "#" in which:
+        path, index = which.rsplit("#", 1)
+        with open(path, encoding="utf-8") as f:
+            scenario = json.loads(f.readlines()[int(index)])["case"]
+    else:
+        scenario = json.loads(Path(which).read_text())
+    print(json.dumps(scenario))
+    with tempfile.TemporaryDirectory(prefix="field-explain-") as workdir:
+        ours, ours_log = serq_answer(scenario, workdir)
+        theirs, their_log = peer_answer(peer, scenario, workdir)
+    if theirs is None:
+        print(f"{peer}: no answer")
+        return 1
+    if "unsupported" in theirs:
+        print(f"{peer}: unsupported: {theirs['unsupported']}")
+        return 0
+    print("vLLM 0.33.0 (serq-ref):", json.dumps({k: ours[k] for k in FIGURES}))
+    print(f"{peer}:", json.dumps({k: theirs[k] for k in FIGURES}))
+    if not differs(ours, theirs):
+        print("agree")
+        return 0
+    found = classify(peer, scenario, ours_log, their_log)
+    print(f"class {found['class']}, first difference at step {found['step']}")
+    for what in found["what"]:
+        print(f"  {what}")
+    if found.get("serq_step"):
+        print(f"  vLLM's step (serq-ref's log): {found['serq_step']}")
+    for request, rules in found.get("rules", {}).items():
+        print(f"  serq-ref's rules for request {request} there: {', '.join(rules)}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -594,12 +712,20 @@ def main(argv=None) -> int:
     rep.add_argument("runs")
     rep.add_argument("peer", choices=("dynamo", "vidur-vllm", "vidur-sarathi"))
     rep.add_argument("--jobs", type=int, default=2)
+    exp = sub.add_parser("explain", help="one scenario asked of a peer: the verdict, its class, the first "
+                                         "difference and serq-ref's rules there")
+    exp.add_argument("peer", choices=("dynamo", "vidur-vllm", "vidur-sarathi"))
+    exp.add_argument("scenario", help="a scenario file, a campaign file's case (FILE.jsonl#I), or a class of "
+                                      "the record (its minimised case)")
+    exp.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
     tab = sub.add_parser("table", help="print docs/field.md's tables from the data")
     tab.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
     args = parser.parse_args(argv)
     if args.command == "table":
         print("\n".join(table(json.loads(Path(args.data).read_text()))))
         return 0
+    if args.command == "explain":
+        return explain(args.peer, args.scenario, args.data)
     if args.command == "replays":
         return grade_replays(Path(args.runs), args.peer, args.jobs)
     if args.command == "minimise":
