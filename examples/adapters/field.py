@@ -720,9 +720,21 @@ def main(argv=None) -> int:
     exp.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
     tab = sub.add_parser("table", help="print docs/field.md's tables from the data")
     tab.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
+    tab.add_argument("--times", action="store_true", help="the runs' times and loads instead of the tables")
+    tab.add_argument("--commands", action="store_true", help="each run's commands instead of the tables")
     args = parser.parse_args(argv)
     if args.command == "table":
-        print("\n".join(table(json.loads(Path(args.data).read_text()))))
+        data = json.loads(Path(args.data).read_text())
+        if args.times or args.commands:
+            for run in data["runs"]:
+                for part in run["parts"]:
+                    if args.commands:
+                        print(f"- {part['run']}: `{part.get('command', run['command'])}`")
+                    else:
+                        print(f"- {part['run']} ({part['cases']:,} cases, `{part['closing']}`): "
+                              + "; ".join(part["time"]))
+            return 0
+        print("\n".join(table(data)))
         return 0
     if args.command == "explain":
         return explain(args.peer, args.scenario, args.data)
