@@ -174,6 +174,11 @@ def test_every_difference_has_a_class_and_every_class_a_minimised_valid_case():
         assert scenario_valid(small["scenario"]), key
         assert small["peer"] != small["vllm"], f"class {key}: the minimised case does not differ"
         assert small["first_difference"]["class"] == key, key
+        # minimised: no more requests than the class's smallest case, and no more tokens either
+        smallest = cls["smallest"]["scenario"]["requests"]
+        assert len(small["scenario"]["requests"]) <= len(smallest), key
+        assert sum(r["prompt"] + r["out"] for r in small["scenario"]["requests"]) <= \
+            sum(r["prompt"] + r["out"] for r in smallest), key
 
 
 def test_the_minimised_cases_are_vllm_s_answers():

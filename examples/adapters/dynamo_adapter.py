@@ -37,7 +37,11 @@ cannot be told apart).
 
 With SERQ_SCHEDULE_LOG set, the adapter writes the schedule log the
 mocker's report allows: each admission (a readmission too) and each
-finish, so the header says "fields": ["admitted", "finished"].
+finish, so the header says "fields": ["admitted", "finished"]. With
+SERQ_DYNAMO_TELEMETRY set to a file, the mocker writes there its telemetry
+sampled every 1 ms of its clock (running and waiting requests, blocks in
+use, decode forwards, preemptions), one JSON object a line; the times are
+the replay's own (from the first arrival).
 """
 import json
 import math
@@ -55,7 +59,7 @@ LACKS = peer_knobs.Lacks(
     schedule="the mocker schedules one iteration at a time",
     threshold="the mocker has",
     replay=("the adapter maps scenarios only, each request at its arrival time in a mooncake trace; the "
-            "mocker's agentic trace formats, which send a turn after the one before it, are not mapped"))
+            "mocker's agentic trace formats (for multi-turn sessions) are not mapped"))
 
 
 def unsupported(scenario: dict) -> str | None:
@@ -100,9 +104,12 @@ def replay(scenario: dict, workdir: str) -> list[dict]:
         "decode_speedup_ratio": 1.0,
         "timing_model": {"type": "fixed", "prefill_ms": 1.0, "decode_ms": 1.0},
     }
+    telemetry = os.environ.get("SERQ_DYNAMO_TELEMETRY")  # its 1 ms samples (docs/field.md reads them)
     result = core.run_mocker_trace_replay([trace], extra_engine_args={"engine": engine,
                                                                       "num_gpu_blocks_is_explicit": True},
-                                          trace_block_size=block, capture_per_request=True)
+                                          trace_block_size=block, capture_per_request=True,
+                                          **({"capture_telemetry": True, "telemetry_sample_interval_ms": 1.0,
+                                              "telemetry_jsonl_path": telemetry} if telemetry else {}))
     records = list(result.per_request)
     if len(records) != len(rows):
         raise RuntimeError(f"the mocker reported {len(records)} requests of {len(rows)}")

@@ -320,6 +320,10 @@ def classify(peer: str, scenario: dict, serq: dict, engine: dict) -> dict:
     orig = original["steps"].get(step, _empty_step(step))
     concerned = sorted({w.split(":")[0].split()[1] for w in what if w.startswith("request ")}, key=request_key)
     rules = {r: orig["rules"].get(r, []) for r in concerned}
+    if not any(rules.values()):
+        # vLLM did nothing with the requests concerned at that step (the peer admitted one that vLLM did
+        # not): the rules of the step are those of the requests vLLM did act on
+        rules = dict(orig["rules"])
     if peer == "dynamo":
         key = dynamo_class(scenario, number, starts, what)
         if key not in ("dynamo-clock", "dynamo-clock-arrival") and any(
