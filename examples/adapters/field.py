@@ -400,6 +400,10 @@ def vidur_class(peer: str, scenario: dict, step: int, sa: dict, sb: dict, what: 
     if set(sa["preempted"]) != set(sb["preempted"]):
         if sb["preempted"] and not sa["preempted"]:
             return f"{peer}-preempts-where-vllm-does-not"
+        if set(sa["preempted"]) < set(sb["preempted"]) and all(
+                r in ta for r in set(sb["preempted"]) - set(sa["preempted"])):
+            # vLLM's victims and more: the others vLLM schedules at that step
+            return f"{peer}-preempts-where-vllm-does-not"
         if sa["preempted"] and not sb["preempted"]:
             return f"{peer}-does-not-preempt-where-vllm-does"
         return f"{peer}-another-victim"
