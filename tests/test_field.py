@@ -102,6 +102,9 @@ def test_an_adapter_says_which_knob_it_lacks(name):
     assert module.unsupported(dict(base, chunk=62)) is None  # a threshold above every prompt + output never binds
     assert "max_model_len" in module.unsupported(dict(base, max_model_len=64))
     assert "does not map: tokens" in module.unsupported(dict(base, tokens=[1]))
+    with (DATA / "campaign" / "replays.jsonl").open() as f:
+        replay = json.loads(f.readline())["case"]
+    assert module.unsupported(replay).startswith("a multi-turn replay (a session's turn is sent when its previous")
     assert module.answer(dict(base, serve="decoding ? 1 : 0"), *(["vllm"] if name == "vidur_adapter" else [])) \
         == {"unsupported": module.unsupported(dict(base, serve="decoding ? 1 : 0"))}
 
@@ -138,12 +141,20 @@ def test_the_counts_add_up():
         assert run["agree"] + run["differ"] + run["unsupported"] == run["graded"], run["name"]
         assert sum(run["unsupported_reasons"].values()) == run["unsupported"], run["name"]
         assert len(run["differences"]) == run["differ"], run["name"]
-        # graded is the slice the command chose: every case, or every N-th
-        cases = Selection((), run["every"], None).choose([c for p in run["corpus"] for c in cases_of(str(ROOT / p), True)])
-        assert run["graded"] == len(cases), run["name"]
-        assert {d["case"] for d in run["differences"]} <= {c.label for c in cases}, run["name"]
-        # the parts' closing lines are oracle check's own
-        assert sum(part["cases"] for part in run["parts"][:1]) == run["graded"], run["name"]
+        # graded is the slice the command chose: every case, or every N-th (the multi-turn replays, outside
+        # oracle check's contract, are asked of the adapter case by case: every line of the file)
+        if run["corpus"] == ["oracle/data/campaign/replays.jsonl"]:
+            labels = [f"campaign/replays.jsonl#{i}" for i, _ in enumerate((DATA / "campaign" / "replays.jsonl").open())]
+            assert "field.py replays" in run["command"], run["name"]
+        else:
+            labels = [c.label for c in Selection((), run["every"], None).choose(
+                [c for p in run["corpus"] for c in cases_of(str(ROOT / p), True)])]
+        assert run["graded"] == len(labels), run["name"]
+        assert {d["case"] for d in run["differences"]} <= set(labels), run["name"]
+        # the parts' closing lines are oracle check's own: one run's (its first part; a second part, when
+        # there is one, graded some of its cases again), or a run graded in parts, every case in one part
+        counted = run["parts"] if run.get("composed") else run["parts"][:1]
+        assert sum(part["cases"] for part in counted) == run["graded"], run["name"]
 
 
 def test_every_difference_has_a_class_and_every_class_a_minimised_valid_case():
@@ -163,6 +174,11 @@ def test_every_difference_has_a_class_and_every_class_a_minimised_valid_case():
         assert scenario_valid(small["scenario"]), key
         assert small["peer"] != small["vllm"], f"class {key}: the minimised case does not differ"
         assert small["first_difference"]["class"] == key, key
+        # minimised: no more requests than the class's smallest case, and no more tokens either
+        smallest = cls["smallest"]["scenario"]["requests"]
+        assert len(small["scenario"]["requests"]) <= len(smallest), key
+        assert sum(r["prompt"] + r["out"] for r in small["scenario"]["requests"]) <= \
+            sum(r["prompt"] + r["out"] for r in smallest), key
 
 
 def test_the_minimised_cases_are_vllm_s_answers():

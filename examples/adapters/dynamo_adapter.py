@@ -37,7 +37,11 @@ cannot be told apart).
 
 With SERQ_SCHEDULE_LOG set, the adapter writes the schedule log the
 mocker's report allows: each admission (a readmission too) and each
-finish, so the header says "fields": ["admitted", "finished"].
+finish, so the header says "fields": ["admitted", "finished"]. With
+SERQ_DYNAMO_TELEMETRY set to a file, the mocker writes there its telemetry
+sampled every 1 ms of its clock (running and waiting requests, blocks in
+use, decode forwards, preemptions), one JSON object a line; the times are
+the replay's own (from the first arrival).
 """
 import json
 import math
@@ -45,29 +49,25 @@ import os
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # peer_knobs beside this script, under any Python
+import peer_knobs  # noqa: E402
+
 ENGINE = "NVIDIA Dynamo mocker (ai-dynamo-runtime {})"
-KNOWN = {"kind", "budget", "max_seqs", "block_size", "num_blocks", "chunk", "prefix_caching", "requests",
-         "serve", "policy", "async", "max_model_len", "watermark"}
+LACKS = peer_knobs.Lacks(
+    serve="the mocker's scheduler is first come first served",
+    priority="the mocker's scheduler has no request priorities",
+    schedule="the mocker schedules one iteration at a time",
+    threshold="the mocker has",
+    replay=("the adapter maps scenarios only, each request at its arrival time in a mooncake trace; the "
+            "mocker's agentic trace formats (for multi-turn sessions) are not mapped"))
 
 
 def unsupported(scenario: dict) -> str | None:
     """Why the mocker cannot express ``scenario`` (None: it can)."""
-    unknown = sorted(set(scenario) - KNOWN)
-    if unknown:
-        return "the scenario has fields the adapter does not map: " + ", ".join(unknown)
-    if "serve" in scenario:
-        return "a serve-by key (vLLM's priority path): the mocker's scheduler is first come first served"
-    if scenario.get("policy", "fcfs") != "fcfs" or any("priority" in r for r in scenario["requests"]):
-        return "a priority policy: the mocker's scheduler has no request priorities"
-    if scenario.get("async"):
-        return "asynchronous scheduling (schedule ahead): the mocker schedules one iteration at a time"
+    why = peer_knobs.unmapped(scenario, LACKS) or peer_knobs.bounded(scenario, LACKS)
+    if why is not None:
+        return why
     requests = scenario["requests"]
-    chunk = scenario.get("chunk") or 0
-    if chunk and any(chunk < r["prompt"] + r["out"] for r in requests):
-        return (f"a long-prefill token threshold ({chunk}) that can bind: the mocker has no "
-                "long_prefill_token_threshold")
-    if scenario.get("max_model_len") is not None or scenario.get("watermark"):
-        return "max_model_len refusals and a watermark: the adapter maps neither"
     if scenario["block_size"] < 2:
         return "a block of one token: the mocker's vLLM backend wants block_size 2 at least"
     signatures = [(r.get("arrive", 0), r["prompt"], r["out"]) for r in requests]
@@ -104,9 +104,12 @@ def replay(scenario: dict, workdir: str) -> list[dict]:
         "decode_speedup_ratio": 1.0,
         "timing_model": {"type": "fixed", "prefill_ms": 1.0, "decode_ms": 1.0},
     }
+    telemetry = os.environ.get("SERQ_DYNAMO_TELEMETRY")  # its 1 ms samples (docs/field.md reads them)
     result = core.run_mocker_trace_replay([trace], extra_engine_args={"engine": engine,
                                                                       "num_gpu_blocks_is_explicit": True},
-                                          trace_block_size=block, capture_per_request=True)
+                                          trace_block_size=block, capture_per_request=True,
+                                          **({"capture_telemetry": True, "telemetry_sample_interval_ms": 1.0,
+                                              "telemetry_jsonl_path": telemetry} if telemetry else {}))
     records = list(result.per_request)
     if len(records) != len(rows):
         raise RuntimeError(f"the mocker reported {len(records)} requests of {len(rows)}")

@@ -46,6 +46,9 @@ ADAPTERS = "examples/adapters"
 DYNAMO = f"$SERQ_DYNAMO_PYTHON {ADAPTERS}/dynamo_adapter.py"
 VIDUR = f"$SERQ_VIDUR_PYTHON {ADAPTERS}/vidur_adapter.py"
 SHARED = ("oracle/data/shared/vllm", "oracle/data/shared/serve")
+#: the multi-turn replays: outside `oracle check`'s contract (they answer per turn), so
+#: `field.py replays` asks each peer's adapter for each case itself (it says why it is unsupported)
+REPLAYS = "oracle/data/campaign/replays.jsonl"
 
 #: (run name, peer, engine command as docs/field.md shows it, corpus paths, --every)
 RUNS = (
@@ -54,21 +57,27 @@ RUNS = (
     ("dynamo-serve", "dynamo", DYNAMO, ("oracle/data/campaign/serve.jsonl",), 20),
     ("dynamo-priority", "dynamo", DYNAMO, ("oracle/data/campaign/priority.jsonl",), 20),
     ("dynamo-async-scenarios", "dynamo", DYNAMO, ("oracle/data/campaign/async-scenarios.jsonl",), 20),
+    ("dynamo-replays", "dynamo", DYNAMO, (REPLAYS,), 1),
     ("vidur-vllm-shared", "vidur-vllm", f"{VIDUR} vllm", SHARED, 1),
-    ("vidur-vllm-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/scenarios.jsonl",), 4),
+    ("vidur-vllm-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/scenarios.jsonl",), 1),
     ("vidur-vllm-serve", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/serve.jsonl",), 5),
     ("vidur-vllm-priority", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/priority.jsonl",), 5),
     ("vidur-vllm-async-scenarios", "vidur-vllm", f"{VIDUR} vllm", ("oracle/data/campaign/async-scenarios.jsonl",), 5),
+    ("vidur-vllm-replays", "vidur-vllm", f"{VIDUR} vllm", (REPLAYS,), 1),
     ("vidur-sarathi-shared", "vidur-sarathi", f"{VIDUR} sarathi", SHARED, 1),
-    ("vidur-sarathi-scenarios", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/scenarios.jsonl",), 4),
+    ("vidur-sarathi-scenarios", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/scenarios.jsonl",), 1),
     ("vidur-sarathi-serve", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/serve.jsonl",), 5),
     ("vidur-sarathi-priority", "vidur-sarathi", f"{VIDUR} sarathi", ("oracle/data/campaign/priority.jsonl",), 5),
     ("vidur-sarathi-async-scenarios", "vidur-sarathi", f"{VIDUR} sarathi",
      ("oracle/data/campaign/async-scenarios.jsonl",), 5),
+    ("vidur-sarathi-replays", "vidur-sarathi", f"{VIDUR} sarathi", (REPLAYS,), 1),
 )
 
 
 def command_line(engine: str, paths, every: int, logs: str) -> str:
+    if paths == (REPLAYS,):
+        run = os.path.basename(logs)
+        return f"PYTHONPATH=. python {ADAPTERS}/field.py replays {os.path.dirname(logs)} {run.rsplit('-', 1)[0]}"
     return (f"serq-ref oracle check {' '.join(paths)}" + (f" --every {every}" if every > 1 else "")
             + f" --engine \"{engine}\" --logs {logs}")
 
@@ -81,15 +90,42 @@ def command_line(engine: str, paths, every: int, logs: str) -> str:
 RERUNS = {"dynamo-scenarios": "dynamo-scenarios-rerun"}
 
 
+#: a run graded in parts, each part its own `oracle check` (NAME -> (part, its --every); a part's
+#: NAME.cases file, when there is one, holds its --cases): every case of the run is in one part
+COMPOSED = {f"vidur-{s}-scenarios": ((f"vidur-{s}-scenarios-every4", 4), (f"vidur-{s}-scenarios-rest", 1))
+            for s in ("vllm", "sarathi")}
+
+
+def part_cases(runs: Path, name: str) -> list[str] | None:
+    path = runs / f"{name}.cases"
+    return path.read_text().strip().split(",") if path.exists() else None
+
+
 def read_run(runs: Path, name: str, paths, every: int) -> dict | None:
-    """A run's verdicts, with the verdicts of its part graded again (RERUNS) in place of its own."""
+    """A run's verdicts: one `oracle check`'s, with the verdicts of its part
+    graded again (RERUNS) in place of its own, or its parts' together
+    (COMPOSED)."""
+    if name in COMPOSED:
+        parts = [read_one(runs, part, paths, part_every, part_cases(runs, part))
+                 for part, part_every in COMPOSED[name]]
+        if any(part is None for part in parts):
+            return None
+        cases = Selection((), every, None).choose([c for p in paths for c in cases_of(str(ROOT / p), True)])
+        run = {"cases": cases, "verdicts": {}, "logs": {}, "parts": [], "composed": True}
+        for part in parts:
+            overlap = set(part["verdicts"]) & set(run["verdicts"])
+            assert not overlap, (name, sorted(overlap)[:3])  # a case is graded by one part only
+            run["verdicts"].update(part["verdicts"])
+            run["logs"].update(part["logs"])
+            run["parts"] += part["parts"]
+        missing = [c.label for c in cases if c.label not in run["verdicts"]]
+        assert not missing, (name, missing[:3])  # every case graded
+        return run
     run = read_one(runs, name, paths, every)
     again = RERUNS.get(name)
     if run is None or again is None:
         return run
-    with_cases = (runs / f"{again}.cases").read_text().strip().split(",") if (runs / f"{again}.cases").exists() \
-        else None
-    part = read_one(runs, again, paths, every, with_cases)
+    part = read_one(runs, again, paths, every, part_cases(runs, again))
     if part is None:
         return None
     for label in part["verdicts"]:
@@ -98,11 +134,67 @@ def read_run(runs: Path, name: str, paths, every: int) -> dict | None:
     return run
 
 
+class Replay:
+    """A multi-turn replay case of campaign/replays.jsonl, as the record reads a case."""
+
+    def __init__(self, path: str, index: int, case: dict):
+        self.label, self.index, self.case = f"campaign/{os.path.basename(path)}#{index}", index, case
+        self.stem = f"{Path(path).stem}-{index}"
+
+    def data(self) -> dict:
+        return self.case
+
+
+def replay_cases(path: str) -> list[Replay]:
+    with open(path, encoding="utf-8") as f:
+        return [Replay(path, i, json.loads(line)["case"]) for i, line in enumerate(f) if line.strip()]
+
+
+def grade_replays(runs: Path, peer: str, jobs: int) -> int:
+    """Each replay case asked of the peer's adapter (as `oracle check` asks
+    a scenario), its verdicts written as `oracle check` writes them, to
+    RUNS/PEER-replays.out; its time and load to .time."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    name = f"{peer}-replays"
+    cases = replay_cases(str(ROOT / REPLAYS))
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+    began, wall = time.strftime("%H:%M:%S", time.gmtime()), time.monotonic()
+
+    def ask(case: Replay) -> list[str]:
+        with tempfile.TemporaryDirectory(prefix="field-replay-") as workdir:
+            try:
+                answer, _ = peer_answer(peer, case.data(), workdir)
+            except (subprocess.TimeoutExpired, ValueError) as error:
+                return [f"{case.label}: the engine gave no answer: {type(error).__name__}"]
+        if answer is None:
+            return [f"{case.label}: the engine gave no answer (it exited with an error)"]
+        why = answer.get("unsupported")
+        if isinstance(why, str) and why.strip():
+            return [f"{case.label}: unsupported by the engine: {why}"]
+        return [f"{case.label}: the engine answered a replay, which the contract does not grade: "
+                f"{json.dumps(answer)[:200]}"]
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        said = list(pool.map(ask, cases))
+    unsupported = sum(1 for lines in said if "unsupported by the engine: " in lines[0])
+    closing = f"0 passed, {len(cases) - unsupported} failed" + (f", {unsupported} unsupported" if unsupported else "")
+    (runs / f"{name}.out").write_text("".join(line + "\n" for lines in said for line in lines) + closing + "\n")
+    after = Path("/proc/loadavg").read_text().split()[:3] if load else []
+    (runs / f"{name}.time").write_text(
+        f"{time.monotonic() - wall:.2f} s wall ({jobs} at once)\nrc={int(unsupported < len(cases))} "
+        f"load_before={' '.join(load)} load_after={' '.join(after)} started {began} "
+        f"ended {time.strftime('%H:%M:%S', time.gmtime())}\n")
+    print(f"{name}: {closing}", file=sys.stderr)
+    return 0 if unsupported == len(cases) else 1
+
+
 def read_one(runs: Path, name: str, paths, every: int, with_cases=None) -> dict | None:
     out = runs / f"{name}.out"
     if not out.exists():
         return None
-    cases = [c for p in paths for c in cases_of(str(ROOT / p), True)]
+    cases = [c for p in paths for c in (replay_cases(str(ROOT / p)) if p == REPLAYS else cases_of(str(ROOT / p), True))]
     if with_cases is not None:
         wanted = {int(i) for i in with_cases}
         cases = [c for c in cases if c.index in wanted]
@@ -144,26 +236,33 @@ def read_one(runs: Path, name: str, paths, every: int, with_cases=None) -> dict 
 # the first difference, and its class
 # --------------------------------------------------------------------------
 
-def dynamo_clock(log: dict) -> tuple[dict, dict]:
+def dynamo_clock(log: dict, late: int = 0) -> tuple[dict, dict, dict]:
     """serq-ref's log read on the mocker's clock: its fixed timing model
     charges an iteration prefill_ms when it computes prompt tokens plus
     decode_ms when it decodes (both 1 ms), so an iteration that mixes the two
-    takes 2 ms; when idle the mocker waits for the next arrival. Returns the
-    log of admissions and finishes at the times the mocker would log them if
-    it took vLLM's decisions, the map of those times back to steps, and the
-    map of each iteration's start time to its step."""
+    takes 2 ms; when idle the mocker waits for the next arrival. With
+    ``late``, the clock also idles that many iterations before a step that
+    readmits a victim (the mocker logs the readmission when vLLM would, and
+    runs it an iteration later: docs/field.md). Returns the log of
+    admissions and finishes at the times the mocker would log them if it
+    took vLLM's decisions, the map of those times back to steps, and the map
+    of each iteration's start time to its step."""
     steps, back, starts = {}, {}, {}
-    clock, busy = 0, False
+    clock, busy, victims = 0, False, set()
     for number in range(1, max(log["steps"], default=0) + 1):
         record = log["steps"].get(number)
         if record is None or not record["scheduled"]:
             busy = False
+            victims |= set(record["preempted"]) if record is not None else set()
             continue
-        start = clock if busy else max(clock, number - 1)
+        logged = start = clock if busy else max(clock, number - 1)
+        if late and victims & set(record["admitted"]):
+            start += late
         starts[start] = number
         modes = {e.get("mode") for e in record["scheduled"]}
         clock, busy = start + ("prefill" in modes) + ("decode" in modes), True
-        for at, key in ((start + 1, "admitted"), (clock, "finished")):
+        victims = (victims - set(record["admitted"])) | set(record["preempted"])
+        for at, key in ((logged + 1, "admitted"), (clock, "finished")):
             if record[key]:
                 step = steps.setdefault(at, _empty_step(at))
                 step[key] += record[key]
@@ -200,8 +299,19 @@ def classify(peer: str, scenario: dict, serq: dict, engine: dict) -> dict:
     if peer == "dynamo":
         serq, back, starts = dynamo_clock(serq)
     found = first_difference(serq, engine)
+    if found is None and peer == "dynamo":
+        # the decisions agree on the mocker's clock: the figures part at vLLM's first step that both
+        # decodes and prefills, which the fixed timing model charges 2 ms
+        mixed = [n for n in sorted(original["steps"]) if {"prefill", "decode"} <= _modes(original["steps"][n])]
+        if not mixed:
+            return {"class": "dynamo-clock", "step": None, "what": []}
+        orig = original["steps"][mixed[0]]
+        return {"class": "dynamo-clock", "step": mixed[0],
+                "what": ["a step that decodes and prefills: the mocker's iteration of it takes 2 ms"],
+                "serq_step": show(orig), "rules": {e["request"]: orig["rules"].get(e["request"], [])
+                                                   for e in orig["scheduled"]}}
     if found is None:
-        return {"class": "dynamo-clock" if peer == "dynamo" else "logs-agree", "step": None, "what": []}
+        return {"class": "logs-agree", "step": None, "what": []}
     number, what, sa, sb = found
     step = back.get(number, number) if back is not None else number
     if back is not None and number not in back:
@@ -210,14 +320,38 @@ def classify(peer: str, scenario: dict, serq: dict, engine: dict) -> dict:
     orig = original["steps"].get(step, _empty_step(step))
     concerned = sorted({w.split(":")[0].split()[1] for w in what if w.startswith("request ")}, key=request_key)
     rules = {r: orig["rules"].get(r, []) for r in concerned}
+    if not any(rules.values()):
+        # vLLM did nothing with the requests concerned at that step (the peer admitted one that vLLM did
+        # not): the rules of the step are those of the requests vLLM did act on
+        rules = dict(orig["rules"])
     if peer == "dynamo":
         key = dynamo_class(scenario, number, starts, what)
         if key not in ("dynamo-clock", "dynamo-clock-arrival") and any(
                 record["preempted"] for n, record in original["steps"].items() if n <= step):
             key += "-after-a-preemption"
+            if first_difference(dynamo_clock(original, late=1)[0], engine) is None:
+                # on the clock that idles an iteration before each readmission the two agree: the
+                # difference is first at vLLM's first readmission
+                key = "dynamo-idles-an-iteration-before-a-readmission"
+                step = readmission(original)
+                orig = original["steps"][step]
+                what = [f"request {r}: readmitted at step {step}, the mocker idles an iteration before it"
+                        for r in orig["admitted"]]
+                rules = {r: orig["rules"].get(r, []) for r in orig["admitted"]}
     else:
         key = vidur_class(peer, scenario, step, sa, sb, what)
     return {"class": key, "step": step, "what": what[:4], "serq_step": show(orig), "rules": rules}
+
+
+def readmission(log: dict) -> int:
+    """The first step of ``log`` that admits a request preempted before it."""
+    victims: set[str] = set()
+    for number in sorted(log["steps"]):
+        record = log["steps"][number]
+        if victims & set(record["admitted"]):
+            return number
+        victims |= set(record["preempted"])
+    raise ValueError("no readmission")
 
 
 def show(step: dict) -> str:
@@ -265,6 +399,10 @@ def vidur_class(peer: str, scenario: dict, step: int, sa: dict, sb: dict, what: 
         return f"{peer}-admits-in-a-step-that-preempts"
     if set(sa["preempted"]) != set(sb["preempted"]):
         if sb["preempted"] and not sa["preempted"]:
+            return f"{peer}-preempts-where-vllm-does-not"
+        if set(sa["preempted"]) < set(sb["preempted"]) and all(
+                r in ta for r in set(sb["preempted"]) - set(sa["preempted"])):
+            # vLLM's victims and more: the others vLLM schedules at that step
             return f"{peer}-preempts-where-vllm-does-not"
         if sa["preempted"] and not sb["preempted"]:
             return f"{peer}-does-not-preempt-where-vllm-does"
@@ -317,6 +455,54 @@ def differs(a: dict, b: dict) -> bool:
     return any(a.get(k) != b.get(k) for k in FIGURES)
 
 
+def _numbers(case: dict) -> dict[tuple, int]:
+    """A scenario's numbers by where they stand (an absent arrival is 0)."""
+    out = {(k,): v for k, v in case.items() if isinstance(v, int) and not isinstance(v, bool)}
+    for i, r in enumerate(case["requests"]):
+        out.update({("requests", i, k): r.get(k, 0) for k in ("prompt", "out", "arrive")})
+    return out
+
+
+def _set(case: dict, where: tuple, value: int) -> dict:
+    out = json.loads(json.dumps(case))
+    if where[0] == "requests":
+        out["requests"][where[1]][where[2]] = value
+        if where[2] == "arrive" and value == 0:
+            out["requests"][where[1]].pop("arrive")
+    else:
+        out[where[0]] = value
+    return out
+
+
+def field_candidates(case: dict):
+    """oracle/campaign.py's smaller scenarios, with more values between a
+    number's halfway and one less: that shrinker tries a number's least
+    value, its halfway and one less, so a number that cannot halve came
+    down by one a pass (hundreds of tries from 200 to 120); here the one
+    less is preceded by the number less a quarter, an eighth, ... of its
+    distance to its least value, so it comes down in halves of what is
+    left. Then a smaller block (a power of two, the pool's blocks the
+    same): a block of 16 where 32 would do makes a case's numbers smaller."""
+    numbers, least = _numbers(case), {}
+    for drop, candidate in scenario_candidates(case):
+        if not drop and len(candidate["requests"]) == len(case["requests"]):
+            changed = [(w, v) for w, v in _numbers(candidate).items() if numbers.get(w) != v]
+            if len(changed) == 1:
+                where, value = changed[0]
+                least.setdefault(where, value)
+                old = numbers[where]
+                if value == old - 1:
+                    gap, d = old - least[where], (old - least[where]) // 4
+                    while gap > 3 and d >= 2:
+                        yield False, _set(case, where, old - d)
+                        d //= 2
+        yield drop, candidate
+    size = case["block_size"]
+    while size > 1:
+        size //= 2
+        yield False, dict(case, block_size=size)
+
+
 def minimise(peer: str, key: str, scenario: dict, tries: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="field-shrink-") as workdir:
         def still(candidate: dict) -> bool:
@@ -329,7 +515,7 @@ def minimise(peer: str, key: str, scenario: dict, tries: int) -> dict:
                 return False
             return classify(peer, candidate, ours_log, their_log)["class"] == key
 
-        small, used = shrink(scenario, still, scenario_candidates, scenario_valid, tries)
+        small, used = shrink(scenario, still, field_candidates, scenario_valid, tries)
         ours, ours_log = serq_answer(small, workdir)
         theirs, their_log = peer_answer(peer, small, workdir)
         found = classify(peer, small, ours_log, their_log)
@@ -393,9 +579,15 @@ def record(runs: Path, tries: int, previous: dict | None, peers: tuple[str, ...]
             if "smallest" not in cls or size < tuple(cls["smallest"]["size"]):
                 cls["smallest"] = {"case": case.label, "size": list(size), "scenario": scenario}
         assert sum(counts[k] for k in ("agree", "differ", "unsupported")) == counts["graded"]
+        for part in run["parts"]:
+            part_every = dict(COMPOSED.get(name, ())).get(part["run"], every)
+            cases = f" --cases $(cat runs/{part['run']}.cases)" if part_cases(runs, part["run"]) else ""
+            part["command"] = command_line(engine, paths, part_every, f"runs/{part['run']}").replace(
+                " --engine", cases + " --engine", 1)
         data["runs"].append({"name": name, "peer": peer, "corpus": list(paths), "every": every,
                              "command": command_line(engine, paths, every, f"runs/{name}"),
                              **counts, "unsupported_reasons": reasons, "parts": run["parts"],
+                             **({"composed": True} if run.get("composed") else {}),
                              "differences": differences})
     for key, cls in data["classes"].items():
         if key in old_classes and "minimised" in old_classes[key]:  # kept: only a class without one is minimised
@@ -407,6 +599,34 @@ def record(runs: Path, tries: int, previous: dict | None, peers: tuple[str, ...]
     return data
 
 
+def minimise_again(data: dict, tries: int, peers: tuple[str, ...] = (), keys: tuple[str, ...] = ()) -> None:
+    """Each class's minimised case shrunk further, by ``tries`` more
+    candidates, from the smaller of its minimised case and its smallest
+    case (both of the class); a class without one is minimised from its
+    smallest case. In place."""
+    for key, cls in data["classes"].items():
+        if (peers and cls["peer"] not in peers) or (keys and key not in keys) or "smallest" not in cls:
+            continue
+        before = cls.get("minimised")
+        start, origin, used = cls["smallest"]["scenario"], cls["smallest"]["case"], 0
+        if before and _size(before["scenario"]) <= _size(start) and \
+                minimise(cls["peer"], key, before["scenario"], 0)["first_difference"]["class"] == key:
+            # (a case minimised before a class was split or renamed may be of another class now)
+            start, origin, used = before["scenario"], before["from"], before["tries"]
+        print(f"minimising {key} from {origin} ...", file=sys.stderr, flush=True)
+        small = minimise(cls["peer"], key, start, tries)
+        small["tries"] += used
+        cls["minimised"] = {"from": origin, **small}
+        print(f"  {key}: {_size(small['scenario'])} after {small['tries']} tries", file=sys.stderr, flush=True)
+
+
+def _size(scenario: dict) -> tuple[int, int, int]:
+    """A scenario's size as the minimiser orders it: its requests, their
+    tokens, then its engine's numbers."""
+    return (len(scenario["requests"]), sum(r["prompt"] + r["out"] + r.get("arrive", 0) for r in scenario["requests"]),
+            scenario["budget"] + scenario["max_seqs"] + scenario["num_blocks"] + scenario["block_size"])
+
+
 def table(data: dict) -> list[str]:
     """docs/field.md's tables, from the data."""
     lines = ["| peer | corpus | graded | agree | differ | unsupported |", "|---|---|---:|---:|---:|---:|"]
@@ -414,6 +634,8 @@ def table(data: dict) -> list[str]:
         corpus = ", ".join(p.replace("oracle/data/", "") for p in run["corpus"])
         if run["every"] > 1:
             corpus += f" (every {run['every']}th)"
+        if run.get("composed"):
+            corpus += f" (in {len(run['parts'])} parts)"
         lines.append(f"| {run['peer']} | {corpus} | {run['graded']:,} | {run['agree']:,} | {run['differ']:,} | "
                      f"{run['unsupported']:,} |")
     totals: dict[str, list[int]] = {}
@@ -423,7 +645,8 @@ def table(data: dict) -> list[str]:
             t[i] += run[k]
     for peer, t in totals.items():
         lines.append(f"| **{peer}** | **all** | **{t[0]:,}** | **{t[1]:,}** | **{t[2]:,}** | **{t[3]:,}** |")
-    lines += ["", "| class | peer | cases | minimised case (from) | its first difference |", "|---|---|---:|---|---|"]
+    lines += ["", "| class | peer | cases | minimised case (from) | its first difference | serq-ref's rules there |",
+              "|---|---|---:|---|---|---|"]
     for key, cls in sorted(data["classes"].items(), key=lambda kv: (kv[1]["peer"], -kv[1]["cases"])):
         small = cls.get("minimised")
         if small:
@@ -434,10 +657,48 @@ def table(data: dict) -> list[str]:
                          for r in sc["requests"]) + f" ({small['from']})")
             fd = small["first_difference"]
             where = (f"step {fd['step']}: " + "; ".join(fd["what"][:2])) if fd.get("step") else "-"
+            rules = sorted({r for named in fd.get("rules", {}).values() for r in named})
+            rules = ", ".join(f"`{r}`" for r in rules) or "-"
         else:
-            shown, where = "-", "-"
-        lines.append(f"| {key} | {cls['peer']} | {cls['cases']:,} | {shown} | {where} |")
+            shown, where, rules = "-", "-", "-"
+        lines.append(f"| {key} | {cls['peer']} | {cls['cases']:,} | {shown} | {where} | {rules} |")
     return lines
+
+
+def explain(peer: str, which: str, data: str) -> int:
+    classes = json.loads(Path(data).read_text())["classes"] if os.path.exists(data) else {}
+    if which in classes:
+        scenario = classes[which]["minimised"]["scenario"]
+    elif "#" in which:
+        path, index = which.rsplit("#", 1)
+        with open(path, encoding="utf-8") as f:
+            scenario = json.loads(f.readlines()[int(index)])["case"]
+    else:
+        scenario = json.loads(Path(which).read_text())
+    print(json.dumps(scenario))
+    with tempfile.TemporaryDirectory(prefix="field-explain-") as workdir:
+        ours, ours_log = serq_answer(scenario, workdir)
+        theirs, their_log = peer_answer(peer, scenario, workdir)
+    if theirs is None:
+        print(f"{peer}: no answer")
+        return 1
+    if "unsupported" in theirs:
+        print(f"{peer}: unsupported: {theirs['unsupported']}")
+        return 0
+    print("vLLM 0.33.0 (serq-ref):", json.dumps({k: ours[k] for k in FIGURES}))
+    print(f"{peer}:", json.dumps({k: theirs[k] for k in FIGURES}))
+    if not differs(ours, theirs):
+        print("agree")
+        return 0
+    found = classify(peer, scenario, ours_log, their_log)
+    print(f"class {found['class']}, first difference at step {found['step']}")
+    for what in found["what"]:
+        print(f"  {what}")
+    if found.get("serq_step"):
+        print(f"  vLLM's step (serq-ref's log): {found['serq_step']}")
+    for request, rules in found.get("rules", {}).items():
+        print(f"  serq-ref's rules for request {request} there: {', '.join(rules)}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -449,11 +710,49 @@ def main(argv=None) -> int:
     rec.add_argument("--out", default=str(ROOT / "docs" / "data" / "field.json"))
     rec.add_argument("--previous", help="the record whose minimised cases are kept (default: --out's)")
     rec.add_argument("--peers", default="", help="minimise only these peers' classes (comma-separated)")
+    mini = sub.add_parser("minimise", help="shrink the recorded classes' minimised cases further")
+    mini.add_argument("--tries", type=int, default=200)
+    mini.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
+    mini.add_argument("--out", help="where to write the record (default: --data)")
+    mini.add_argument("--peers", default="", help="only these peers' classes (comma-separated)")
+    mini.add_argument("--classes", default="", help="only these classes (comma-separated)")
+    rep = sub.add_parser("replays", help="ask a peer's adapter for each multi-turn replay case")
+    rep.add_argument("runs")
+    rep.add_argument("peer", choices=("dynamo", "vidur-vllm", "vidur-sarathi"))
+    rep.add_argument("--jobs", type=int, default=2)
+    exp = sub.add_parser("explain", help="one scenario asked of a peer: the verdict, its class, the first "
+                                         "difference and serq-ref's rules there")
+    exp.add_argument("peer", choices=("dynamo", "vidur-vllm", "vidur-sarathi"))
+    exp.add_argument("scenario", help="a scenario file, a campaign file's case (FILE.jsonl#I), or a class of "
+                                      "the record (its minimised case)")
+    exp.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
     tab = sub.add_parser("table", help="print docs/field.md's tables from the data")
     tab.add_argument("--data", default=str(ROOT / "docs" / "data" / "field.json"))
+    tab.add_argument("--times", action="store_true", help="the runs' times and loads instead of the tables")
+    tab.add_argument("--commands", action="store_true", help="each run's commands instead of the tables")
     args = parser.parse_args(argv)
     if args.command == "table":
-        print("\n".join(table(json.loads(Path(args.data).read_text()))))
+        data = json.loads(Path(args.data).read_text())
+        if args.times or args.commands:
+            for run in data["runs"]:
+                for part in run["parts"]:
+                    if args.commands:
+                        print(f"- {part['run']}: `{part.get('command', run['command'])}`")
+                    else:
+                        print(f"- {part['run']} ({part['cases']:,} cases, `{part['closing']}`): "
+                              + "; ".join(part["time"]))
+            return 0
+        print("\n".join(table(data)))
+        return 0
+    if args.command == "explain":
+        return explain(args.peer, args.scenario, args.data)
+    if args.command == "replays":
+        return grade_replays(Path(args.runs), args.peer, args.jobs)
+    if args.command == "minimise":
+        data = json.loads(Path(args.data).read_text())
+        minimise_again(data, args.tries, tuple(p for p in args.peers.split(",") if p),
+                       tuple(k for k in args.classes.split(",") if k))
+        Path(args.out or args.data).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
         return 0
     source = args.previous or args.out
     previous = json.loads(Path(source).read_text()) if os.path.exists(source) else None

@@ -20,6 +20,9 @@
 # ("Preparing metadata ... did not run successfully", the stub's URLError).
 # The adapter needs none of it: ai-dynamo is installed without its
 # dependencies, for its version and its mocker's config defaults only.
+#
+# Exit codes: 0 ready; 1 built but its mocker does not replay the check
+# trace; 4 pip failed.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -56,8 +59,15 @@ fi
 
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install -q)
-"${pip[@]}" "ai-dynamo-runtime==$DYNAMO_VERSION"
-"${pip[@]}" --no-deps "ai-dynamo==$DYNAMO_VERSION"
+if ! "${pip[@]}" "ai-dynamo-runtime==$DYNAMO_VERSION"; then
+  echo "error: pip could not install ai-dynamo-runtime==$DYNAMO_VERSION into $venv: it needs PyPI (or a mirror" >&2
+  echo "       pip is configured for), Python >= 3.10 and a glibc 2.28 Linux (its wheel is cp310-abi3-manylinux_2_28)" >&2
+  exit 4
+fi
+if ! "${pip[@]}" --no-deps "ai-dynamo==$DYNAMO_VERSION"; then
+  echo "error: pip could not install ai-dynamo==$DYNAMO_VERSION (without its dependencies) into $venv" >&2
+  exit 4
+fi
 
 if ! check; then
   echo "error: $venv was built but its mocker does not replay a one-request trace;" >&2

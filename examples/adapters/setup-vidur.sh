@@ -18,6 +18,9 @@
 # Both are kept OUT of the repository; nothing in CI or the default tests
 # needs them. Afterwards:
 #     export SERQ_VIDUR_PYTHON=VENV/bin/python SERQ_VIDUR_SRC=SRC
+#
+# Exit codes: 0 ready; 1 built but Vidur does not answer the check scenario;
+# 3 no source (none at SRC and GitHub unreachable); 4 pip failed.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -29,8 +32,16 @@ VIDUR_COMMIT=7d47513
 VIDUR_URL=https://github.com/microsoft/vidur
 
 if [ ! -d "$src/vidur" ]; then
-  git clone --quiet --filter=blob:limit=1m "$VIDUR_URL" "$src"
-  git -C "$src" checkout --quiet "$VIDUR_COMMIT"
+  if ! git clone --quiet --filter=blob:limit=1m "$VIDUR_URL" "$src" || ! git -C "$src" checkout --quiet "$VIDUR_COMMIT"; then
+    echo "error: no Vidur source in $src, and $VIDUR_URL could not be cloned (or has no commit $VIDUR_COMMIT)." >&2
+    echo "       Put a checkout of microsoft/vidur at $VIDUR_COMMIT there by other means (its vidur/ package and" >&2
+    echo "       requirements.txt are all this script and the adapter read), or give its path as SRC, and run again." >&2
+    exit 3
+  fi
+fi
+if [ ! -f "$src/requirements.txt" ]; then
+  echo "error: $src has a vidur/ package but no requirements.txt: it is not a checkout of microsoft/vidur" >&2
+  exit 3
 fi
 src="$(cd "$src" && pwd)"
 if [ -d "$src/.git" ]; then
@@ -46,7 +57,12 @@ check() {
 
 if ! check; then
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q -r "$src/requirements.txt"
+  if ! "$venv/bin/python" -m pip install -q -r "$src/requirements.txt"; then
+    echo "error: pip could not install Vidur's requirements ($src/requirements.txt) into $venv:" >&2
+    echo "       it needs PyPI (or a mirror pip is configured for) for numpy, pandas, scikit-learn, wandb," >&2
+    echo "       kaleido, ddsketch, plotly_express, matplotlib, seaborn and fasteners" >&2
+    exit 4
+  fi
 fi
 if ! check; then
   echo "error: $venv was built but Vidur's sarathi scheduler does not answer oracle/data/shared/vllm/chunked.json;" >&2

@@ -54,31 +54,27 @@ import tempfile
 import types
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # peer_knobs beside this script, under any Python
+import peer_knobs  # noqa: E402
+
 SCHEDULERS = ("vllm", "sarathi")
-KNOWN = {"kind", "budget", "max_seqs", "block_size", "num_blocks", "chunk", "prefix_caching", "requests",
-         "serve", "policy", "async", "max_model_len", "watermark"}
+LACKS = peer_knobs.Lacks(
+    serve="Vidur's replica schedulers serve first come first served",
+    priority="Vidur's requests have no priority",
+    schedule="Vidur schedules a replica's next batch when one ends",
+    threshold="Vidur's schedulers have",
+    replay=("Vidur's requests arrive at times fixed before the run (its trace and synthetic generators), "
+            "and its blocks cache no prefix for a session's next turn"))
 
 
 def unsupported(scenario: dict) -> str | None:
     """Why Vidur cannot express ``scenario`` (None: it can)."""
-    unknown = sorted(set(scenario) - KNOWN)
-    if unknown:
-        return "the scenario has fields the adapter does not map: " + ", ".join(unknown)
-    if "serve" in scenario:
-        return "a serve-by key (vLLM's priority path): Vidur's replica schedulers serve first come first served"
-    if scenario.get("policy", "fcfs") != "fcfs" or any("priority" in r for r in scenario["requests"]):
-        return "a priority policy: Vidur's requests have no priority"
-    if scenario.get("async"):
-        return "asynchronous scheduling (schedule ahead): Vidur schedules a replica's next batch when one ends"
+    why = peer_knobs.unmapped(scenario, LACKS)
+    if why is not None:
+        return why
     if scenario.get("prefix_caching"):
         return "prefix caching: Vidur's replica schedulers count blocks and cache none"
-    chunk = scenario.get("chunk") or 0
-    if chunk and any(chunk < r["prompt"] + r["out"] for r in scenario["requests"]):
-        return (f"a long-prefill token threshold ({chunk}) that can bind: Vidur's schedulers have no "
-                "long_prefill_token_threshold")
-    if scenario.get("max_model_len") is not None or scenario.get("watermark"):
-        return "max_model_len refusals and a watermark: the adapter maps neither"
-    return None
+    return peer_knobs.bounded(scenario, LACKS)
 
 
 def vidur_source() -> Path:
