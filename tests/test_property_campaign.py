@@ -3,7 +3,7 @@ tests/property_campaigns.py): the property campaigns' cases drawn from seeded
 streams, run on worker processes, their output the same bytes with 1 worker
 or 2, resumed from a journal, a failing case named with its program and drawn
 again alone; a case's program the same in interpreters that loaded other
-modules. Ray: tests/test_ray.py."""
+modules; the recorded campaigns (docs/data/*_campaign_seeded.json) replayed. Ray: tests/test_ray.py."""
 
 import json
 import os
@@ -89,6 +89,30 @@ def test_a_failing_case_is_named_with_its_program_and_drawn_again_alone(capsys, 
     assert again.split(failed[0] + "\n")[1].split("  again:")[0] == program
 
 
+def test_a_worker_that_dies_is_named_by_the_case_and_its_cases_run_again(capsys, monkeypatch, tmp_path):
+    """A worker process killed while it holds case 1/2 (the first time only): standard error names the worker
+    and the case by its label, the cases are sent again, and the output is the run's without a death."""
+    campaign = property_campaigns.CAMPAIGNS["warnings"]
+    marker = tmp_path / "died"
+
+    def check(program):
+        if program.text == property_campaigns.draw(property_campaigns.warnings_strategy(), 1, 2).text \
+                and not marker.exists():
+            marker.write_text("")
+            os._exit(9)
+        return campaign.check(program)
+
+    argv = ["property", "campaign", "warnings", "--examples", "4", "--seed", "1"]
+    whole = run_main(argv, capsys, monkeypatch)
+    monkeypatch.setitem(property_campaigns.CAMPAIGNS, "warnings", campaign._replace(check=check))
+    monkeypatch.chdir(ROOT)
+    status = main(argv + ["--workers", "2"])
+    captured = capsys.readouterr()
+    assert (status, captured.out) == whole and marker.exists()
+    assert "died (exit status 9) running property warnings 1/2;" in captured.err
+    assert "sent again to a new worker" in captured.err
+
+
 def test_bad_usage_is_a_usage_error(capsys):
     assert main(["property", "campaign", "nonesuch"]) == 2
     assert "invalid choice: 'nonesuch'" in capsys.readouterr().err
@@ -141,3 +165,36 @@ def test_a_case_is_the_same_program_whatever_modules_its_process_loaded(tmp_path
                                                                    (False, True), (True, True))
     assert few == many and few.count("run {") == 3
     assert few_plain != many_plain
+
+
+#: the cases of the recorded campaigns that failed, open (docs/campaigns.md, "The record"): warnings 1/276 is a
+#: fault the run reaches (an index of -1) that the linker does not warn of
+OPEN_FAILURES = {"properties": [], "warnings": [276]}
+
+
+@pytest.mark.parametrize("name", property_campaign.NAMES)
+def test_the_recorded_campaign_and_its_first_cases_replay(name):
+    """docs/data/*_campaign_seeded.json (the campaigns run by the command on two workers and on Ray, the same
+    bytes, docs/campaigns.md): every case held but the open failures; cases 0-2 and each failure drawn again
+    here give the recorded results (a fix of a failure fails here: record the campaign again)."""
+    record = json.loads(RECORDS[name].read_text(encoding="utf-8"))
+    assert record["campaign"] == name and record["seed"] == 1
+    assert record["examples"] == len(record["digests"]) == 1000
+    assert [f["case"] for f in record["failures"]] == OPEN_FAILURES[name]
+    assert record["failed"] == len(OPEN_FAILURES[name])
+    assert record["outcomes"].get("failed", 0) == len(OPEN_FAILURES[name])
+    for index in [0, 1, 2] + OPEN_FAILURES[name]:
+        assert property_campaigns.digest(property_campaigns.case(name, record["seed"], index)) == \
+            record["digests"][index], f"case {index}"
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("name", property_campaign.NAMES)
+def test_campaign_record_the_seeded_campaigns(name, capsys, monkeypatch):
+    """The recorded campaigns, written again: `serq-ref property campaign NAME --examples 1000 --seed 1 --workers
+    CPUS --report docs/data/...` (docs/campaigns.md). The file is the same bytes whatever the workers."""
+    argv = ["property", "campaign", name, "--examples", "1000", "--seed", "1", "--workers", str(os.cpu_count() or 1),
+            "--report", str(RECORDS[name])]
+    status, out = run_main(argv, capsys, monkeypatch)
+    assert status == (1 if OPEN_FAILURES[name] else 0), out
+    assert [f["case"] for f in json.loads(RECORDS[name].read_text())["failures"]] == OPEN_FAILURES[name], out
