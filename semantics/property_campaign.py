@@ -50,7 +50,7 @@ def add_parser(commands) -> None:
     p.add_argument("name", metavar="NAME", choices=NAMES,
                    help="the campaign: properties (tests/test_properties.py's invariants on every rule) or warnings "
                         "(tests/test_warning_property.py's no false warning, no missed fault)")
-    p.add_argument("--examples", type=positive, default=DEFAULT_EXAMPLES, metavar="N",
+    p.add_argument("--examples", type=positive, metavar="N",
                    help=f"the cases 0 to N - 1 of the seed. Default: {DEFAULT_EXAMPLES}")
     p.add_argument("--seed", type=whole, default=1, metavar="S",
                    help="the seed: case I is the program drawn from the stream \"S/I\". Default: 1")
@@ -177,7 +177,9 @@ def format_record(record: dict) -> str:
 def command(args: argparse.Namespace) -> int:
     from .progress import CaseProgress
 
-    indices = args.cases if args.cases is not None else tuple(range(args.examples))
+    if args.cases is not None and args.examples is not None:
+        raise UsageError("--cases and --examples both name the cases: give one")
+    indices = args.cases if args.cases is not None else tuple(range(args.examples or DEFAULT_EXAMPLES))
     campaigns()  # the test tree and Hypothesis, or a usage error before any case
     with CaseProgress(len(indices), f"property campaign {args.name}", unit="program") as progress:
         try:

@@ -118,6 +118,8 @@ def test_bad_usage_is_a_usage_error(capsys):
     assert "invalid choice: 'nonesuch'" in capsys.readouterr().err
     assert main(["property", "campaign", "properties", "--cases", "4-2"]) == 2
     assert "a range goes up" in capsys.readouterr().err
+    assert main(["property", "campaign", "warnings", "--examples", "3", "--cases", "1"]) == 2
+    assert "--cases and --examples both name the cases" in capsys.readouterr().err
 
 
 DRAW = """
