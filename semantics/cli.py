@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     from . import sweep  # serq-ref sweep: a program over a cross product of settings (docs/sweep.md)
 
     sweep.add_parser(commands)
+    from . import property_campaign  # serq-ref property campaign: the property campaigns on workers (docs/campaigns.md)
+
+    property_campaign.add_parser(commands)
     oracle_cli.add_parser(commands, _Parser)
     from oracle import peer_cli  # serq-ref peer: the reference implementation, imported when a program runs on it
     peer_cli.add_parser(commands, _Parser, COMMANDS)
@@ -258,7 +261,8 @@ def format_coverage(counts: dict[str, int]) -> str:
 
 COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace,
             "fmt": command_fmt, "lean": lean_cli.command, "oracle": oracle_cli.command,
-            "sweep": lambda args: __import__("semantics.sweep", fromlist=["command"]).command(args)}
+            "sweep": lambda args: __import__("semantics.sweep", fromlist=["command"]).command(args),
+            "property": lambda args: __import__("semantics.property_campaign", fromlist=["command"]).command(args)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """A real local Ray cluster (issue 21 §2): ``ray start --head`` on loopback,
-a sweep, an oracle check and an oracle campaign run on it give the same
-bytes as in one process; a Ray worker that dies is named and its cases run
-again. Marked ``ray``: deselected unless SERQ_RAY=1 and Ray is installed
+a sweep, an oracle check, an oracle campaign and a property campaign run on
+it give the same bytes as in one process; a Ray worker that dies is named
+and its cases run again. Marked ``ray``: deselected unless SERQ_RAY=1 and Ray is installed
 (tests/conftest.py); the head takes about 20 s and 1 GB to start."""
 
 import os
@@ -106,6 +106,18 @@ def test_an_oracle_campaign_on_ray_reports_the_same(head, tmp_path):
     assert here.returncode == there.returncode == 0, there.stderr[-2000:]
     assert (tmp_path / "here.jsonl").read_bytes() == (tmp_path / "there.jsonl").read_bytes()
     assert here.stdout.split(" (")[0] == there.stdout.split(" (")[0]  # the summary but for its seconds
+
+
+def test_a_property_campaign_on_ray_is_the_same_bytes(head, tmp_path):
+    """The Ray workers import the test tree's generators themselves (semantics.property_campaign.campaigns) and
+    draw the same programs as this process (tests/property_campaigns.py leaves out what depends on the modules
+    a process loaded)."""
+    argv = ["property", "campaign", "properties", "--examples", "12", "--seed", "4"]
+    here = serq(*argv, "--report", str(tmp_path / "here.json"))
+    there = serq(*argv, "--report", str(tmp_path / "there.json"), "--ray", head)
+    assert here.returncode == there.returncode == 0, there.stderr[-2000:]
+    assert here.stdout == there.stdout and "12 cases, 0 failed" in here.stdout
+    assert (tmp_path / "here.json").read_bytes() == (tmp_path / "there.json").read_bytes()
 
 
 def test_a_dead_ray_worker_is_named_and_its_cases_run_again(head, tmp_path):
