@@ -21,7 +21,7 @@ from .. import ir
 from .constants import evaluate_constant
 from .names import name_attribute, show_expr
 from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
-from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict, list_expression_refs
+from .questions import ALWAYS, NEVER, SOMETIMES, Domain, Question, Verdict, list_draw_questions, list_expression_refs
 from .walk import list_parts, list_statement_refs
 from .ranges import EVERYTHING, Interval, RangeEvaluator, start_turn
 
@@ -161,8 +161,9 @@ class Encoder:
             self.forget_to_the_head(list_assigned(program, stmt.block), at)
 
     def pass_without_fault(self, stmt: ir.Stmt) -> None:
-        """A run that goes on past ``stmt`` found its family indices members and its guard 0 or 1 there
-        (anything else stops the run: seed 002 §3 Branching, a family index): issue 23, a witness at a
+        """A run that goes on past ``stmt`` found its family indices members, its guard 0 or 1 and its
+        draws' arguments in their domains there (anything else stops the run: seed 002 §3 Branching, a
+        family index, arithmetic.describe_draw_problem): issue 23, a witness at a
         later statement that needs an earlier one to have stopped the run is no run's."""
         refs = list_statement_refs(stmt) + list(list_expression_refs([p.expr for p in list_parts(stmt)]))
         for _, ref in refs:
@@ -172,6 +173,10 @@ class Encoder:
         if isinstance(stmt, (ir.Branch, ir.While)):
             guard = self.encode(stmt.guard)
             self.constraints.append(z3.Or(guard == 0, guard == 1))
+        for question in list_draw_questions(None, [p.expr for p in list_parts(stmt)]):  # its draws' arguments too
+            tests = [self.encode(test) != 0 if truth else self.encode(test) == 0 for test, truth in question.conditions]
+            within = encode_domain(self, question.domain, self.encode(question.expr))
+            self.constraints.append(z3.Implies(z3.And(*tests), within) if tests else within)
 
     def forget_to_the_head(self, assigned: set[int | str], at: tuple[int, int] | None) -> None:
         """``forget``, then what holds at the head of the loop at ``at`` (loops.py) of each attribute
@@ -449,6 +454,16 @@ def list_constants(term: z3.ExprRef) -> set[int]:
     return found
 
 
+def encode_domain(encoder: Encoder, domain: Domain, term: z3.ArithRef) -> z3.BoolRef:
+    """``term`` is within ``domain`` (questions.Domain)."""
+    holds = [term > encoder.make_constant(domain.low) if domain.above else term >= encoder.make_constant(domain.low)]
+    if math.isfinite(domain.high):
+        holds.append(term <= encoder.make_constant(domain.high))
+    if domain.whole:
+        holds.append(z3.IsInt(term))
+    return z3.And(*holds)
+
+
 def make_solver(encoder: Encoder) -> z3.Solver:
     solver = z3.Solver(ctx=encoder.context)
     solver.set("rlimit", RESOURCE_LIMIT)
@@ -475,6 +490,10 @@ def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
 
 
 def formulate(question: Question, encoder: Encoder, term: z3.ArithRef) -> z3.BoolRef:
+    if question.fault == "domain":  # asked where the run evaluates the draw (questions.list_draws)
+        tests = [encoder.encode(test) != 0 if truth else encoder.encode(test) == 0
+                 for test, truth in question.conditions]
+        return z3.And(*tests, z3.Not(encode_domain(encoder, question.domain, term)))
     if question.fault == "index":
         return z3.Or(term < 0, term > encoder.make_constant(question.limit), z3.Not(z3.IsInt(term)))
     if question.fault == "guard":
