@@ -669,3 +669,66 @@ def test_a_function_z3_does_not_model_keeps_its_range(capsys, tmp_path, assignme
 def test_the_linker_answers_extreme_values_without_an_internal_error(capsys, tmp_path, text):
     code, out, err = run_cli(capsys, "check", write(tmp_path, text))
     assert code in (0, 1) and "internal error" not in err, err
+
+
+# --------------------------------------------------------------------------
+# No false warning outside the strict fragment (issue 23, badin4): what a path forgot after a branch, a
+# hold or a power, a class each; tests/test_warning_property.py's generated programs found them
+# --------------------------------------------------------------------------
+
+FORGETTING = "pool mem {{ cap 100;{preempt} }}\nstage g : delay;\nstage h[2] : delay;\n" \
+             "workload {{ arrive batch(4); }}\nsession {{\n{body}\n}}\nrun {{ horizon 100; }}\n"
+
+
+@pytest.mark.parametrize("body, preempt, warns", [
+    # the header of a hold no preemption can start again reads the value from before the hold, not one
+    # its body assigns: x is 0 at `hold mem (x)` in every run
+    ("  set x = 0;\n  hold mem (x) {\n    set x = -1;\n    run g (1);\n  }", "", False),
+    # ... and inside a hold on such a pool, a hold within it too
+    ("  set x = 0;\n  hold mem (1) {\n    hold mem (x) {\n      set x = -1;\n    }\n  }", "", False),
+    # a pool that preempts: its holder's header is read again after its body set x to -1
+    ("  set x = 0;\n  hold mem (x) {\n    set x = -1;\n    grow mem (200);\n  }", " preempt lifo;", True),
+])
+def test_a_hold_no_preemption_can_start_again_keeps_what_its_header_reads(capsys, tmp_path, body, preempt, warns):
+    path = write(tmp_path, FORGETTING.format(preempt=preempt, body=body))
+    found = warnings_of(capsys, path)
+    assert (len(found) == 1 and "can be negative: -1" in found[0]) if warns else found == [], found
+
+
+@pytest.mark.parametrize("body, warns", [
+    # a branch passed is one of its blocks: serial 2 and 3 keep z = serial - 1 (the first block does not
+    # touch z), serials 0 and 1 set z to 0; after it z <= 0 only for serials 0 and 1
+    ("  set z = serial - 1;\n  branch (serial > 1) {\n    run g (1);\n  } else {\n    set z = 0;\n  }\n"
+     "  branch (z <= 0) {\n    run h[serial] (1);\n  }", False),
+    # the same with the first block's z one more: serial 2's z is 2 - 1 = 1, serial 1's 0: h[serial] of
+    # 0 and 1 still, and serial 3's z is 2: no run reaches h[2]
+    ("  set z = serial - 1;\n  branch (serial > 1) {\n    set z = z;\n  } else {\n    set z = 0;\n  }\n"
+     "  branch (z <= 1) {\n    run h[serial - 1] (1);\n  }", True),  # serial 0: h[-1], a true warning
+    # a block that ends the session: the path goes on only through the other
+    ("  branch (serial > 1) {\n    end;\n  } else {\n    set z = serial;\n  }\n  run h[z] (1);", False),
+    # a hold passed: its body's values after it (y is 2 in every run that passes the hold)
+    ("  set y = 5;\n  hold mem (1) {\n    set y = 2;\n  }\n  run h[y - 2] (1);", False),
+    ("  hold mem (1) {\n    set y = serial;\n  }\n  run h[y - 2] (1);", True),  # serials 0 and 1: h[-2], h[-1]
+])
+def test_a_branch_or_hold_passed_is_the_run_of_its_blocks(capsys, tmp_path, body, warns):
+    path = write(tmp_path, FORGETTING.format(preempt="", body=body))
+    found = warnings_of(capsys, path)
+    assert (len(found) == 1 and found[0].startswith("the index of")) if warns else found == [], found
+    code, _, err = run_cli(capsys, "run", path)
+    assert (code == 1 and "out of range" in err) == warns, err  # the warning is true: the run stops there
+
+
+@pytest.mark.parametrize("index, warns", [
+    ("pow(next - 2, 2)", False),  # next is 1 before the first turn: (-1)^2 = 1
+    ("(next - 2) ^ 2", False),
+    ("pow(next - 3, 2)", True),  # 4: no member of h[2]
+    ("pow(next - 2, 3)", True),  # -1
+])
+def test_a_power_by_a_small_whole_exponent_is_a_product(capsys, tmp_path, index, warns):
+    path = write(tmp_path, FORGETTING.format(preempt="", body=f"  set next = turn_no + 1;\n  run h[{index}] (1);"))
+    found = warnings_of(capsys, path) if not warns else None
+    if not warns:
+        assert found == [], found
+        return
+    code, _, err = run_cli(capsys, "check", path)  # every run reaches it with the bad value: an error
+    assert code == 1 and "is never a member index 0..1" in err, err

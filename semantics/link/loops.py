@@ -32,7 +32,8 @@ an invariant. Every transfer over-approximates the semantics:
 - ``turn;``: turn_no + 1, the trace's columns and ``more`` anywhere in their
   ranges, then the turn block's statements;
 - a hold: its body may start again after a preemption, so at its start what
-  the body assigns is forgotten (back to its range), as the paths do;
+  the body assigns is forgotten (back to its range), as the paths do, when a
+  preemption can (paths.find_restartable_holds);
   ``cached`` and ``computed`` are always their ranges (an admission and a
   preemption set them);
 - a branch: each block from the state refined by its guard (a comparison of
@@ -53,7 +54,7 @@ import math
 from dataclasses import dataclass
 
 from .. import ir
-from .paths import HOLD, TURN, list_assigned, list_assigned_slots
+from .paths import HOLD, TURN, find_restartable_holds, list_assigned, list_assigned_slots
 from .ranges import Interval, RangeEvaluator, join, start_turn, widen
 
 #: Rounds of plain iteration at a loop's head before an endpoint that still moves is widened.
@@ -83,6 +84,7 @@ class LoopHeads:
         self.ranges = ranges
         self.columns = columns
         self.heads: dict[tuple[int, int], State] = {}
+        self.restartable = find_restartable_holds(program)
         self.depth = 0
 
     # -- the run of a session ------------------------------------------------------------------
@@ -114,7 +116,8 @@ class LoopHeads:
         if isinstance(stmt, ir.End):
             return None
         if isinstance(stmt, ir.Hold):
-            return self.block(stmt.body, self.forget(state, list_assigned(program, stmt.body) | {HOLD}))
+            again = list_assigned(program, stmt.body) if (block, index) in self.restartable else set()
+            return self.block(stmt.body, self.forget(state, again | {HOLD}))
         if isinstance(stmt, ir.Branch):
             then = self.block(stmt.then_block, self.refine(state, stmt.guard, True))
             otherwise = self.block(stmt.else_block, self.refine(state, stmt.guard, False))
