@@ -361,10 +361,11 @@ def test_a_loop_bounded_through_a_copy_that_can_pass_its_family_is_still_warned_
     ("set t = turn_no - 1; branch (t + 1 < turns)", 4.0),  # a guard on a sum with a constant narrows its term
     ("set t = turn_no - 1; branch (turns > 1 + t)", 4.0),
     ("set t = turn_no - 1; branch (t + 1 < turns + 1)", 5.0),
-    # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked), and
-    # after a turn calls is no longer turn_no (this loop is warned of, truly: kv[4] at the hold)
+    # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked); after a
+    # turn calls is turn_no - 1 (a turn shifts the relation: badin4), so turn_no goes to 5 (this loop is
+    # warned of, truly: kv[4] at the hold)
     ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", float("inf")),
-    ("set calls = turn_no; turn; branch (calls < turns)", float("inf")),
+    ("set calls = turn_no; turn; branch (calls < turns)", 5.0),
     ("set calls = 2 - turn_no; branch (calls > 0)", float("inf")),  # not a sum with a constant: not tracked
 ])
 def test_a_guard_on_a_related_attribute_narrows_the_loops_head(statements, bound):
@@ -732,3 +733,20 @@ def test_a_power_by_a_small_whole_exponent_is_a_product(capsys, tmp_path, index,
         return
     code, _, err = run_cli(capsys, "check", path)  # every run reaches it with the bad value: an error
     assert code == 1 and "is never a member index 0..1" in err, err
+
+
+def test_a_turn_shifts_a_relation_with_the_turn_number():
+    """`set next = turn_no + 1; turn;` leaves next = turn_no, and so does the loop's body: the loop's head
+    keeps the relation both sides have (it had been dropped at every `turn;`)."""
+    from semantics.link.loops import compute_loop_heads
+    from semantics.link.ranges import compute_attribute_ranges
+    from strategies import load_text
+
+    program = load_text("stage g : delay;\nstage h[1] : delay;\nworkload { arrive batch(2); }\nsession {\n"
+                        "  set next = turn_no + 1;\n  turn;\n  loop {\n    run h[turn_no - next] (1);\n"
+                        "    set next = turn_no + 1;\n    branch (next <= 3) { turn; } else { end; }\n  }\n}\n"
+                        "run { horizon 10; }\n")
+    (head,) = compute_loop_heads(program, compute_attribute_ranges(program), {}).values()
+    next_slot = program.attrs.index("next")
+    assert (next_slot, program.slot_turn, 0.0) in head.relations
+    assert (head[program.slot_turn].low, head[program.slot_turn].high) == (1.0, 3.0)
