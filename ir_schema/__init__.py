@@ -55,7 +55,9 @@ def validate(obj: Any, file: str | None = None) -> None:
     error = version_errors[0] if version_errors else best_match(errors)
     if error is None:
         return
-    raise ProgramError(f"IR does not match the schema at {error.json_path}: {describe_error(error)}", file=file)
+    problem = ProgramError(f"IR does not match the schema at {error.json_path}: {describe_error(error)}", file=file)
+    problem.json_key = tuple(error.absolute_path)  # where in the file (semantics.pipeline locates it)
+    raise problem
 
 
 def describe_error(error: jsonschema.ValidationError) -> str:

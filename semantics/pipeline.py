@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from . import ir
@@ -46,14 +47,33 @@ class Overrides:
     sets: tuple[tuple[str, float], ...] = ()
 
 
-def validate_schema(obj: object, path: str) -> None:
-    """Validate IR JSON against ir_schema; the error names ``path``."""
+def validate_schema(obj: object, path: str, text: str | None = None) -> None:
+    """Validate IR JSON against ir_schema; the error names ``path``, and where in it when the file's
+    ``text`` is given."""
     from ir_schema import validate
 
     try:
         validate(obj)
     except ProgramError as e:
-        raise ProgramError(e.message, file=path) from None
+        raise ProgramError(e.message, locate_json(text, path, getattr(e, "json_key", ())), file=path) from None
+
+
+def locate_json(text: str | None, path: str, key) -> Span | None:
+    """The Span of the value at ``key`` in an IR file's ``text`` (a tuple of keys and indices, or the
+    codec's `blocks[2][0].Hold` form), or of its nearest enclosing value (issue 23, badin4: an IR file's
+    errors named the JSON path alone, without FILE:LINE:COL and the line); None without the text."""
+    if text is None:
+        return None
+    from .jsonpos import nearest, positions
+
+    if isinstance(key, str):
+        key = tuple(int(index) if index else name
+                    for name, index in re.findall(r"([A-Za-z_][A-Za-z_0-9]*)|\[(\d+)\]", key.lstrip("$")))
+    try:
+        line_col = nearest(positions(text), tuple(key))
+    except (ValueError, IndexError):  # (text json.loads accepted: not expected)
+        line_col = None
+    return Span(path, *line_col) if line_col else Span(path, 1, 1)
 
 
 def load_ir_text(text: str, path: str) -> ir.Program:
@@ -63,7 +83,7 @@ def load_ir_text(text: str, path: str) -> ir.Program:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ProgramError(f"not JSON: {e.msg} (line {e.lineno}, column {e.colno})", file=path) from None
+        raise ProgramError(f"not JSON: {e.msg}", Span(path, e.lineno, e.colno), file=path) from None
     if isinstance(obj, dict) and obj.get("version") != ir.IR_VERSION:
         version = obj.get("version")
         if "version" not in obj:
@@ -72,12 +92,14 @@ def load_ir_text(text: str, path: str) -> ir.Program:
             said = f"is IR version {version}"
         else:  # "13", 13.0, true: not the number the format writes
             said = f"gives its version as {json.dumps(version)}, not the number {ir.IR_VERSION}"
-        raise ProgramError(f"the IR file {said}; serq-ref reads IR version {ir.IR_VERSION}", file=path)
-    validate_schema(obj, path)
+        raise ProgramError(f"the IR file {said}; serq-ref reads IR version {ir.IR_VERSION}",
+                           locate_json(text, path, ("version",)), file=path)
+    validate_schema(obj, path, text)
     try:
         return codec.decode_program(obj)
     except codec.IRFormatError as e:
-        raise ProgramError(f"malformed IR at {e.path}: {e.message}" if e.path else e.message, file=path) from None
+        raise ProgramError(f"malformed IR at {e.path}: {e.message}" if e.path else e.message,
+                           locate_json(text, path, e.path or ()), file=path) from None
 
 
 #: The commands a program is loaded for: ``check`` and ``ir`` link it whether

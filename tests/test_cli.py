@@ -65,7 +65,34 @@ def test_bad_json_is_a_program_error_naming_the_file(capsys, tmp_path):
     f.write_text('{"version": 13,')
     code, _, err = run_cli(capsys, "check", str(f))
     assert code == 1
-    assert err.startswith(f"{f}: error: not JSON")
+    # located (issue 23, badin4): FILE:LINE:COL, the line and a caret where the JSON stops being JSON
+    assert err.startswith(f"{f}:1:16: error: not JSON: Expecting property name")
+    assert err.splitlines()[1:] == ['  {"version": 13,', "                 ^"]
+
+
+@pytest.mark.parametrize("change, where, message", [
+    (lambda d: d.pop("attrs"), (1, 1), "IR does not match the schema at $: 'attrs' is a required property"),
+    (lambda d: d["stages"][0].update(kind=5), None, "IR does not match the schema at $.stages[0].kind: expected a "
+                                                    "stage kind, found 5"),
+    (lambda d: d.update(version=12), None, "the IR file is IR version 12"),
+])
+def test_an_ir_files_error_is_located_in_it(capsys, tmp_path, change, where, message):
+    # issue 23, badin4: an IR file's schema and version errors named the JSON path alone, without a line
+    d = json.load(open(ORACLE_IR[0]))
+    change(d)
+    text = json.dumps(d, indent=1)
+    f = tmp_path / "bad.json"
+    f.write_text(text)
+    code, _, err = run_cli(capsys, "check", str(f))
+    assert code == 1 and err.count("error:") == 1, err
+    first, source, caret = err.splitlines()[:3]
+    line, col = (int(n) for n in first[len(str(f)) + 1:].split(": error: ")[0].split(":"))
+    if where is not None:
+        assert (line, col) == where
+    assert first.endswith(message) or message in first, err
+    assert source == "  " + text.splitlines()[line - 1] and caret == " " * (col + 1) + "^", err
+    value = text.splitlines()[line - 1][col - 1:]
+    assert where is not None or value.startswith(("5", "12")), value  # the caret at the value itself
 
 
 def test_other_ir_version_names_both_versions(capsys, tmp_path):

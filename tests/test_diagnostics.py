@@ -231,7 +231,9 @@ def test_an_ir_version_that_is_a_string_says_so(capsys, tmp_path):
         ir["version"] = json.loads(version)
         bad = write(tmp_path, json.dumps(ir), "v.json")
         code, _, err = run_cli(capsys, "check", bad)
-        assert (code, err) == (1, f"{bad}: error: the IR file {said}; serq-ref reads IR version 13\n")
+        # located at the version's value (issue 23, badin4), the long line cut short
+        assert code == 1 and err.startswith(f"{bad}:1:13: error: the IR file {said}; serq-ref reads IR version 13\n"), err
+        assert err.endswith("\n" + " " * 14 + "^\n"), err
         assert text
 
 

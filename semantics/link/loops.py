@@ -29,10 +29,12 @@ an invariant. Every transfer over-approximates the semantics:
   turn_no; branch (calls < turns) {...}`` bounds ``turn_no``. Any assignment
   of either side (a set, a choose, a ``turn;``, a hold's body forgotten) drops
   the relation; a join keeps the relations both sides have;
-- ``turn;``: turn_no + 1, the trace's columns and ``more`` anywhere in their
-  ranges, then the turn block's statements;
+- ``turn;``: turn_no + 1 (a relation x = turn_no + c becomes x = turn_no +
+  (c - 1), for a whole c), the trace's columns and ``more`` anywhere in
+  their ranges, then the turn block's statements;
 - a hold: its body may start again after a preemption, so at its start what
-  the body assigns is forgotten (back to its range), as the paths do;
+  the body assigns is forgotten (back to its range), as the paths do, when a
+  preemption can (paths.find_restartable_holds);
   ``cached`` and ``computed`` are always their ranges (an admission and a
   preemption set them);
 - a branch: each block from the state refined by its guard (a comparison of
@@ -53,7 +55,7 @@ import math
 from dataclasses import dataclass
 
 from .. import ir
-from .paths import HOLD, TURN, list_assigned, list_assigned_slots
+from .paths import HOLD, TURN, find_restartable_holds, list_assigned, list_assigned_slots
 from .ranges import Interval, RangeEvaluator, join, start_turn, widen
 
 #: Rounds of plain iteration at a loop's head before an endpoint that still moves is widened.
@@ -83,6 +85,7 @@ class LoopHeads:
         self.ranges = ranges
         self.columns = columns
         self.heads: dict[tuple[int, int], State] = {}
+        self.restartable = find_restartable_holds(program)
         self.depth = 0
 
     # -- the run of a session ------------------------------------------------------------------
@@ -114,7 +117,8 @@ class LoopHeads:
         if isinstance(stmt, ir.End):
             return None
         if isinstance(stmt, ir.Hold):
-            return self.block(stmt.body, self.forget(state, list_assigned(program, stmt.body) | {HOLD}))
+            again = list_assigned(program, stmt.body) if (block, index) in self.restartable else set()
+            return self.block(stmt.body, self.forget(state, again | {HOLD}))
         if isinstance(stmt, ir.Branch):
             then = self.block(stmt.then_block, self.refine(state, stmt.guard, True))
             otherwise = self.block(stmt.else_block, self.refine(state, stmt.guard, False))
@@ -149,7 +153,13 @@ class LoopHeads:
     def turn(self, state: State) -> State:
         program = self.program
         turn = state[program.slot_turn]
-        state = self.assign(state, program.slot_turn, Interval(turn.low + 1, turn.high + 1, turn.whole))
+        # a relation with turn_no shifts by the 1 it adds (issue 23, badin4: `set next = turn_no + 1` then
+        # `turn;` is next = turn_no, which a loop's head joined with its entry's had lost): exact where the
+        # constant is a whole number, as turn_no is (a sum of whole numbers below 2^53)
+        t = program.slot_turn
+        shifted = frozenset((x, y, c - 1.0) if y == t else (x, y, c + 1.0) for x, y, c in state.relations
+                            if t in (x, y) and c == math.floor(c) and abs(c) < 2.0 ** 52)
+        state = self.assign(state, t, Interval(turn.low + 1, turn.high + 1, turn.whole), shifted)
         if program.trace is not None:
             for slot in (program.slot_new, program.slot_out, program.slot_think, program.slot_more,
                          program.slot_forced):

@@ -18,10 +18,13 @@ to the statement (issue 13, "Warnings that are true"):
   units of its own cached prefix"), and 0 without a cache clause;
 - what the path cannot know is forgotten (its attribute back to its range):
   what a loop's body assigns, at the body's start (an earlier iteration may
-  have assigned it); what a hold's body assigns, at the body's start (a
-  preempted hold runs its body again); what a statement passed assigns
-  inside it (a branch, a loop, a hold, a `turn;`), `cached` after a hold,
-  `computed` always (a preemption sets it).
+  have assigned it); what a hold's body assigns, at the body's start and at
+  its header, when a preemption can start the hold again (a preempted hold
+  runs its header and body again: ``find_restartable_holds``); what a loop
+  passed assigns inside it, and a `turn;`'s changes; `cached` after a hold,
+  `computed` always (a preemption sets it). A branch passed is the run of one
+  of its blocks, and a hold passed the run of its body (``solver.Encoder.
+  pass_statement``).
 
 This module finds the path; ``solver`` encodes it.
 """
@@ -75,6 +78,33 @@ def find_path(program: ir.Program, parents: dict[int, tuple[int, int]], block: i
 #: What a statement may change besides the attributes it sets: markers.
 TURN = "turn"
 HOLD = "hold"
+
+
+def find_restartable_holds(program: ir.Program) -> frozenset[tuple[int, int]]:
+    """The holds (block, index) whose header and body a preemption can run again: one of its pools (a
+    family's member) preempts (`preempt lifo` or `preempt by`: its holders are victims; under preempt none
+    a growth waits: docs/semantics.md, pool/preempt), or it is inside such a hold (a victim's holds inside
+    it are released with it, and its body runs them again). A hold on pools that never preempt, in no such
+    hold, runs its body once per admission (issue 23: `hold mem (x)` whose body sets x had x forgotten at
+    its header, on a pool no run preempts, and was warned of a value only a second admission could read)."""
+    found: set[tuple[int, int]] = set()
+    pending = [(root, False) for root in (program.init, program.turn, program.session)]
+    seen: set[int] = set()
+    while pending:
+        block, inside = pending.pop()
+        if (block, inside) in seen or not 0 <= block < len(program.blocks):
+            continue
+        seen.add((block, inside))
+        for index, stmt in enumerate(program.blocks[block]):
+            restartable = inside
+            if isinstance(stmt, ir.Hold):
+                restartable = restartable or any(
+                    pool.preempt is not None
+                    for held in stmt.pools for pool in program.pools[held.ref.base: held.ref.base + held.ref.count])
+                if restartable:
+                    found.add((block, index))
+            pending.extend((child, restartable) for child in list_child_blocks(stmt))
+    return frozenset(found)
 
 
 def list_assigned(program: ir.Program, block: int) -> set[int | str]:

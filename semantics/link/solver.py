@@ -20,8 +20,8 @@ import z3
 from .. import ir
 from .constants import evaluate_constant
 from .names import name_attribute, show_expr
-from .paths import HOLD, TURN, Path, ends_the_session, list_assigned, list_assigned_slots
-from .questions import ALWAYS, NEVER, SOMETIMES, Question, Verdict, list_expression_refs
+from .paths import HOLD, TURN, Path, find_restartable_holds, list_assigned, list_assigned_slots
+from .questions import ALWAYS, NEVER, SOMETIMES, Domain, Question, Verdict, list_draw_questions, list_expression_refs
 from .walk import list_parts, list_statement_refs
 from .ranges import EVERYTHING, Interval, RangeEvaluator, start_turn
 
@@ -37,6 +37,10 @@ def make_constant(x: float, context: z3.Context) -> z3.ArithRef:
     return z3.Q(fraction.numerator, fraction.denominator, context)
 
 
+#: The greatest whole exponent a power is encoded as a product for (``Encoder.encode_power``).
+MAX_PRODUCT_EXPONENT = 4
+
+
 class Encoder:
     """Z3 terms for expressions over the attribute ranges, with the side
     constraints the terms need; one encoder, with a Z3 context of its own,
@@ -49,10 +53,14 @@ class Encoder:
         self.ranges = ranges
         #: each loop's head invariant (loops.py), by the loop statement's (block, index)
         self.heads = heads or {}
+        #: the holds a preemption can run again (paths.find_restartable_holds), found when first asked
+        self.restartable: frozenset[tuple[int, int]] | None = None
         #: the trace's columns as a `turn;` loads them (the file's values), by slot
         self.columns = columns or {}
         self.context = z3.Context()
         self.constraints: list[z3.BoolRef] = []
+        #: what holds of the quantities whatever the path (their ranges: ``bound``)
+        self.facts: list[z3.BoolRef] = []
         #: the quantities a witness names, in the order the expression reads them
         self.named: dict[str, z3.ArithRef] = {}
         self.observables: dict[object, z3.ArithRef] = {}
@@ -73,12 +81,14 @@ class Encoder:
         return make_constant(x, self.context)
 
     def bound(self, term: z3.ArithRef, interval: Interval) -> None:
+        """``term`` within ``interval``: a fact about a quantity (an attribute's range), true whichever
+        block of a branch passed made it (``pass_branch``), so among the facts, not a block's constraints."""
         if math.isfinite(interval.low):
-            self.constraints.append(term >= self.make_constant(interval.low))
+            self.facts.append(term >= self.make_constant(interval.low))
         if math.isfinite(interval.high):
-            self.constraints.append(term <= self.make_constant(interval.high))
+            self.facts.append(term <= self.make_constant(interval.high))
         if interval.whole:
-            self.constraints.append(z3.IsInt(term))
+            self.facts.append(z3.IsInt(term))
 
     def name_quantity(self, key: ir.Expr, shown: str, interval: Interval) -> z3.ArithRef:
         """The one variable of an attribute, context variable or observable in
@@ -125,18 +135,30 @@ class Encoder:
             if level + 1 < len(path.steps):
                 self.enter(stmt, path.steps[level + 1][0], (block, index))
             elif isinstance(stmt, ir.Hold):  # its header is read at every admission, a preempted body's again
-                self.forget(list_assigned(program, stmt.body) | {self.program.slot_computed})
+                self.forget(self.assigned_again(stmt, (block, index)) | {self.program.slot_computed})
         self.instant = 0
 
     def next_instant(self) -> None:
         self.count += 1
         self.instant = self.count
 
-    def pass_statement(self, stmt: ir.Stmt, at: tuple[int, int] | None = None) -> None:
-        """A statement the session has passed on the way to the site (at ``at``, its (block, index))."""
+    def pass_statement(self, stmt: ir.Stmt, at: tuple[int, int] | None = None) -> bool:
+        """A statement the session has passed on the way to the site (at ``at``, its (block, index));
+        whether a run can go on past it (not after `end;`, nor a branch both of whose blocks end).
+
+        A branch passed is the run of one of its blocks (issue 23: forgetting what either assigns gave
+        witnesses no run reaches, `z` and `serial` apart where the block not taken had left `z` as
+        `serial - 1`): each block's statements are passed in turn from the state before it, their
+        constraints holding under its guard value, and each attribute either assigns is, after the
+        branch, the one block's value or the other's by the guard. A hold passed is its body passed
+        once from the hold's start (a restarted hold's last run of its body is a run of it from its
+        header's values: ``enter_hold``), then `cached` and `computed` forgotten."""
         program = self.program
         self.next_instant()
         self.pass_without_fault(stmt)
+        if isinstance(stmt, ir.End):
+            self.constraints.append(z3.BoolVal(False, self.context))
+            return False
         if isinstance(stmt, ir.Set):  # a quantity of its own, named as the attribute, so a witness can say it
             value = self.encode(stmt.expr)
             named = self.make_named(f"`{name_attribute(program, stmt.slot)}`", EVERYTHING)
@@ -147,22 +169,68 @@ class Encoder:
         elif isinstance(stmt, ir.Turn):
             self.pass_turn()
         elif isinstance(stmt, ir.Hold):
-            self.forget(list_assigned(program, stmt.body) | {HOLD})
+            self.enter_hold(stmt, at)
+            if not self.pass_block(stmt.body):
+                return False
+            self.forget({HOLD})
         elif isinstance(stmt, ir.Branch):
-            guard = self.encode(stmt.guard)
-            self.forget(list_assigned(program, stmt.then_block) | list_assigned(program, stmt.else_block))
-            then_ends = ends_the_session(program, stmt.then_block)
-            else_ends = ends_the_session(program, stmt.else_block)
-            if then_ends and not else_ends:
-                self.constraints.append(guard == 0)
-            elif else_ends and not then_ends:
-                self.constraints.append(guard == 1)
+            return self.pass_branch(stmt)
         elif isinstance(stmt, (ir.Loop, ir.While)):  # a while is left at its head
             self.forget_to_the_head(list_assigned(program, stmt.block), at)
+            if isinstance(stmt, ir.Loop):  # left only by `end;`
+                self.constraints.append(z3.BoolVal(False, self.context))
+                return False
+            self.constraints.append(self.encode(stmt.guard) == 0)
+        return True
+
+    def pass_block(self, block: int) -> bool:
+        """Every statement of ``block`` passed in order; whether a run can go on past its end."""
+        for index, stmt in enumerate(self.program.blocks[block]):
+            if not self.pass_statement(stmt, (block, index)):
+                return False
+        return True
+
+    def pass_branch(self, stmt: ir.Branch) -> bool:
+        guard = self.encode(stmt.guard)
+        before, outer = dict(self.state), self.constraints
+        sides = []
+        for child, value in ((stmt.then_block, 1), (stmt.else_block, 0)):
+            self.state, self.constraints = dict(before), []
+            goes_on = self.pass_block(child)
+            sides.append((guard == value, goes_on, self.state, self.constraints))
+        self.constraints = outer
+        for taken, _, _, inner in sides:
+            if inner:
+                self.constraints.append(z3.Implies(taken, z3.And(*inner)))
+        live = [side for side in sides if side[1]]
+        if not live:
+            self.state = before
+            self.constraints.append(z3.BoolVal(False, self.context))
+            return False
+        if len(live) == 1:
+            self.constraints.append(live[0][0])
+            self.state = live[0][2]
+            return True
+        (_, _, then, _), (_, _, otherwise, _) = sides
+        merged = dict(before)
+        for slot in sorted(set(then) | set(otherwise)):
+            a, b = then.get(slot), otherwise.get(slot)
+            if a is not None and b is not None and a.eq(b):
+                merged[slot] = a
+                continue
+            self.state = before  # a side that did not assign the slot has it as it was
+            a = a if a is not None else self.encode(ir.Attr(slot))
+            b = b if b is not None else self.encode(ir.Attr(slot))
+            named = self.make_named(f"`{name_attribute(self.program, slot)}`", EVERYTHING)
+            self.constraints.append(named == z3.If(guard == 1, a, b))
+            merged[slot] = named
+        self.state = merged
+        return True
 
     def pass_without_fault(self, stmt: ir.Stmt) -> None:
-        """A run that goes on past ``stmt`` found its family indices members and its guard 0 or 1 there
-        (anything else stops the run: seed 002 §3 Branching, a family index): issue 23, a witness at a
+        """A run that goes on past ``stmt`` found its family indices members, its guard 0 or 1 and its
+        draws' arguments in their domains there (anything else stops the run: seed 002 §3 Branching, a
+        family index, arithmetic.describe_draw_problem): issue 23, a witness at a
         later statement that needs an earlier one to have stopped the run is no run's."""
         refs = list_statement_refs(stmt) + list(list_expression_refs([p.expr for p in list_parts(stmt)]))
         for _, ref in refs:
@@ -172,6 +240,10 @@ class Encoder:
         if isinstance(stmt, (ir.Branch, ir.While)):
             guard = self.encode(stmt.guard)
             self.constraints.append(z3.Or(guard == 0, guard == 1))
+        for question in list_draw_questions(None, [p.expr for p in list_parts(stmt)]):  # its draws' arguments too
+            tests = [self.encode(test) != 0 if truth else self.encode(test) == 0 for test, truth in question.conditions]
+            within = encode_domain(self, question.domain, self.encode(question.expr))
+            self.constraints.append(z3.Implies(z3.And(*tests), within) if tests else within)
 
     def forget_to_the_head(self, assigned: set[int | str], at: tuple[int, int] | None) -> None:
         """``forget``, then what holds at the head of the loop at ``at`` (loops.py) of each attribute
@@ -225,17 +297,33 @@ class Encoder:
             if isinstance(stmt, ir.While):
                 self.constraints.append(self.encode(stmt.guard) == 1)
         elif isinstance(stmt, ir.Hold):
-            self.forget(list_assigned(program, stmt.body) | {program.slot_computed})
-            slot = program.slot_cached
-            if stmt.cache is None:  # a hold without cache consumes nothing (seed 002 §2, Built-in attributes)
-                self.state[slot] = self.make_constant(0)
-                return
-            cached = self.make_named(f"`{name_attribute(program, slot)}`", self.ranges[slot])
-            self.constraints.append(cached >= 0)
-            if stmt.reuse is not None:  # at most reuse units are consumed (pool/consume)
-                reuse = self.encode(stmt.reuse)
-                self.constraints.append(cached <= z3.If(reuse > 0, reuse, self.make_constant(0)))
-            self.state[slot] = cached
+            self.enter_hold(stmt, at)
+
+    def enter_hold(self, stmt: ir.Hold, at: tuple[int, int] | None) -> None:
+        """The start of a hold's body: what a preemption's earlier run of it assigned forgotten (when
+        one can), `computed` forgotten, `cached` within the hold's reuse."""
+        program = self.program
+        self.forget(self.assigned_again(stmt, at) | {program.slot_computed})
+        slot = program.slot_cached
+        if stmt.cache is None:  # a hold without cache consumes nothing (seed 002 §2, Built-in attributes)
+            self.state[slot] = self.make_constant(0)
+            return
+        cached = self.make_named(f"`{name_attribute(program, slot)}`", self.ranges[slot])
+        self.constraints.append(cached >= 0)
+        if stmt.reuse is not None:  # at most reuse units are consumed (pool/consume)
+            reuse = self.encode(stmt.reuse)
+            self.constraints.append(cached <= z3.If(reuse > 0, reuse, self.make_constant(0)))
+        self.state[slot] = cached
+
+    def assigned_again(self, stmt: ir.Hold, at: tuple[int, int] | None) -> set[int | str]:
+        """What a hold's body assigns, when a preemption can run the hold again (paths.
+        find_restartable_holds): at its header and its body's start, a value from an earlier run of the
+        body; nothing when none can."""
+        if self.restartable is None:
+            self.restartable = find_restartable_holds(self.program)
+        if at is not None and at not in self.restartable:
+            return set()
+        return list_assigned(self.program, stmt.body)
 
     def forget(self, assigned: set[int | str]) -> None:
         """What the path cannot know any more: each attribute back to its range."""
@@ -292,7 +380,7 @@ class Encoder:
 
     def encode_binary(self, e: ir.Binary) -> z3.ArithRef:
         if e.op == "Pow":
-            return self.encode_constant_or_fresh(e, "pow")
+            return self.encode_power(e, e.left, e.right)
         a, b = self.encode(e.left), self.encode(e.right)
         if e.op == "Div":
             # a float division by 0 is ±inf (or NaN for 0 / 0), as IEEE 754 says (docs/arithmetic.md); Z3's
@@ -339,6 +427,19 @@ class Encoder:
             self.constraints.append(draw >= 0)
         return draw
 
+    def encode_power(self, e: ir.Expr, base: ir.Expr, exponent: ir.Expr) -> z3.ArithRef:
+        """A power by a whole constant exponent from 1 to MAX_PRODUCT_EXPONENT is a product of its base
+        (issue 23: `h[pow(next - 2, 2)]` with next = 1 was any whole number in [0, inf) and warned of 2,
+        which no run reaches); any other power as encode_constant_or_fresh says."""
+        n = evaluate_constant(exponent)
+        if evaluate_constant(e) is None and n is not None and n == math.floor(n) and 1 <= n <= MAX_PRODUCT_EXPONENT:
+            a = self.encode(base)
+            product = a
+            for _ in range(int(n) - 1):
+                product = product * a
+            return product
+        return self.encode_constant_or_fresh(e, "pow")
+
     def encode_constant_or_fresh(self, e: ir.Expr, stem: str) -> z3.ArithRef:
         """A function Z3 does not model (pow, ln): its value when its operands are constants (issue 23:
         `set a = pow(1, 2)` was any number, and a hold of `a + 1` warned of -1), else a fresh quantity
@@ -378,7 +479,9 @@ class Encoder:
             power = self.make_fresh("exp")
             self.constraints.append(power >= 0)
             return power
-        if e.fun in ("Ln", "Pow"):
+        if e.fun == "Pow":
+            return self.encode_power(e, e.args[0].expr, e.args[1].expr)
+        if e.fun == "Ln":
             return self.encode_constant_or_fresh(e, e.fun.lower())
         return self.name_quantity(e, show_expr(self.program, e), self.observable_range(e))
 
@@ -449,11 +552,21 @@ def list_constants(term: z3.ExprRef) -> set[int]:
     return found
 
 
+def encode_domain(encoder: Encoder, domain: Domain, term: z3.ArithRef) -> z3.BoolRef:
+    """``term`` is within ``domain`` (questions.Domain)."""
+    holds = [term > encoder.make_constant(domain.low) if domain.above else term >= encoder.make_constant(domain.low)]
+    if math.isfinite(domain.high):
+        holds.append(term <= encoder.make_constant(domain.high))
+    if domain.whole:
+        holds.append(z3.IsInt(term))
+    return z3.And(*holds)
+
+
 def make_solver(encoder: Encoder) -> z3.Solver:
     solver = z3.Solver(ctx=encoder.context)
     solver.set("rlimit", RESOURCE_LIMIT)
     solver.set("timeout", TIME_LIMIT_MS)
-    solver.add(*encoder.constraints)
+    solver.add(*encoder.facts, *encoder.constraints)
     return solver
 
 
@@ -475,6 +588,10 @@ def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
 
 
 def formulate(question: Question, encoder: Encoder, term: z3.ArithRef) -> z3.BoolRef:
+    if question.fault == "domain":  # asked where the run evaluates the draw (questions.list_draws)
+        tests = [encoder.encode(test) != 0 if truth else encoder.encode(test) == 0
+                 for test, truth in question.conditions]
+        return z3.And(*tests, z3.Not(encode_domain(encoder, question.domain, term)))
     if question.fault == "index":
         return z3.Or(term < 0, term > encoder.make_constant(question.limit), z3.Not(z3.IsInt(term)))
     if question.fault == "guard":

@@ -52,6 +52,12 @@ def phrase_finding(question: Question, verdict: Verdict) -> str:
         if always:
             return f"{what} is never 0 or 1 (e.g. {witness}); a guard is a test, and any other value is a run-time error"
         return f"{what} can be {witness}, which is neither 0 nor 1 (a run-time error); write `branch with (p)` for a draw"
+    if question.fault == "domain":
+        says = question.domain.says
+        after = " (branch with (p) draws ~bernoulli(p))" if what.startswith("~bernoulli") else ""
+        if always:
+            return f"{what}{after} is never {says} (e.g. {witness}): every run that draws it stops with a run-time error"
+        return f"{what}{after} can be {witness}, which is not {says} (a run-time error where it is drawn)"
     if question.fault == "negative":
         if always:
             return f"{what} is negative for every admissible value (e.g. {witness})"
@@ -88,6 +94,10 @@ def settle_by_ranges(question: Question, interval: Interval | None) -> bool:
         return interval.whole and interval.low >= 0 and interval.high <= 1
     if question.fault == "negative":
         return interval.low >= 0
+    if question.fault == "domain":
+        domain = question.domain
+        low_ok = interval.low > domain.low if domain.above else interval.low >= domain.low
+        return low_ok and interval.high <= domain.high and (interval.whole or not domain.whole)
     return interval.high <= question.limit
 
 
