@@ -184,9 +184,14 @@ def _seed_of(path: str, index: int) -> int | None:
 
 
 def check(paths: list[str], older_rule: bool | None = None, selection: Selection = Selection(),
-          progress=None) -> list[Checked]:
+          progress=None, workers: int = 1, resume: str | None = None) -> list[Checked]:
     """Every scenario of ``paths`` (directories, campaign files) checked, in order; ``progress(total)``, when
-    given, makes the bar (semantics.progress.CaseProgress) advanced as each check is done."""
+    given, makes the bar (semantics.progress.CaseProgress) advanced as each check is done. ``workers``:
+    the checks run on that many processes (semantics.workers: the rows are the same, in the same order,
+    whatever the number); ``resume``: a journal FILE of the checks done (semantics.workers.Journal),
+    those it records not run again."""
+    from semantics.workers import Journal, fingerprint, run_cases
+
     jobs = []
     for path in paths:
         if path.endswith(".jsonl") and os.path.isfile(path):
@@ -197,12 +202,32 @@ def check(paths: list[str], older_rule: bool | None = None, selection: Selection
             jobs.append(functools.partial(check_scenario, scenario, f"{group}/{os.path.basename(scenario)[:-5]}",
                                           older_rule))
     bar = progress(len(jobs)) if progress is not None else None
-    out = []
-    for job in jobs:
-        out.append(job())
-        if bar is not None:
-            bar.advance()
-    return out
+    journal = None
+    if resume is not None:
+        key = fingerprint("lean check", [os.path.abspath(p) for p in paths], older_rule, selection.every,
+                          sorted(selection.extra), selection.variants, selection.limit, len(jobs))
+        journal = Journal(resume, key, len(jobs), encode=_encode, decode=_decode)
+    return list(run_cases(_run, jobs, workers=workers, progress=bar, journal=journal))
+
+
+def _run(job) -> Checked:
+    """One check (``run_cases``' task: a function of the module, picklable by reference)."""
+    return job()
+
+
+def _encode(row: Checked) -> list:
+    return [row.name, *(None if a is None else [a.firsts, a.dones, a.preemptions, a.refused]
+                        for a in (row.recorded, row.mirror, row.interpreter)), row.unavailable, row.error, row.known]
+
+
+def _decode(value: list) -> Checked:
+    def answer(a):
+        if a is None:
+            return None
+        return Answer(tuple(map(tuple, a[0])), tuple(map(tuple, a[1])), a[2], tuple(map(tuple, a[3])))
+
+    name, recorded, mirror, interpreter, unavailable, error, known = value
+    return Checked(name, answer(recorded), answer(mirror), answer(interpreter), unavailable, error, known)
 
 
 def report(rows: list[Checked], require_interpreter: bool = False) -> tuple[list[str], bool]:

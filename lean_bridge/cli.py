@@ -4,7 +4,7 @@
     serq-ref lean DIR --out LEANDIR [--module PREFIX]
     serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--limit N]
     serq-ref lean check PATH [PATH …] [--require-interpreter] [--[no-]older-rule]
-                        [--every K] [--cases I,J,…] [--variants] [--limit N]
+                        [--every K] [--cases I,J,…] [--variants] [--limit N] [--workers N] [--resume FILE]
 
 PATH: a directory of scenarios or a campaign file (FILE.jsonl).
     serq-ref lean prove [--bound N]
@@ -21,13 +21,14 @@ import contextlib
 import os
 import sys
 
+from semantics.arguments import positive
 from semantics.errors import ProgramError, UsageError
 
 USAGE = ("usage: serq-ref lean FILE [--out LEANFILE] [--answer recorded|mirror]\n"
          "       serq-ref lean DIR --out LEANDIR [--module PREFIX]\n"
          "       serq-ref lean FILE.jsonl --out LEANDIR [--module PREFIX] [--every K] [--cases I,J,...] [--limit N]\n"
          "       serq-ref lean check PATH [PATH ...] [--require-interpreter] [--[no-]older-rule]\n"
-         "                       [--every K] [--cases I,J,...] [--variants] [--limit N]\n"
+         "                       [--every K] [--cases I,J,...] [--variants] [--limit N] [--workers N] [--resume FILE]\n"
          "       serq-ref lean prove [--bound N]")
 
 
@@ -75,6 +76,12 @@ def command_check(argv: list[str]) -> int:
     p.add_argument("--variants", action="store_true",
                    help="of a campaign file, every case whose two self-preemption rules' answers differ too")
     p.add_argument("--limit", type=int, metavar="N", help="of a campaign file, the first N cases chosen")
+    p.add_argument("--workers", type=positive, default=1, metavar="N",
+                   help="check on N processes of this machine (the output is the same bytes whatever N). "
+                        "Default: 1, in this process")
+    p.add_argument("--resume", metavar="FILE",
+                   help="record each check in FILE as it is done; checks FILE already records (a run stopped "
+                        "early, of the same paths and choice) are not run again")
     args = p.parse_args(argv)
     for d in args.dirs:
         if not os.path.isdir(d) and not (d.endswith(".jsonl") and os.path.isfile(d)):
@@ -86,7 +93,8 @@ def command_check(argv: list[str]) -> int:
 
     with contextlib.ExitStack() as stack:
         rows = check(args.dirs, args.older_rule, selection,
-                     progress=lambda total: stack.enter_context(CaseProgress(total, "lean check", unit="scenario")))
+                     progress=lambda total: stack.enter_context(CaseProgress(total, "lean check", unit="scenario")),
+                     workers=args.workers, resume=args.resume)
     lines, failing = report(rows, args.require_interpreter)
     print("\n".join(lines))
     return 1 if failing else 0

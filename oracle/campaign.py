@@ -51,10 +51,11 @@ from semantics.errors import SerqError, UsageError
 
 from . import campaign_cases, campaign_space
 
-KINDS = ("scenario", "serve", "replay", "space", "priority", "limits", "space-all")
+KINDS = ("scenario", "serve", "replay", "space", "priority", "limits", "space-all", "pressure")
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
 FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl",
-         "priority": "priority.jsonl", "limits": "limits.jsonl", "space-all": "space-all.jsonl"}
+         "priority": "priority.jsonl", "limits": "limits.jsonl", "space-all": "space-all.jsonl",
+         "pressure": "async-priority-pressure.jsonl"}
 #: The compared fields of a scenario's answer (``refused`` only when a request was: absent is none).
 FIELDS = ("first", "done", "preemptions", "steps", "refused")
 
@@ -94,11 +95,12 @@ def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
     oracle/campaign_space.py, every knob over its whole range); with
     ``asynchronous`` it says ``"async": true`` (vLLM 0.33.0's default engine,
     the async-*.jsonl files; without, the synchronous engine's). ``space-all``:
-    oracle/campaign_space.py's draw_all, which draws the mode itself."""
+    oracle/campaign_space.py's draw_all, which draws the mode itself; ``pressure``: its
+    draw_pressure, asynchronous priority cases under memory pressure."""
     case = {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
             "replay": campaign_cases.replay, "space": campaign_space.scenario,
             "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
-            "space-all": campaign_space.scenario_all}[kind](seed, index)
+            "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure}[kind](seed, index)
     return {**case, "async": True} if asynchronous else case
 
 

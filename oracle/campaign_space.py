@@ -445,3 +445,150 @@ def scenario(seed: int, index: int) -> dict:
 def regions_of(seed: int, index: int) -> dict[str, str]:
     """The regions case ``index`` of ``seed`` was drawn from (synchronous, FCFS)."""
     return draw(seed, index)[1]
+
+
+# ---------------------------------------------------------------------------
+# The kind ``pressure`` (async-priority-pressure.jsonl): vLLM 0.33.0's default engine under
+# the priority policy, with memory tight enough that requests are preempted while others wait
+
+#: Added to a case's stream for the kind pressure (a stream apart from the other kinds').
+PRESSURE_OFFSET = 999_000_000
+
+#: The kind pressure's knobs and their regions (module docstring of draw_pressure).
+PRESSURE_KNOBS: dict[str, tuple[str, ...]] = {
+    "block": ("one", "small", "common"),
+    "max_seqs": ("few", "some"),
+    "budget": ("tight", "roomy"),
+    "threshold": ("off", "below_budget"),
+    "requests": ("several", "many"),
+    "prompts": ("short", "blocks"),
+    "outs": ("long", "mixed"),
+    "arrivals": ("waves", "trickle", "during"),
+    "priorities": ("two", "few", "distinct", "wide", "urgent_late"),
+    "pool": ("barely_one", "one_plus", "tight"),
+    "prefix_caching": ("on", "off"),
+    "watermark": ("zero", "low"),
+}
+
+#: The work of a pressure case within about this many steps (its requests one after another).
+STEP_BOUND_PRESSURE = 900
+
+
+def _pressure_arrivals(r: random.Random, region: str, n: int) -> list[int]:
+    """Arrival steps, in request order: a first group at step 0 (at least two requests, so that
+    some run before the others come), the rest while those run."""
+    first = r.randint(2, max(2, n // 2))
+    if region == "waves":
+        starts = [0]
+        for _ in range(r.randint(1, 3)):
+            starts.append(starts[-1] + r.randint(5, 60))
+        later = sorted(r.choice(starts[1:]) + r.randint(0, 2) for _ in range(n - first))
+    elif region == "trickle":
+        later, t = [], 0
+        for _ in range(n - first):
+            t += r.randint(1, 15)
+            later.append(t)
+    else:  # during: all within the first group's decodes
+        later = sorted(r.randint(1, 40) for _ in range(n - first))
+    return [0] * first + later
+
+
+def _pressure_priorities(r: random.Random, region: str, n: int, first: int) -> list[int]:
+    """Each request's priority (smaller first) under ``region``: PRIORITY_MODES' patterns but
+    ``equal``, and ``urgent_late``: the requests that arrive after the first group more urgent,
+    on the whole, than those they find running (so a victim is requeued behind them)."""
+    if region == "urgent_late":
+        return ([r.randint(0, 5) for _ in range(first)]
+                + [r.randint(-5, 2) for _ in range(n - first)])
+    return _priorities(r, region, n)
+
+
+def draw_pressure(seed: int, index: int) -> tuple[dict, dict[str, str]]:
+    """Case ``index`` of ``seed`` of the kind pressure and the region of each
+    of its knobs (``PRESSURE_KNOBS``), from ``random.Random(seed * 1_000_003
+    + index + PRESSURE_OFFSET)``. Every case is asynchronous (``"async":
+    true``: vLLM 0.33.0's default AsyncScheduler) under the priority policy,
+    a region of the space that space-all reaches rarely (about one case in
+    fifteen of its asynchronous priority cases preempts): few sequences,
+    many requests with long decodes, arriving in groups while the first ones
+    run, and a pool a little above what the largest request needs, so that
+    decodes run out of blocks, the victim is the running (or parked)
+    request with the largest (priority, arrival), and the order in which a
+    victim and the requests that came while it ran are admitted again
+    decides who runs.
+
+    - ``block``: ``one`` (1), ``small`` (2-7), ``common`` (8 or 16);
+    - ``max_seqs``: ``few`` (2-4), ``some`` (5-12);
+    - ``budget``: ``tight`` (max_seqs to 64), ``roomy`` (65-512; at least max_seqs);
+    - ``threshold``: ``off``, ``below_budget`` (2 to budget - 1, when the budget is above 2);
+    - ``requests``: ``several`` (6-12), ``many`` (13-24);
+    - ``prompts``: ``short`` (1 to 2 blocks), ``blocks`` (1 to 8 blocks);
+    - ``outs``: ``long`` (30-200), ``mixed`` (1-200, a third of them 1-8);
+    - ``arrivals``: a first group at step 0 (2 to half the requests), then
+      ``waves`` (one to three groups 5-60 steps apart), ``trickle`` (one
+      every 1-15 steps), ``during`` (each within steps 1-40);
+    - ``priorities``: ``two``, ``few``, ``distinct``, ``wide`` (as space-all
+      draws them) or ``urgent_late`` (the first group 0..5, the later ones
+      -5..2);
+    - ``pool``: the usable blocks against the largest request's need and the
+      sum of all: ``barely_one`` (the need), ``one_plus`` (need + 1..3),
+      ``tight`` (need up to need + (total - need) / 4);
+    - ``prefix_caching``: ``on``, ``off``;
+    - ``watermark``: ``zero`` or ``low`` (0.01-0.1).
+
+    Every case is one vLLM 0.33.0 accepts and finishes: every request fits
+    the cache alone, max_model_len the driver's default."""
+    r = random.Random(seed * 1_000_003 + index + PRESSURE_OFFSET)
+    regions = {knob: r.choice(names) for knob, names in PRESSURE_KNOBS.items()}
+    block = {"one": lambda: 1, "small": lambda: r.randint(2, 7), "common": lambda: r.choice((8, 16))}[regions["block"]]()
+    max_seqs = r.randint(2, 4) if regions["max_seqs"] == "few" else r.randint(5, 12)
+    budget = r.randint(max_seqs, 64) if regions["budget"] == "tight" else r.randint(max(65, max_seqs), 512)
+    if regions["threshold"] == "below_budget" and budget > 2:
+        chunk = r.randint(2, budget - 1)
+    else:
+        regions["threshold"], chunk = "off", 0
+    n = r.randint(6, 12) if regions["requests"] == "several" else r.randint(13, 24)
+    arrivals = _pressure_arrivals(r, regions["arrivals"], n)
+    first = arrivals.count(0)
+    most = 2 if regions["prompts"] == "short" else 8
+    requests = []
+    for k in range(n):
+        prompt = r.randint(1, most * block)
+        if regions["outs"] == "long":
+            out = r.randint(30, 200)
+        else:
+            out = r.randint(1, 8) if r.random() < 1 / 3 else r.randint(1, 200)
+        requests.append([prompt, out, arrivals[k]])
+    first_chunk = min(chunk, budget) if chunk else budget
+    steps = sum(math.ceil(p / first_chunk) + o for p, o, _ in requests)
+    if steps > STEP_BOUND_PRESSURE:
+        share = STEP_BOUND_PRESSURE / steps
+        for q in requests:
+            q[1] = max(1, int(q[1] * share)) if q[1] > 8 else q[1]
+    needs = [blocks_needed(p, o, block) for p, o, _ in requests]
+    need, total = max(needs), sum(needs)
+    if regions["pool"] == "barely_one":
+        usable = need
+    elif regions["pool"] == "one_plus":
+        usable = need + r.randint(1, 3)
+    else:
+        usable = r.randint(need, need + max(0, (total - need) // 4))
+    case = _case({"budget": budget, "max_seqs": max_seqs, "block_size": block, "chunk": chunk}, usable, chunk,
+                 regions["prefix_caching"] == "on", requests)
+    case["policy"] = "priority"
+    values = _pressure_priorities(r, regions["priorities"], n, first)
+    case["requests"] = [dict(q, priority=v) for q, v in zip(case["requests"], values)]
+    if regions["watermark"] == "low":
+        case["watermark"] = round(r.uniform(0.01, 0.1), 2)
+    case["async"] = True
+    return case, regions
+
+
+def scenario_pressure(seed: int, index: int) -> dict:
+    """Case ``index`` of ``seed`` of the kind pressure."""
+    return draw_pressure(seed, index)[0]
+
+
+def regions_pressure(seed: int, index: int) -> dict[str, str]:
+    """The regions case ``index`` of ``seed`` of the kind pressure was drawn from."""
+    return draw_pressure(seed, index)[1]

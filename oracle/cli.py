@@ -7,7 +7,7 @@
     serq-ref oracle replay TRACE.csv --spacing S --budget B --max-seqs M --blocks N
                           [--block-size 16] [--sessions K] [--chunk C] [--real [--vllm-python PY]]
     serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]
-    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits|space-all]
+    serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits|space-all|pressure]
                             [--start I] [--older-rule] [--recorded FILE] [--vllm-python PY] [--explain-known] [--report FILE]
 
 The commands that run the real vLLM scheduler (replay --real, regenerate,
@@ -100,12 +100,14 @@ def add_parser(commands, parser_class) -> None:
                                         "minimal reproduction")
     k.add_argument("count", type=positive, metavar="N")
     k.add_argument("--seed", type=whole, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
-    k.add_argument("--kind", choices=("scenario", "serve", "replay", "space", "priority", "limits", "space-all"),
+    k.add_argument("--kind", choices=("scenario", "serve", "replay", "space", "priority", "limits", "space-all",
+                                    "pressure"),
                    default="scenario",
                    help="scenarios (default), serve-by scenarios, multi-turn replays, scenarios over the whole space "
                         "of every knob (oracle/campaign_space.py), scenarios with user priorities, or with limits "
                         "(max_model_len, watermark, refusals), or over the whole space with both modes, priorities "
-                        "and limits drawn too (space-all)")
+                        "and limits drawn too (space-all), or asynchronous priority cases under memory pressure "
+                        "(pressure)")
     k.add_argument("--start", type=whole, default=0, metavar="I", help="the first case's index (default 0)")
     k.add_argument("--recorded", metavar="FILE",
                    help="compare with the answers recorded in FILE (oracle/data/campaign/*.jsonl) instead of "
@@ -161,7 +163,8 @@ USAGE = {
     "check": "serq-ref oracle check PATH [PATH ...] [--cases I,J,...] [--every K] [--limit N] "
              "[--engine COMMAND [--jobs N] [--timeout S] [--logs DIR] [--diverge [N]]]",
     "regenerate": "serq-ref oracle regenerate DIR [--older-rule] [--out D | --no-write] [--vllm-python PY]",
-    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits|space-all] "
+    "campaign": "serq-ref oracle campaign N --seed S [--kind scenario|serve|replay|space|priority|limits|space-all|"
+                "pressure] "
                 "[--start I] "
                 "[--older-rule] "
                 "[--recorded FILE] "
@@ -380,12 +383,13 @@ def command_campaign(args: argparse.Namespace) -> int:
     Exit 1 when a case differs for no documented reason."""
     from . import campaign
 
-    if args.older_rule and args.kind in ("priority", "space-all"):
+    if args.older_rule and args.kind in ("priority", "space-all", "pressure"):
         # the driver's older-rule switch is the serve-by scheduler's; vLLM's stock priority path has 0.33.0's rule only
-        raise UsageError("--older-rule goes with --kind serve or an FCFS kind: the priority (and space-all's) cases "
+        raise UsageError("--older-rule goes with --kind serve or an FCFS kind: the priority (and space-all's and "
+                         "pressure's) cases "
                          "are vLLM 0.33.0's stock priority policy, whose self-preemption rule is 0.33.0's")
-    if args.asynchronous and args.kind == "space-all":
-        raise UsageError("--async goes with a kind drawn synchronous: space-all draws each case's mode (its cases "
+    if args.asynchronous and args.kind in ("space-all", "pressure"):
+        raise UsageError(f"--async goes with a kind drawn synchronous: {args.kind} draws each case's mode (its cases "
                          "say \"async\": true or not)")
     outcomes, seconds = campaign.timed_run(args.kind, args.count, args.seed, args.start, args.recorded,
                                            args.vllm_python, args.explain_known, args.max_tries,

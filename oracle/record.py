@@ -6,6 +6,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record campaign --kind scenario --count 2000 --seed 1
     python -m oracle.record campaign --kind space --count 5000 --seed 1
     python -m oracle.record campaign --kind space-all --count 6000 --seed 1 --processes 2
+    python -m oracle.record campaign --kind pressure --count 2000 --seed 1 --processes 2
     python -m oracle.record coverage           campaign/coverage.json from the campaign files
     python -m oracle.record manifest           recompute every listed file's sha256
 
@@ -45,7 +46,7 @@ CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_s
 
 CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl",
                   "space": "space.jsonl", "priority": "priority.jsonl", "limits": "limits.jsonl",
-                  "space-all": "space-all.jsonl"}
+                  "space-all": "space-all.jsonl", "pressure": "async-priority-pressure.jsonl"}
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -222,7 +223,7 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
     draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
             "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario,
             "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
-            "space-all": campaign_space.scenario_all}[kind]
+            "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure}[kind]
     cases = [draw(seed, index) for index in range(count)]
     if asynchronous:
         cases = [{**case, "async": True} for case in cases]
@@ -246,7 +247,7 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
             if answer.get("refused"):  # which requests were refused and why (priority/limits cases)
                 record["answer"]["refused"] = answer["refused"]
-            if kind == "space-all":  # the engine that answered, as the driver says it (the case asked for it)
+            if kind in ("space-all", "pressure"):  # the engine that answered, as the driver says it (the case asked for it)
                 record["answer"]["mode"] = "async" if answer.get("async") else "sync"
             if kind == "serve":
                 older = next(answers)
@@ -263,7 +264,7 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record campaign --kind {kind} --count {count} --seed {seed}"
              + (" --async" if asynchronous else "") + (f" --processes {processes}" if processes > 1 else ""),
-             generator="oracle/campaign_space.py" if kind.startswith("space") else "oracle/campaign_cases.py",
+             generator="oracle/campaign_space.py" if kind.startswith("space") or kind == "pressure" else "oracle/campaign_cases.py",
              seed=seed, cases=sum(1 for _ in out.open()), seconds=round(elapsed, 1),
              **({"processes": processes} if processes > 1 else {}), **({"async": True} if asynchronous else {}))
     save_manifest(manifest)
@@ -290,7 +291,7 @@ def record_coverage() -> None:
             "preemptions": sum(f["preemptions"] for f in features),
             "recording_seconds": manifest["files"].get(f"campaign/{name}", {}).get("seconds"),
         }
-        if kind in ("scenario", "serve", "space", "priority", "limits", "space-all"):
+        if kind in ("scenario", "serve", "space", "priority", "limits", "space-all", "pressure"):
             cases = [r["case"] for r in records]
             entry["with_prefix_caching"] = sum(bool(c.get("prefix_caching")) for c in cases)
             entry["with_chunk_cap"] = sum(bool(c.get("chunk")) for c in cases)
@@ -305,7 +306,7 @@ def record_coverage() -> None:
                 != {k: r["answer_older_rule"][k] for k in ("first", "done", "preemptions", "steps")}
                 for r in records
             )
-        if kind == "space-all":
+        if kind in ("space-all", "pressure"):
             entry["async"] = sum(bool(c.get("async")) for c in cases)
             entry["with_priorities"] = sum(c.get("policy") == "priority" for c in cases)
             entry["async_with_priorities"] = sum(bool(c.get("async")) and c.get("policy") == "priority"
@@ -313,7 +314,7 @@ def record_coverage() -> None:
             entry["async_with_priorities_and_preemptions"] = sum(
                 bool(c.get("async")) and c.get("policy") == "priority" and f["preemptions"] > 0
                 for c, f in zip(cases, features))
-        if kind in ("priority", "space-all"):
+        if kind in ("priority", "space-all", "pressure"):
             cases = [c for c in cases if c.get("policy") == "priority"]
             entry["with_priority_ties"] = sum(len({q["priority"] for q in c["requests"]}) < len(c["requests"])
                                               for c in cases)

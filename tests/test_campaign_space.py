@@ -101,18 +101,24 @@ def test_the_corpus_is_the_generators_and_every_case_finished() -> None:
 
 
 def test_the_coverage_data_counts_the_corpora() -> None:
-    """docs/data/space_coverage.json's regions and features are the two
+    """docs/data/space_coverage.json's regions and features are the three
     corpora's (the rules' counts need the runs: the campaign test recomputes
     them)."""
     from oracle import space_coverage
 
     data = json.loads(COVERAGE.read_text())
-    assert data["version"] == 2 and set(data["corpora"]) == {"space.jsonl", "space-all.jsonl"}
+    assert data["version"] == 3
+    assert set(data["corpora"]) == {"space.jsonl", "space-all.jsonl", "async-priority-pressure.jsonl"}
+    pressure = [json.loads(line) for line in (SPACE.parent / "async-priority-pressure.jsonl").read_text().splitlines()]
     for name, records, regions_of in (("space.jsonl", _records(), campaign_space.regions_of),
-                                      ("space-all.jsonl", _all_records(), campaign_space.regions_all)):
+                                      ("space-all.jsonl", _all_records(), campaign_space.regions_all),
+                                      ("async-priority-pressure.jsonl", pressure, campaign_space.regions_pressure)):
         corpus = data["corpora"][name]
         assert corpus["cases"] == len(records)
         assert corpus["rules"] == space_coverage.relevant_rules()
+        counted = {r["index"] for r in records if r["index"] % corpus["rules_every"] == 0}
+        for rule, indices in corpus["listed"].items():  # the cases listed are counted ones, as many as counted
+            assert set(indices) <= counted and len(indices) == corpus["total"]["rules"][rule], (name, rule)
         drawn = [regions_of(r["seed"], r["index"]) for r in records]
         features = [space_coverage.features_of(r) for r in records]
         for knob, regions in corpus["regions"].items():

@@ -181,6 +181,29 @@ def test_a_wrong_campaign_answer_is_one_line(tmp_path, capsys) -> None:
     assert lines[-1] == "2 passed, 1 failed"
 
 
+def test_lean_check_on_workers_and_resumed_prints_the_same_lines(tmp_path, capsys) -> None:
+    """--workers N: the same lines in the same order whatever N (a disagreement among them); --resume
+    FILE: the checks a journal records are not run again (a journal whose checks are all wrong shows)."""
+    records = [r for r in _records(SERVE_BY) if not r["case"].get("prefix_caching")][:4]
+    records[2]["answer"]["preemptions"] += 1
+    path = tmp_path / "serve.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    one = _lines(capsys, str(path))
+    assert one[0] == 1 and one[1][-1] == "3 passed, 1 failed"
+    journal = tmp_path / "journal.jsonl"
+    assert _lines(capsys, str(path), "--workers", "2", "--resume", str(journal)) == one
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + 4
+    # the journal is what a resumed run reads: a record made to disagree there is reported, not run again
+    first = json.loads(lines[1])
+    first["result"][2][2] += 5  # its mirror's preemptions
+    journal.write_text("\n".join([lines[0], json.dumps(first), *lines[2:]]) + "\n")
+    code, again = _lines(capsys, str(path), "--resume", str(journal))
+    assert code == 1 and again[-1] == "2 passed, 2 failed"
+    assert main(["lean", "check", str(path), "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+
+
 def test_lean_check_takes_only_directories_and_campaign_files(tmp_path, capsys) -> None:
     (tmp_path / "x.txt").write_text("")
     assert main(["lean", "check", str(tmp_path / "x.txt")]) == 2

@@ -13,7 +13,6 @@ iteration that preempted; ``end_iteration`` at t + 1 applies the tokens.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ..arith import holds, monus, ndiv, nmax, nmin, nmul
@@ -21,8 +20,8 @@ from ..syntax import Hold, Mode, Order, Program, SelfPreemption, ServeKey
 from .expr import Env, count_decoders, engine_env, eval_expr, session_env, want
 from .pools import consume_entries, evict, grow_holder, innermost_holder
 from .sessions import preempt, program_fuel, reserve_of, run_session
-from .state import (ActiveHold, Assignment, Frame, FrameKind, Holder, Iteration, Machine, Resident, Status,
-                    blocks_for, held_blocks, list_set, pool_of, pool_spec, put_pool, put_session, session_of, stmt_at)
+from .state import (ActiveHold, Assignment, Frame, FrameKind, Holder, Iteration, Machine, Resident, Status, blocks_for,
+                    held_blocks, list_set, pool_of, pool_spec, put_pool, put_session, session_of, stmt_at, replace)
 
 
 def start_iteration(p: Program, m: Machine) -> Iteration:

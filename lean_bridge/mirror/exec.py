@@ -11,14 +11,13 @@ delay's end, and with none the machine halts.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from ..arith import holds
 from ..syntax import Program
 from .engine import end_iteration, serve, serve_fuel, start_iteration
 from .sessions import overwrite, program_fuel, run_ready, run_session, run_workload_block
 from .state import (DEFAULT_POOL_STATE, Frame, FrameKind, Machine, Session, Status, get_d, list_set, pool_of,
-                    pool_spec, put_session, session_of)
+                    pool_spec, put_session, session_of, replace)
 
 
 def spawn(p: Program, m: Machine, serial: int) -> Machine:

@@ -9,13 +9,12 @@ whole blocks, the two readings admit and evict the same.)
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ..arith import holds, monus, ndiv, nmin, nmul
 from ..syntax import Pool
 from .state import (ActiveHold, Entry, Holder, Machine, PoolState, Session, cached_blocks, held_blocks, pool_of,
-                    session_of)
+                    session_of, replace)
 
 
 def evict(held: Any, need: Any, cap: Any, entries: tuple[Entry, ...]) -> tuple[Entry, ...]:

@@ -7,7 +7,6 @@ becomes a resident of the engine (``enter_engine``), starts a delay, or ends.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ..arith import holds, monus, nmax
@@ -15,7 +14,7 @@ from ..syntax import (Branch, Delay, Finish, Hold, Mode, Observe, Program, Set, 
 from .expr import Planned, env_with, eval_expr, session_env
 from .pools import (computed_units, find_holder, innermost_hold, kept_blocks, release_units)
 from .state import (ActiveHold, Frame, FrameKind, Machine, Resident, Sample, Session, Status, blocks_for, get_d,
-                    list_set, pool_of, pool_spec, put_pool, put_session, session_of, stmt_at)
+                    list_set, pool_of, pool_spec, put_pool, put_session, session_of, stmt_at, replace)
 
 
 def cache_of(p: Program, stmt: tuple[int, int]):
