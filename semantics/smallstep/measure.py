@@ -36,7 +36,7 @@ def integrate(m: Machine, c: Configuration, t: float) -> tuple[float, ...]:
 @rule("time/advance", "time passes to the next event (or the horizon); every level is integrated over the part after the warm-up",
       "002 §3: Flow lets time pass at the stages; Statistics: time averages over [warmup, end]")
 def advance_time(m: Machine, c: Configuration, t: float) -> Configuration:
-    c = c._replace(time=t, areas=integrate(m, c, t))
+    c = _set_time_areas(c, t, integrate(m, c, t))
     if m.observer:
         m.notify("time/advance", c, {"to": t})
     return c
@@ -50,7 +50,7 @@ def take_first_event(m: Machine, c: Configuration) -> Configuration:
     t = c.events[0][0]
     if t > c.time:  # time/advance's premise: the event is later
         c = advance_time(m, c, t)
-    return c._replace(events=c.events[1:], taken=c.taken + 1)
+    return _set_events_taken(c, c.events[1:], c.taken + 1)
 
 
 def read_gauges(m: Machine, c: Configuration) -> Configuration:
@@ -73,6 +73,8 @@ def read_gauges(m: Machine, c: Configuration) -> Configuration:
 
 
 _set_statistics = setter(Configuration, "statistics")
+_set_time_areas = setter(Configuration, "time", "areas")
+_set_events_taken = setter(Configuration, "events", "taken")
 _set_gauges = setter(Statistics, "gauges")
 
 

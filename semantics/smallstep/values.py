@@ -197,8 +197,7 @@ class ExpressionCompiler:
 
     def _compile_context(self, var: str) -> Compiled:
         if var in CONTEXT_FIELDS:
-            read = operator.attrgetter(CONTEXT_FIELDS[var])
-            return lambda env: read(env)
+            return operator.attrgetter(CONTEXT_FIELDS[var])  # a closure of env that reads its field
         raise ValueError(f"unknown context variable {var}")
 
     def _compile_sample(self, e: ir.Sample, sub) -> Compiled:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from ..configuration import Configuration
+from ..configuration import Configuration, records
 from ..machine import Machine
 from ..rules import rule
 from . import delay, fifo, flows, ps, step
@@ -51,6 +51,10 @@ def _kind(module) -> StageKind:
     return StageKind(module.KIND, module.initial_state, module.enter, module.leave, module.complete, module.EVENT,
                      module.present, module.busy, module.level, module.work, module.budget_plan)
 
+
+# the kinds' records updated as the configuration's are (configuration.records)
+records(delay.DelayJob, delay.DelayState, fifo.FifoJob, fifo.FifoState, flows.Flow, flows.FlowState, ps.PsJob,
+        ps.PsState, step.Resident, step.Assignment, step.Iteration, step.StepState, step.StepStats)
 
 FIFO = _kind(fifo)
 PS = _kind(ps)

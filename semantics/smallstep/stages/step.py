@@ -151,6 +151,7 @@ EMPTY = StepState((), None, 0)
 EMPTY_STATS = StepStats(0, 0, 0, 0, 0, 0.0, 0, immutables.Map(), None)
 
 _set_iteration = setter(StepState, "iteration")
+_set_stages = setter(Configuration, "stages")
 _set_engines = setter(Statistics, "engines")
 
 
@@ -163,11 +164,11 @@ def _state(c: Configuration, s: int) -> StepState:
 
 
 def _with_state(c: Configuration, s: int, st: StepState) -> Configuration:
-    return c._replace(stages=replace_at(c.stages, s, st))
+    return _set_stages(c, replace_at(c.stages, s, st))
 
 
 def _with_iteration(c: Configuration, s: int, it: Iteration | None) -> Configuration:
-    return c._replace(stages=replace_at(c.stages, s, _set_iteration(c.stages[s], it)))
+    return _set_stages(c, replace_at(c.stages, s, _set_iteration(c.stages[s], it)))
 
 
 # -- the state as expressions read it ----------------------------------------------
