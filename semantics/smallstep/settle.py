@@ -74,6 +74,7 @@ FOLLOW_UPS = {
     "step/grow": step.grow_for,
     "step/park": step.park,
     "step/preempt-parked": step.preempt_parked,
+    "step/reject": step.reject,
     "step/withdraw": step.withdraw,
     "workload/arrive": lambda m, c: workload.replace_closed(m, c),
 }

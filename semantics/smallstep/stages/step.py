@@ -90,6 +90,10 @@ class Assignment(NamedTuple):
     mode: str
     tokens: float
     position: float  # the growing hold's position before the chunk (K in attention); 0 without growing
+    #: ``speculate``: the draft tokens among ``tokens`` (a decode's, beyond its one token), and how many of them
+    #: the iteration accepts, fixed when it is served (docs/design/speculative-decoding.md); 0 without
+    drafts: float = 0.0
+    accepted: float = 0.0
 
 
 class Iteration(NamedTuple):
@@ -233,9 +237,14 @@ def _read(m: Machine, c: Configuration, s: int, what: str, f, env: Env) -> float
     return value
 
 
-def want_of(r: Resident, chunk: float) -> float:
-    """What a resident asks of an iteration: one token to a decode, up to the chunk (0: no cap) to a prefill."""
+def want_of(r: Resident, chunk: float, spec: float = 0.0) -> float:
+    """What a resident asks of an iteration: one token to a decode, up to the chunk (0: no cap) to a prefill.
+    Under ``speculate (K)`` a decode asks its token and K drafts, clamped by the chunk (vLLM's running request
+    asks num_tokens_with_spec less what it computed, then the long-prefill threshold clamps it:
+    scheduler.py:839-846)."""
     if r.mode == DECODE:
+        if spec > 0:
+            return min(1.0 + spec, chunk) if chunk > 0 else 1.0 + spec
         return min(1.0, r.remaining)
     return min(r.remaining, chunk) if chunk > 0 else r.remaining
 
@@ -249,7 +258,7 @@ def budget_plan(m: Machine, c: Configuration, s: int) -> float:
     env = _stage_env(c, context_before(m, c, s))
     budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
     chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
-    return max(0.0, budget - sum(want_of(r, chunk) for r in c.stages[s].jobs))
+    return max(0.0, budget - sum(want_of(r, chunk, facts.spec) for r in c.stages[s].jobs))
 
 
 # -- a run joins -------------------------------------------------------------------
@@ -408,13 +417,16 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     it = c.stages[s].iteration
     served = it.served + (r.job_id,)
     alone = it.tentative and r.mode == PREFILL  # it would run alone, so the decodes' tokens do not count
-    tokens = min(want_of(r, it.chunk), it.budget if alone else it.left)
+    spec = m.steps[s].spec
+    tokens = min(want_of(r, it.chunk, spec), it.budget if alone else it.left)
     waits = c.sessions[r.owner].status == GROWING
     position = need = 0.0
     if not waits and r.growing is not None:
         position, units = _growing_position(m, c, r)
         need = position + tokens - units
     a = Assignment(r.job_id, r.owner, r.mode, tokens, position)
+    if spec > 0 and r.mode == DECODE and tokens > 1.0:  # speculate: its drafts, and those the iteration accepts
+        a = a._replace(drafts=tokens - 1.0, accepted=_accepted(m, c, s, r, tokens - 1.0))
     if waits:
         it = it._replace(served=served)
     elif need > EPSILON or alone:
@@ -429,6 +441,21 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
                                       "grow": max(0.0, need), "left": it.left, "order": order, "key": key,
                                       "runner_up": runner})
     return c
+
+
+def _accepted(m: Machine, c: Configuration, s: int, r: Resident, drafts: float) -> float:
+    """``speculate (K) accept (e)``: the drafts of ``drafts`` the iteration accepts of decoding resident ``r``,
+    min(drafts, max(0, floor(e))), ``e`` read with a serve key's context (the context before the iteration; the
+    resident's decoding, admission and remaining) and the session's attributes (docs/design/speculative-decoding.md)."""
+    st = c.stages[s]
+    session = c.sessions[r.owner]
+    env = _stage_env(c, st.iteration.context)
+    env.attrs, env.serial, env.stream, env.draws = session.attrs, r.owner, session.stream, session.draws
+    env.decoding = 1.0
+    env.admission = float(session.admission)
+    env.remaining = r.remaining
+    value = _read(m, c, s, "acceptance", m.steps[s].accept, env)
+    return min(drafts, max(0.0, math.floor(value)))
 
 
 def growth_for(m: Machine, c: Configuration, s: int) -> tuple:
@@ -624,8 +651,15 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     jobs = {r.job_id: r for r in st.jobs}
     sessions = c.sessions
     done = []
+    rejects = []
+    spec = m.steps[s].spec
     for a in it.assigned:
-        r = jobs[a.job_id]._replace(remaining=jobs[a.job_id].remaining - a.tokens)
+        produced = a.tokens
+        if spec > 0 and a.mode == DECODE:  # speculate: its token and the accepted drafts, none past its last
+            produced = min(a.tokens - a.drafts + a.accepted, jobs[a.job_id].remaining)
+            if a.tokens > produced and jobs[a.job_id].growing is not None:
+                rejects.append(("step/reject", s, a, jobs[a.job_id].growing, a.tokens - produced))
+        r = jobs[a.job_id]._replace(remaining=jobs[a.job_id].remaining - produced)
         jobs[a.job_id] = r
         if r.growing is not None:
             session = sessions[a.serial]
@@ -644,7 +678,22 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
                                            "done": [r.job_id for r in done]})
+    if rejects:  # speculate: the rejected drafts roll back before a finished run completes
+        return follow_up(c, *rejects, *(("stage/step-complete", s, r) for r in done))
     return follow_up(c, *(("stage/step-complete", s, r) for r in done)) if done else c
+
+
+@rule("step/reject", "under speculate, a served decode whose iteration scheduled more tokens than it produced (drafts rejected, or tokens past its last) rolls its hold's position back by the difference; the units it grew for them stay",
+      "serq-ref extension (docs/design/speculative-decoding.md): vLLM 0.33.0 update_from_output: num_computed_tokens -= num_rejected (vllm/v1/core/sched/scheduler.py:2346-2364); check_stop's trim takes the tokens past the stop back off num_computed_tokens (scheduler.py:2744-2770); the blocks allocated for them stay with the request")
+def reject(m: Machine, c: Configuration, s: int, a: Assignment, p: int, rollback: float) -> Configuration:
+    session = c.sessions[a.serial]
+    h, k = innermost_hold(session, p)
+    hold = advance_position(session.holds[h], k, -rollback)
+    c = c._replace(sessions=c.sessions.set(a.serial, session._replace(holds=replace_at(session.holds, h, hold))))
+    if m.observer:
+        m.notify("step/reject", c, {"stage": m.stage_name(s), "job": a.job_id, "session": a.serial,
+                                    "drafts": a.drafts, "accepted": a.accepted, "rollback": rollback})
+    return c
 
 
 #: the stage kind's completion event's rule
