@@ -738,7 +738,9 @@ def _in_flight_decode(m: Machine, c: Configuration, serial: int, p: int) -> floa
         if m.steps[e].ahead and serial in st.decoded:
             it = st.iteration
             served = it is not None and it.due is None and any(a.serial == serial for a in it.assigned)
-            return 0.0 if served else 1.0
+            # speculate: every token it was given is in flight (its drafts not yet rolled back either)
+            given = next((tokens for x, tokens in st.given if x == serial), 1.0)
+            return 0.0 if served else given
     return 0.0
 
 

@@ -128,6 +128,12 @@ class StepState(NamedTuple):
     #: schedule ahead only: the sessions the last ended iteration gave a decode token (their position's last
     #: token is not cached yet while the next iteration is formed: pools._in_flight_decode)
     decoded: tuple[int, ...] = ()
+    #: schedule ahead and speculate only: the last ended iteration's step/reject work, (assignment, pool,
+    #: rollback, hold id), applied once the next iteration is formed (step/apply: vLLM rolls rejected drafts
+    #: back when it applies a batch's output), and the tokens it gave each decode, (serial, tokens), which a
+    #: victim's cache leaves out while the next is formed (pools._in_flight_decode)
+    rejects: tuple = ()
+    given: tuple = ()
 
 
 class StepStats(NamedTuple):
@@ -668,11 +674,17 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
             sessions = sessions.set(a.serial, session._replace(holds=replace_at(session.holds, h, hold)))
         if r.remaining <= EPSILON:
             done.append(r)
+    if rejects and m.steps[s].ahead:  # schedule ahead: the roll-back waits until the next iteration is formed
+        rejects = [r + (innermost_hold_id(sessions[r[2].serial], r[3]),) for r in rejects]
     residents = tuple(jobs[r.job_id] for r in st.jobs)
     st = st._replace(jobs=residents, iteration=None)
     if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
         st = st._replace(finishing=tuple(r.owner for r in done),
                          decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE))
+        if spec > 0:
+            st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
+                                                                 if a.mode == DECODE))
+            rejects = []
     c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st))
     c = _note_tokens(m, c, s, it, jobs)
     if m.observer:
@@ -685,7 +697,8 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
 
 @rule("step/reject", "under speculate, a served decode whose iteration scheduled more tokens than it produced (drafts rejected, or tokens past its last) rolls its hold's position back by the difference; the units it grew for them stay",
       "serq-ref extension (docs/design/speculative-decoding.md): vLLM 0.33.0 update_from_output: num_computed_tokens -= num_rejected (vllm/v1/core/sched/scheduler.py:2346-2364); check_stop's trim takes the tokens past the stop back off num_computed_tokens (scheduler.py:2744-2770); the blocks allocated for them stay with the request")
-def reject(m: Machine, c: Configuration, s: int, a: Assignment, p: int, rollback: float) -> Configuration:
+def reject(m: Machine, c: Configuration, s: int, a: Assignment, p: int, rollback: float,
+           _hold: int | None = None) -> Configuration:
     session = c.sessions[a.serial]
     h, k = innermost_hold(session, p)
     hold = advance_position(session.holds[h], k, -rollback)
@@ -758,16 +771,36 @@ def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
     return c
 
 
+def innermost_hold_id(session, p: int) -> int | None:
+    """The id of ``session``'s innermost hold on pool ``p`` (None: it holds none)."""
+    h, _ = innermost_hold(session, p)
+    return session.holds[h].hold_id if h >= 0 else None
+
+
+def deferred_rejects(c: Configuration, s: int) -> tuple:
+    """Under schedule ahead and speculate: the ended iteration's step/reject work whose hold is still the one
+    its tokens were given to (a victim preempted meanwhile rolls nothing back: vLLM's stale output, scheduler.py
+    2357-2364)."""
+    out = []
+    for item in c.stages[s].rejects:
+        name, stage, a, p, rollback, hold = item
+        session = c.sessions.get(a.serial)
+        if session is not None and hold is not None and innermost_hold_id(session, p) == hold:
+            out.append((name, stage, a, p, rollback))
+    return tuple(out)
+
+
 @rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more (step/iteration-start ended the finishing of those that did not park)",
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-769, 778-796)")
 def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     parked = c.stages[s].parked
-    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=())))
+    rejects = deferred_rejects(c, s)  # speculate: the ended iteration's rejected drafts roll back first
+    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=(), rejects=(), given=())))
     for serial in parked:
         c = make_ready(m, c, c.sessions[serial])
     if m.observer:
         m.notify("step/apply", c, {"stage": m.stage_name(s), "sessions": list(parked)})
-    return c
+    return follow_up(c, *rejects) if rejects else c
 
 
 @rule("step/preempt-parked", "under schedule ahead, a growth that does not fit chooses a parked session as its victim (it was admitted last): it is no longer parked, the preemption is counted (the iteration admits nothing), and its hold exits at once (session/hold-exit: its units go back, its computed prefix cached), its session going on; it is not run again",
