@@ -687,7 +687,8 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
     why = (serial,) + explain_victim(m, c, p) if m.observer else None
     again = ("pool/grow", serial, p, amount, stmt)
     if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
-        return follow_up(c, ("step/preempt-parked", victim, p, why), again)
+        # (speculate: a parked grower, served once more, that is its own victim grows no further)
+        return follow_up(c, ("step/preempt-parked", victim, p, why), *(() if victim == serial else (again,)))
     if victim == serial:
         return preempt(m, c, victim, p, why)
     return follow_up(preempt(m, c, victim, p, why), again)  # the preemption's work, then the growth's next attempt

@@ -199,7 +199,7 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                     continue
         formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
         c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
-        if c.stages[s].parked or c.stages[s].rejects:  # schedule ahead: the ended iteration's results apply now
+        if c.stages[s].parked or c.stages[s].rejects or c.stages[s].overrun:  # schedule ahead: the ended iteration's results apply now
             c = drain(m, step.apply_ended(m, c, s))
         return c
 

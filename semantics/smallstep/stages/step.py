@@ -134,6 +134,10 @@ class StepState(NamedTuple):
     #: victim's cache leaves out while the next is formed (pools._in_flight_decode)
     rejects: tuple = ()
     given: tuple = ()
+    #: schedule ahead and speculate only: the sessions the last ended iteration finished with accepted drafts,
+    #: though they had two tokens or more left before it: vLLM cannot know they are done and serves them once
+    #: more in the next batch (step/schedule of a parked session; docs/design/speculative-decoding.md)
+    overrun: tuple[int, ...] = ()
 
 
 class StepStats(NamedTuple):
@@ -367,6 +371,11 @@ def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple
     st = c.stages[s]
     served = st.iteration.served
     unserved = [r for r in st.jobs if r.job_id not in served]
+    if st.overrun:  # speculate under schedule ahead: a parked session vLLM serves once more, in admission order
+        extra = [r for r in overrun_residents(m, c, s) if r.job_id not in served]
+        if extra:
+            sessions = c.sessions
+            unserved = sorted(unserved + extra, key=lambda r: (sessions[r.owner].admission, r.job_id))
     if not unserved:
         return None
     if st.iteration.tentative:  # serve exclusive prefill (no keys): "A resident prefill takes precedence."
@@ -404,6 +413,26 @@ def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple
         why = ("keys", tuple(best_key[:n]), None if runner is None else
                (runner[1].owner, runner[1].job_id, tuple(runner[0][:n])))
     return best, why
+
+
+def overrun_residents(m: Machine, c: Configuration, s: int) -> list[Resident]:
+    """Under schedule ahead and speculate: the parked sessions the ended iteration finished with accepted drafts
+    that vLLM serves once more (``StepState.overrun``), each as a decoding resident with nothing left (job id
+    -1 - serial), growing the stage's memory: vLLM's skip of a request whose previous batch was sure to finish
+    it (num_computed_tokens + 2 - num_output_placeholders >= prompt + max_tokens, scheduler.py:800-814) cannot
+    know that accepted drafts finished it."""
+    st = c.stages[s]
+    p = m.steps[s].memory
+    return [Resident(-1 - serial, serial, c.time, c.time, None, DECODE, 0.0, p)
+            for serial in st.overrun if serial in st.parked]
+
+
+def resident_of(m: Machine, c: Configuration, s: int, job_id: int) -> Resident | None:
+    """The resident ``job_id`` of stage ``s``, or the parked session served once more that it names (a negative
+    id: overrun_residents); None if it is gone."""
+    if job_id < 0:
+        return next((r for r in overrun_residents(m, c, s) if r.job_id == job_id), None)
+    return next((r for r in c.stages[s].jobs if r.job_id == job_id), None)
 
 
 def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float, float]:
@@ -471,7 +500,7 @@ def growth_for(m: Machine, c: Configuration, s: int) -> tuple:
     chunk reaches (``pool/grow``: block by block, preempting while it does
     not fit), then step/grow, which reads what it came to."""
     a = c.stages[s].iteration.pending
-    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    r = resident_of(m, c, s, a.job_id)
     position, units = _growing_position(m, c, r)
     return ("pool/grow", a.serial, r.growing, position + a.tokens - units, None), ("step/grow", s, a, r.growing)
 
@@ -480,7 +509,10 @@ def growth_outcome(c: Configuration, s: int, a: Assignment) -> str:
     """What the growth of ``a``'s hold came to, as the grower shows it: its
     run gone from the stage (it preempted itself: PREEMPTED), its session
     waiting to grow (WAITS), or neither (GREW)."""
-    if not any(r.job_id == a.job_id for r in c.stages[s].jobs):
+    if a.job_id < 0:  # a parked session served once more (overrun_residents): preempted once no longer parked
+        if a.serial not in c.stages[s].parked:
+            return PREEMPTED
+    elif not any(r.job_id == a.job_id for r in c.stages[s].jobs):
         return PREEMPTED
     return WAITS if c.sessions[a.serial].status == GROWING else GREW
 
@@ -514,7 +546,7 @@ def pending_growth(m: Machine, c: Configuration, s: int) -> float:
     """The units the pending chunk's hold still lacks (0 for a run that grows nothing): the premise that
     tells step/grow (above 0) from step/select-prefill (a prefill of serve exclusive prefill with its room)."""
     a = c.stages[s].iteration.pending
-    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    r = resident_of(m, c, s, a.job_id)
     if r.growing is None:
         return 0.0
     position, units = _growing_position(m, c, r)
@@ -659,12 +691,17 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     done = []
     rejects = []
     spec = m.steps[s].spec
+    overrun = []
     for a in it.assigned:
+        if a.job_id < 0:  # a parked session served once more (overrun_residents): its output is never applied
+            continue
         produced = a.tokens
         if spec > 0 and a.mode == DECODE:  # speculate: its token and the accepted drafts, none past its last
             produced = min(a.tokens - a.drafts + a.accepted, jobs[a.job_id].remaining)
             if a.tokens > produced and jobs[a.job_id].growing is not None:
                 rejects.append(("step/reject", s, a, jobs[a.job_id].growing, a.tokens - produced))
+            if produced >= jobs[a.job_id].remaining and jobs[a.job_id].remaining >= 2.0:
+                overrun.append(a.serial)
         r = jobs[a.job_id]._replace(remaining=jobs[a.job_id].remaining - produced)
         jobs[a.job_id] = r
         if r.growing is not None:
@@ -683,10 +720,11 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
                          decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE))
         if spec > 0:
             st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
-                                                                 if a.mode == DECODE))
+                                                                 if a.mode == DECODE),
+                             overrun=tuple(overrun))
             rejects = []
     c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st))
-    c = _note_tokens(m, c, s, it, jobs)
+    c = _note_tokens(m, c, s, it._replace(assigned=tuple(a for a in it.assigned if a.job_id >= 0)), jobs)
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
                                            "done": [r.job_id for r in done]})
@@ -795,7 +833,8 @@ def deferred_rejects(c: Configuration, s: int) -> tuple:
 def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     parked = c.stages[s].parked
     rejects = deferred_rejects(c, s)  # speculate: the ended iteration's rejected drafts roll back first
-    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=(), rejects=(), given=())))
+    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=(), rejects=(), given=(),
+                                                                        overrun=())))
     for serial in parked:
         c = make_ready(m, c, c.sessions[serial])
     if m.observer:
@@ -812,7 +851,12 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple
     st = c.stages[s]
     st = st._replace(parked=tuple(x for x in st.parked if x != serial))
     if st.iteration is not None and st.iteration.due is None:  # forming: "no admission in a step that preempted"
-        st = st._replace(iteration=st.iteration._replace(preempted=True))
+        it = st.iteration._replace(preempted=True)
+        given = [a for a in it.assigned if a.job_id == -1 - serial]  # speculate: served once more, given back
+        if given:
+            it = it._replace(assigned=tuple(a for a in it.assigned if a.job_id != -1 - serial),
+                             left=it.left + given[0].tokens)
+        st = st._replace(iteration=it)
     c = _count_preemption(m, c._replace(stages=replace_at(c.stages, s, st)), s)
     c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
