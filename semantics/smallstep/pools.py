@@ -745,6 +745,18 @@ def _in_flight_decode(m: Machine, c: Configuration, serial: int, p: int) -> floa
     return 0.0
 
 
+def _rejected_in_flight(m: Machine, c: Configuration, serial: int, p: int) -> float:
+    """Under schedule ahead and speculate: the drafts (and tokens past its last) that ``serial``'s last ended
+    iteration gave it and did not accept, not yet rolled back while the next is formed (StepState.rejects),
+    else 0. A victim's computed position leaves them out: vLLM still delivers the preempted request's stale
+    output, its accepted tokens and no more (scheduler.py:2318-2364), and the request resumes with them."""
+    for e in m.engines_of_memory[p]:
+        for item in c.stages[e].rejects:
+            if item[2].serial == serial:
+                return item[4]
+    return 0.0
+
+
 def _parked_at(c: Configuration, engines: tuple[int, ...], serial: int) -> bool:
     return any(serial in c.stages[e].parked for e in engines)
 
@@ -863,7 +875,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int, why: tuple | None
     first's position counts the session stuck."""
     s = c.sessions[victim]
     h, k = innermost_hold(s, p)
-    computed = s.holds[h].allocations[k].position
+    computed = s.holds[h].allocations[k].position - _rejected_in_flight(m, c, victim, p)
     unhashed = _in_flight_decode(m, c, victim, p)
     previous = dict(s.preempted_at).get(p)
     if previous is not None and computed <= previous + EPSILON and s.stuck < 0:
