@@ -234,3 +234,23 @@ def test_every_record_agrees(tmp_path):
         if answer != {k: record["answer"][k] for k in ("first", "done", "preemptions", "steps")}:
             failed.append(record["index"])
     assert failed == []
+
+
+def test_the_invariants_hold_after_every_rule_on_generated_spec_programs():
+    """The campaign's generator (oracle/campaign_cases.py, spec_scenario) draws programs that use the
+    extension; on twelve of them with preemptions, both modes, every configuration each rule leaves is
+    held to RunInvariants (allocated + cached <= cap, tokens within the budget, time never back...)."""
+    from semantics.smallstep.driver import configurations
+    from semantics.smallstep.invariants import RunInvariants
+
+    chosen = [r for r in records() if r["answer"]["preemptions"] > 0 and len(r["case"]["requests"]) <= 4]
+    chosen = [r for r in chosen if r["case"].get("async")][:6] + [r for r in chosen if not r["case"].get("async")][:6]
+    assert len(chosen) == 12
+    applied = set()
+    for record in chosen:
+        program = scenario_program(scenario_of(record))
+        checker = RunInvariants(program.warmup, program.horizon)
+        for rule, c in configurations(program):
+            applied.add(rule)
+            checker.check(c)
+    assert {"step/reject", "step/apply", "pool/preempt"} <= applied
