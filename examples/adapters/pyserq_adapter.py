@@ -16,8 +16,7 @@ from semantics.errors import SerqError  # noqa: E402
 
 
 def answer(scenario: dict, path: str = "<scenario>") -> dict:
-    if scenario.get("spec_tokens"):  # pyserq has no speculative decoding (docs/design/speculative-decoding.md)
-        return {"unsupported": "speculative decoding (spec_tokens): pyserq's step engine gives a decode one token"}
+    if scenario.get("spec_tokens"): return {"unsupported": "speculative decoding (spec_tokens)"}  # noqa: E701
     # pyserq's step engine has the older self-preemption rule only (docs/divergences.md, D1)
     report = run_on_pyserq(scenario_program(scenario, path, older_rule=True))
 
