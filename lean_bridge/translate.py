@@ -478,6 +478,9 @@ class _Translator:
             raise self.refuse(path + ("serve",), "serve exclusive prefill")
         if step.memory is None:
             raise self.refuse(path + ("memory",), "a step engine without a memory pool")
+        if step.spec_tokens:
+            raise self.refuse(path + ("spec_tokens",), "speculative decoding (`speculate`, "
+                                                       "docs/design/speculative-decoding.md)")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)

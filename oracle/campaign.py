@@ -51,11 +51,11 @@ from semantics.errors import SerqError, UsageError
 
 from . import campaign_cases, campaign_space
 
-KINDS = ("scenario", "serve", "replay", "space", "priority", "limits", "space-all", "pressure")
+KINDS = ("scenario", "serve", "replay", "space", "priority", "limits", "space-all", "pressure", "spec")
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
 FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl",
          "priority": "priority.jsonl", "limits": "limits.jsonl", "space-all": "space-all.jsonl",
-         "pressure": "async-priority-pressure.jsonl"}
+         "pressure": "async-priority-pressure.jsonl", "spec": "spec-decode.jsonl"}
 #: The compared fields of a scenario's answer (``refused`` only when a request was: absent is none).
 FIELDS = ("first", "done", "preemptions", "steps", "refused")
 
@@ -100,7 +100,8 @@ def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
     case = {"scenario": campaign_cases.scenario, "serve": campaign_cases.serve_scenario,
             "replay": campaign_cases.replay, "space": campaign_space.scenario,
             "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
-            "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure}[kind](seed, index)
+            "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure,
+            "spec": campaign_cases.spec_scenario}[kind](seed, index)
     return {**case, "async": True} if asynchronous else case
 
 

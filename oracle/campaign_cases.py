@@ -35,6 +35,10 @@ Two kinds, each a JSON object the driver (oracle/real/driver.py) answers:
   request that could never finish in the cache (refused under the recorded
   convention); and a ``watermark`` (0 in two cases of five, else 0.01 to
   0.5).
+- ``spec_scenario(seed, index)``: a scenario drawn as ``scenario`` draws it,
+  with speculative decoding: 1 to 8 draft tokens and an acceptance pattern
+  per request (docs/design/speculative-decoding.md), synchronous or
+  asynchronous.
 - ``replay(seed, index)``: a small multi-turn trace (one to six sessions of
   one to five turns, the columns session,turn,new,out,think,forced as CSV
   text) with spacing, budget, max_seqs, blocks (usable, block size 16) and a
@@ -236,6 +240,47 @@ def limits_scenario(seed: int, index: int) -> dict:
         requests.insert(r.randint(0, len(requests)), big)
     if r.random() >= 0.4:
         case["watermark"] = round(r.uniform(0.01, 0.5), 2)
+    return case
+
+
+#: How spec_scenario draws a request's acceptance pattern.
+ACCEPT_MODES = ("none", "all", "constant", "cycle", "mixed")
+
+
+def spec_scenario(seed: int, index: int) -> dict:
+    """A scenario drawn as ``scenario`` draws it, with speculative decoding
+    (docs/design/speculative-decoding.md): ``spec_tokens`` K from 1 to 8 and an
+    acceptance pattern per request, drawn by a mode (ACCEPT_MODES): none
+    accepted (no ``accept``, the default [0]), all K, one constant of 0..K,
+    a cycle of 2 to 4 values of 0..K, or each request its own of those;
+    synchronous or asynchronous (half each). Prompts are at least 2 tokens: a
+    waiting request with one token to compute is padded to 1 + K rows
+    (vllm/v1/core/sched/scheduler.py:1308-1330), which serq-ref does not model."""
+    case = scenario(seed, index)
+    r = _rng(seed, index + 900_000_000)
+    k = r.randint(1, 8)
+    mode = r.choice(ACCEPT_MODES)
+
+    def pattern(how: str) -> list[int] | None:
+        if how == "none":
+            return None
+        if how == "all":
+            return [k]
+        if how == "constant":
+            return [r.randint(0, k)]
+        return [r.randint(0, k) for _ in range(r.randint(2, 4))]
+
+    requests = []
+    for q in case["requests"]:
+        q = dict(q, prompt=max(2, q["prompt"]))
+        accept = pattern(r.choice(ACCEPT_MODES[:4]) if mode == "mixed" else mode)
+        if accept is not None:
+            q["accept"] = accept
+        requests.append(q)
+    case["requests"] = requests
+    case["spec_tokens"] = k
+    if r.random() < 0.5:
+        case["async"] = True
     return case
 
 

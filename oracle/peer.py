@@ -50,6 +50,9 @@ def encode_for_pyserq(program: ir.Program, base_dir: str | None = None) -> dict:
             raise ProgramError(f"stage {stage.name} has `schedule ahead` (vLLM's asynchronous scheduling), which pyserq "
                                f"does not have: this program cannot be run on pyserq (--set async_scheduling=0 for "
                                f"lib/vllm.sq's synchronous engine)")
+        if isinstance(stage.kind, ir.Step) and stage.kind.spec_tokens:
+            raise ProgramError(f"stage {stage.name} has `speculate` (speculative decoding), which pyserq does not have: "
+                               f"this program cannot be run on pyserq")
     extensions = sorted({n.dist for n in _walk((program.arrival, program.blocks, program.pools, program.stages,
                                                  program.gauges)) if isinstance(n, ir.Sample)
                          and n.dist in ir.EXTENSION_DISTRIBUTIONS})

@@ -46,7 +46,8 @@ CACHE_TRACE = {"spacing": 3, "budget": 64, "max_seqs": 4, "blocks": 20, "block_s
 
 CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl",
                   "space": "space.jsonl", "priority": "priority.jsonl", "limits": "limits.jsonl",
-                  "space-all": "space-all.jsonl", "pressure": "async-priority-pressure.jsonl"}
+                  "space-all": "space-all.jsonl", "pressure": "async-priority-pressure.jsonl",
+                  "spec": "spec-decode.jsonl"}
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -223,7 +224,8 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
     draw = {"scenario": campaign_cases.scenario, "replay": campaign_cases.replay,
             "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario,
             "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
-            "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure}[kind]
+            "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure,
+            "spec": campaign_cases.spec_scenario}[kind]
     cases = [draw(seed, index) for index in range(count)]
     if asynchronous:
         cases = [{**case, "async": True} for case in cases]
@@ -247,7 +249,7 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
             if answer.get("refused"):  # which requests were refused and why (priority/limits cases)
                 record["answer"]["refused"] = answer["refused"]
-            if kind in ("space-all", "pressure"):  # the engine that answered, as the driver says it (the case asked for it)
+            if kind in ("space-all", "pressure", "spec"):  # the engine that answered, as the driver says it (the case asked for it)
                 record["answer"]["mode"] = "async" if answer.get("async") else "sync"
             if kind == "serve":
                 older = next(answers)

@@ -86,11 +86,15 @@ REQUEST_ENGINE = "vllm"
 FRAGMENT = "<oracle.scenario>"
 
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
-OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark")
+OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark", "spec_tokens")
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
-NUMBERS = ("budget", "max_seqs", "block_size", "num_blocks", "chunk", "max_model_len")
+NUMBERS = ("budget", "max_seqs", "block_size", "num_blocks", "chunk", "max_model_len", "spec_tokens")
+#: Speculative decoding (docs/design/speculative-decoding.md): the draft tokens a scenario may give (vLLM takes
+#: more; the campaign and the harness stop at 8), and the longest acceptance pattern of a request.
+MAX_SPEC_TOKENS = 8
+MAX_ACCEPT = 8
 #: A scenario without ``max_model_len`` has the recorded corpora's (the driver's default).
 DEFAULT_MAX_MODEL_LEN = 8192
 #: The policies of vLLM's scheduler a scenario may name (vllm/config/scheduler.py:21).
@@ -213,6 +217,8 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
     if data.get("policy") == "priority" and "serve" in data:
         raise ProgramError("a scenario has a `serve` key or the priority policy, not both (the serve-by oracles "
                            "run vLLM's priority path with priorities of their own)", at("serve"))
+    if spec_tokens_of(data) > MAX_SPEC_TOKENS:
+        raise ProgramError(f"`spec_tokens` is {data['spec_tokens']}: at most {MAX_SPEC_TOKENS}", at("spec_tokens"))
     if "max_model_len" in data and data["max_model_len"] < 1:
         raise ProgramError("`max_model_len` is at least 1", at("max_model_len"))
     if (data.get("chunk") or 0) > _max_model_len(data):
@@ -229,9 +235,11 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
         if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
             raise ProgramError(f"request {k} is not {{prompt, out, arrive?}}", at("requests", k))
         for key in r:
-            if key not in ("prompt", "out", "arrive", "priority"):
-                raise ProgramError(f"`{key}` is not a field of a request (fields: prompt, out, arrive, priority)",
-                                   at("requests", k, key))
+            if key not in ("prompt", "out", "arrive", "priority", "accept"):
+                raise ProgramError(f"`{key}` is not a field of a request (fields: prompt, out, arrive, priority, "
+                                   f"accept)", at("requests", k, key))
+        if "accept" in r:
+            _check_accept(data, r["accept"], k, at)
         for key in ("prompt", "out", "arrive"):
             if key in r:
                 _natural(r[key], f"requests[{k}].{key}", at("requests", k, key))
@@ -248,6 +256,24 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
         if r["out"] < 1:
             raise ProgramError(f"request {k}'s out is 0 (vLLM's max_tokens is at least 1)", at("requests", k, "out"))
     return at
+
+
+def _check_accept(data: dict, pattern: object, k: int, at: Callable[..., Span]) -> None:
+    """A request's acceptance pattern: 1 to MAX_ACCEPT natural numbers, only with ``spec_tokens``."""
+    where = at("requests", k, "accept")
+    if not data.get("spec_tokens"):
+        raise ProgramError(f"request {k} has an acceptance pattern and the scenario has no `spec_tokens`: nothing "
+                           f"is drafted", where)
+    if not isinstance(pattern, list) or not 1 <= len(pattern) <= MAX_ACCEPT:
+        raise ProgramError(f"`requests[{k}].accept` is a list of 1 to {MAX_ACCEPT} natural numbers (the drafts "
+                           f"accepted, by the output tokens left mod its length)", where)
+    for j, a in enumerate(pattern):
+        _natural(a, f"requests[{k}].accept[{j}]", at("requests", k, "accept", j))
+
+
+def spec_tokens_of(data: dict) -> int:
+    """The scenario's draft tokens per decoding request and step (0: no speculative decoding)."""
+    return int(data.get("spec_tokens", 0) or 0)
 
 
 def _max_model_len(data: dict) -> int:
@@ -316,7 +342,32 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         items = replace_step_option(items, ENGINE, "serve_admission", _serve_options(data["serve"], at))
     if has_limits(data):
         items = _with_limits(items, data)
+    if spec_tokens_of(data):
+        sets["spec_tokens"] = float(spec_tokens_of(data))
+        items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
     return _build(data, at, items, loaded, sets, verdicts)
+
+
+#: The attributes of a request's acceptance pattern (``_with_speculation``): its values and its length.
+ACCEPT_ATTRS = tuple(f"accept{j}" for j in range(MAX_ACCEPT))
+ACCEPT_LENGTH = "accepts"
+
+
+def _with_speculation(items: Items, init: tuple[str, ...]) -> Items:
+    """The scenario program with speculative decoding's acceptance written in
+    (docs/design/speculative-decoding.md, section 2): each session's pattern
+    is attributes (``accept0``.., ``accepts`` its length, set by the workload's
+    init and given per session by ``_build``), and the engine's clause reads
+    the pattern's value at the output tokens left (``remaining``, the decode
+    run's tokens left) mod its length."""
+    index = "(remaining - accepts * floor(remaining / accepts))"
+    pick = ACCEPT_ATTRS[-1]
+    for j in range(MAX_ACCEPT - 2, -1, -1):
+        pick = f"{index} == {j} ? {ACCEPT_ATTRS[j]} : ({pick})"
+    items = replace_step_option(items, ENGINE, "speculate",
+                                parse_step_options(f"speculate (spec_tokens) accept ({pick});", FRAGMENT))
+    sets = " ".join(f"set {a} = 0;" for a in ACCEPT_ATTRS) + f" set {ACCEPT_LENGTH} = 1;"
+    return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
 
 
 def is_async(data: dict) -> bool:
@@ -349,14 +400,23 @@ def _build(data: dict, at: Callable[..., Span], items: Items, loaded: Loaded, se
     order = sorted(range(len(data["requests"])), key=lambda i: (data["requests"][i].get("arrive", 0), i))
     arrival = {i: n + 1 for n, i in enumerate(order)}
     keyed = "priority" in program.attrs and "arrival" in program.attrs
+    spec = ACCEPT_LENGTH in program.attrs
     sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
                                      (slot("arrive"), float(r.get("arrive", 0))))
                                     + (((slot("priority"), float(r.get("priority", 0))),
-                                        (slot("arrival"), float(arrival[i]))) if keyed else ()), None)
+                                        (slot("arrival"), float(arrival[i]))) if keyed else ())
+                                    + (_accept_pairs(slot, r) if spec else ()), None)
                      for i, r in enumerate(data["requests"]))
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
     return Built(program, smap, at)
+
+
+def _accept_pairs(slot, r: dict) -> tuple:
+    """A session's acceptance pattern as its attributes (``_with_speculation``): default [0], every draft rejected."""
+    pattern = [float(a) for a in r.get("accept", [0])]
+    return tuple((slot(a), pattern[j] if j < len(pattern) else 0.0) for j, a in enumerate(ACCEPT_ATTRS)) + \
+        ((slot(ACCEPT_LENGTH), float(len(pattern))),)
 
 
 def request_program(data: object, path: str = "<scenario>", text: str | None = None,

@@ -81,7 +81,7 @@ FAMILIES = ("step/", "pool/", "stage/step", "session/hold", "session/end", "work
 #: Rules of those families no scenario can apply: leases, spills, a growth that waits (preempt none),
 #: serve exclusive prefill are not in lib/vllm.sq's engine.
 UNREACHABLE = ("pool/lease", "pool/lease-end", "pool/spill", "pool/spill-land", "pool/grow-wait",
-               "pool/grow-resume", "step/select-prefill")
+               "pool/grow-resume", "step/select-prefill", "step/reject")  # step/reject: no space case speculates
 
 
 def rules_applied(case: dict) -> dict[str, int]:

@@ -443,7 +443,14 @@ class Ps:
       schedule_ahead=Absent(BOOL, False, description=(
           "serq-ref's extension of version 13 (docs/design/async-scheduling.md): true, the next iteration is "
           "formed before the ended one's results are applied (vLLM 0.33.0's asynchronous scheduling); false, the "
-          "default when absent, they are applied first")))
+          "default when absent, they are applied first")),
+      spec_tokens=Absent(INDEX, 0, description=(
+          "serq-ref's extension of version 13 (docs/design/speculative-decoding.md): the draft tokens a decoding "
+          "resident is given with its token each iteration (vLLM 0.33.0's num_speculative_tokens); 0, the default "
+          "when absent, none")),
+      spec_accept=Absent(Opt(Def("Expr")), None, description=(
+          "serq-ref's extension of version 13 (docs/design/speculative-decoding.md): with spec_tokens, the drafts "
+          "an iteration accepts of a decoding resident, read for it when it is served (at most the drafts given)")))
 @dataclass(frozen=True, slots=True)
 class Step:
     budget: Expr
@@ -460,6 +467,11 @@ class Step:
     #: absent from the JSON when False (so files without it load, and mean the
     #: seed's engine)
     schedule_ahead: bool = False
+    #: ``speculate (K) accept (e)``: K draft tokens per decoding resident and iteration, and the drafts accepted
+    #: (docs/design/speculative-decoding.md); a serq-ref extension of version 13, absent from the JSON when K is
+    #: 0 (then ``spec_accept`` is None and the stage means what it meant)
+    spec_tokens: int = 0
+    spec_accept: Expr | None = None
 
 
 StageKind = Union[Fifo, Ps, Step]

@@ -104,7 +104,7 @@ def test_present_in_a_ps_capacity_links_and_in_a_budget_does_not():
 def test_the_step_totals_exist_in_budget_chunk_cost_and_serve_keys():
     for name in ("residents", "decoders", "kv_decode", "kv_prefill"):
         assert link(program_with_step(budget=ctx(name), chunk=ctx(name), cost=ctx(name), serve=(ctx(name),))) == []
-    assert describe_where_supplied("Ndec") == "a step stage's budget, chunk, cost or serve keys"
+    assert describe_where_supplied("Ndec") == "a step stage's budget, chunk, cost, serve keys or acceptance"
 
 
 def test_attention_in_a_chunk_is_an_error_and_in_the_cost_links():
@@ -116,7 +116,7 @@ def test_decoding_in_a_hold_header_is_an_error():
     program = make_program([make_hold([(ref(0), ctx("decoding"), None)], body=3)], [[]], pools=[make_pool("kv", 100)])
     message = link_error(program)
     assert message.startswith("blocks[2][0] (Hold): `decoding` is read in the units of a hold on `kv` at admission;")
-    assert message.endswith("it exists only in a pool's preemption keys or a step stage's serve keys")
+    assert message.endswith("it exists only in a pool's preemption keys or a step stage's serve keys or acceptance")
 
 
 # -- hidden (seed 002 §3, hidden)

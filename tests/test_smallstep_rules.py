@@ -127,6 +127,15 @@ workload { arrive batch(3); }
 session { run a, b (2); run a (1); }
 run { horizon 20; seed 4; }
 """,
+    # speculative decoding: drafts given with a decode, the rejected ones rolled back (step/reject)
+    "speculate": """
+pool kv { cap 160; block 4; preempt lifo; }
+pool reqs { cap 4; admit via engine; }
+stage engine : step { budget 64; cost 1; memory kv; speculate (3) accept (serial == 0 ? 3 : 1); }
+workload { arrive batch(2); }
+session { hold reqs (1), kv (10) { prefill (10) growing kv; decode (11) growing kv; } }
+run { horizon 20; seed 1; }
+""",
 }
 
 

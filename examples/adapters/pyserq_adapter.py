@@ -16,6 +16,7 @@ from semantics.errors import SerqError  # noqa: E402
 
 
 def answer(scenario: dict, path: str = "<scenario>") -> dict:
+    if scenario.get("spec_tokens"): return {"unsupported": "speculative decoding (spec_tokens)"}  # noqa: E701
     # pyserq's step engine has the older self-preemption rule only (docs/divergences.md, D1)
     report = run_on_pyserq(scenario_program(scenario, path, older_rule=True))
 

@@ -22,7 +22,10 @@ A job is one of
   ``policy`` ("fcfs", the default, or "priority": vLLM's stock priority
   policy, each request's ``priority`` an integer, default 0, smaller first),
   ``max_model_len`` (default 8192, see Limits) and ``watermark`` (vLLM's
-  scheduler setting, default 0); answered as NAME.out.json is (first, done,
+  scheduler setting, default 0), ``spec_tokens`` (speculative decoding
+  with that many draft tokens, 1-8; each request's ``accept``, a list of
+  natural numbers, default [0], is its acceptance pattern: see Speculative
+  decoding below); answered as NAME.out.json is (first, done,
   preemptions, steps, config), plus ``status`` ("finished", or why it
   stopped), ``unfinished``, and ``refused`` ({id: why}, only when some
   request was refused; ``vllm_messages`` then has vLLM's own words);
@@ -85,6 +88,19 @@ Limits (a scenario's; docs/design/priorities-and-limits.md in serq-ref):
   even alone in the cache (ceil(min(prompt + out - 1, max_model_len - 1) /
   block_size) blocks above num_blocks - 1) is refused up front instead of
   left waiting forever at the head of the queue.
+
+Speculative decoding (docs/design/speculative-decoding.md in serq-ref): the
+scheduler gets a SpeculativeConfig of the n-gram method (no lookahead
+slots, no draft-slot budget); nothing proposes but the driver. Under the
+synchronous engine, after each step every request of the batch that is
+not mid-prefill is given K drafts (token id 1; update_draft_token_ids, as
+the engine core's post_step does); under the asynchronous engine the
+drafts are AsyncScheduler's placeholders. A batch that verifies d drafts of
+request i, which had r output tokens still to produce before it (those of
+a batch in flight counted as produced), accepts min(d, accept[r mod
+len(accept)]) of them: the fake runner samples that many drafts and one
+token more. Drafts of a request the schedule() took from the waiting queue
+are vLLM's padding and never accepted.
 
 Nothing here copies vLLM's code; it calls vLLM's public classes.
 """
@@ -209,13 +225,15 @@ def make_scheduler(
     cls: type | None = None,
     async_scheduling: bool = False,
     watermark: float = 0.0,
+    spec_tokens: int = 0,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
     (one of which is vLLM's null block). ``async_scheduling``: the scheduler
     class is vLLM's AsyncScheduler (what SchedulerConfig.get_scheduler_cls
     picks when async_scheduling is set, vllm/config/scheduler.py:231-236)
     under ``cls``'s observation; the caller then drives it with a batch
-    queue (``drive_async``)."""
+    queue (``drive_async``). ``spec_tokens`` > 0: speculative decoding with
+    that many draft tokens per request and step (``speculative_config``)."""
     cls = ObservedScheduler if cls is None else cls
     model = MODELS.get(max_model_len)
     extra = {}
@@ -239,6 +257,7 @@ def make_scheduler(
         scheduler_config=sched_cfg,
         cache_config=cache_cfg,
         device_config=DeviceConfig(device="cpu"),
+        **({"speculative_config": speculative_config(model, spec_tokens)} if spec_tokens else {}),
     )
     cache_cfg.num_gpu_blocks = num_blocks
     kv_cfg = KVCacheConfig(
@@ -361,6 +380,106 @@ def fake_model_step(scheduler, scheduler_output):
     return sampled_ids, engine_outputs
 
 
+
+# ---------------------------------------------------------------------------
+# Speculative decoding (docs/design/speculative-decoding.md in serq-ref)
+
+#: The token id of every draft the fake proposer proposes (in no prompt, never the sampled token).
+DRAFT_TOKEN = 1
+#: vLLM's placeholder draft id (a padded or not yet proposed draft).
+PLACEHOLDER_DRAFT = -1
+
+
+def speculative_config(model, spec_tokens: int):
+    """vLLM's SpeculativeConfig with ``spec_tokens`` draft tokens and the
+    n-gram method: nothing to load, no lookahead slots (num_lookahead_tokens
+    0, vllm/config/vllm.py:626-652) and no draft-slot budget
+    (max_num_new_slots_for_drafting 0, vllm/config/speculative.py:2058-2080).
+    Its n-gram sizes are never used: the driver proposes the drafts."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(method="ngram", num_speculative_tokens=int(spec_tokens), prompt_lookup_max=2,
+                             prompt_lookup_min=1, target_model_config=model,
+                             target_parallel_config=ParallelConfig())
+
+
+def accepted_of(pattern: list[int], remaining: int, drafts: list[int]) -> int:
+    """The drafts a batch accepts (docs/design/speculative-decoding.md,
+    section 2): pattern[remaining mod len(pattern)], at most the drafts
+    scheduled that are real (a run of placeholders, vLLM's padding, is never
+    accepted), where ``remaining`` is the output tokens the request still had
+    to produce before the batch."""
+    real = 0
+    for token in drafts:
+        if token == PLACEHOLDER_DRAFT:
+            break
+        real += 1
+    return min(real, int(pattern[max(remaining, 0) % len(pattern)]))
+
+
+def from_waiting(scheduler_output) -> set:
+    """The ids this schedule() took from the waiting queue (new or resumed):
+    their drafts are padding (scheduler.py:1308-1330), never accepted."""
+    ids = {r.req_id for r in scheduler_output.scheduled_new_reqs}
+    ids |= set(getattr(scheduler_output.scheduled_cached_reqs, "resumed_req_ids", None) or ())
+    return ids
+
+
+def spec_sampled(scheduler, scheduler_output, patterns: dict, promised: dict | None = None) -> list[list[int]]:
+    """The fake runner's sampled ids per scheduled request under speculative
+    decoding: for one that samples, its accepted drafts then one bonus token
+    (``1 + accepted_of``), for one mid-prefill nothing. Synchronous engine
+    (``promised`` None): a request samples when its computed tokens reach its
+    token count after schedule(); asynchronous: when it is not mid-prefill
+    (is_prefill_chunk), the output tokens still to come counting those
+    ``promised`` by the batch in flight (request id -> tokens)."""
+    spec = scheduler_output.scheduled_spec_decode_tokens
+    waiting = from_waiting(scheduler_output)
+    sampled = []
+    for rid in scheduler_output.num_scheduled_tokens:
+        request = scheduler.requests[rid]
+        samples = (not request.is_prefill_chunk) if promised is not None else \
+            request.num_computed_tokens >= request.num_tokens
+        if not samples:
+            sampled.append([])
+            continue
+        drafts = [] if rid in waiting else list(spec.get(rid, ()))
+        if promised is not None:  # AsyncScheduler's drafts are placeholders; the worker holds the real ones
+            drafts = [DRAFT_TOKEN if t == PLACEHOLDER_DRAFT else t for t in drafts]
+        remaining = request.max_tokens - request.num_output_tokens - (promised or {}).get(rid, 0)
+        accepted = accepted_of(patterns[rid], remaining, drafts)
+        sampled.append([DRAFT_TOKEN] * accepted + [SAMPLED_TOKEN])
+    return sampled
+
+
+def propose_drafts(scheduler, ids) -> None:
+    """The engine core's post_step under the synchronous engine
+    (vllm/v1/engine/core.py:700-706): the runner's next drafts, K of them,
+    for each request of the batch (update_draft_token_ids skips finished
+    ones and those mid-prefill, scheduler.py:2862-2881)."""
+    from vllm.v1.outputs import DraftTokenIds
+
+    ids = [rid for rid in ids if rid in scheduler.requests]
+    if ids:
+        scheduler.update_draft_token_ids(DraftTokenIds(ids, [[DRAFT_TOKEN] * scheduler.num_spec_tokens for _ in ids]))
+
+
+def fake_model_step_spec(scheduler, scheduler_output, patterns: dict):
+    """fake_model_step under speculative decoding (synchronous engine): the
+    sampled ids of spec_sampled, the update, then the next drafts."""
+    ids = list(scheduler_output.num_scheduled_tokens)
+    sampled = spec_sampled(scheduler, scheduler_output, patterns)
+    runner_output = ModelRunnerOutput(
+        req_ids=ids,
+        req_id_to_index={rid: index for index, rid in enumerate(ids)},
+        sampled_token_ids=sampled,
+    )
+    engine_outputs = scheduler.update_from_output(scheduler_output, runner_output)
+    propose_drafts(scheduler, ids)
+    sampled_ids = [rid for rid, tokens in zip(ids, sampled) if tokens]
+    return sampled_ids, engine_outputs
+
+
 def async_class(cls: type) -> type:
     """``cls``'s observation over vLLM's AsyncScheduler (its
     _update_after_schedule adds the output placeholders,
@@ -369,7 +488,8 @@ def async_class(cls: type) -> type:
     return type("Async" + cls.__name__, (cls, AsyncScheduler), {})
 
 
-def fake_model_output(scheduler, scheduler_output) -> ModelRunnerOutput:
+def fake_model_output(scheduler, scheduler_output, patterns: dict | None = None,
+                      promised: dict | None = None) -> ModelRunnerOutput:
     """The fake model runner's answer to a batch under asynchronous
     scheduling, fixed when the batch is formed (the executor's future): a
     token for every scheduled request that is not mid-prefill or
@@ -378,7 +498,10 @@ def fake_model_output(scheduler, scheduler_output) -> ModelRunnerOutput:
     vllm/v1/core/sched/scheduler.py:1856-1858): the GPU runner's rule of
     fake_model_step, read before the previous batch's output is applied."""
     ids = list(scheduler_output.num_scheduled_tokens)
-    sampled = [[] if scheduler.requests[rid].is_prefill_chunk else [SAMPLED_TOKEN] for rid in ids]
+    if patterns is not None:  # speculative decoding: accepted drafts and the bonus token (spec_sampled)
+        sampled = spec_sampled(scheduler, scheduler_output, patterns, promised)
+    else:
+        sampled = [[] if scheduler.requests[rid].is_prefill_chunk else [SAMPLED_TOKEN] for rid in ids]
     return ModelRunnerOutput(
         req_ids=ids,
         req_id_to_index={rid: index for index, rid in enumerate(ids)},
@@ -399,11 +522,13 @@ class BatchQueue:
     (update_from_output). So batch k+1 is formed before batch k's output
     is applied."""
 
-    def __init__(self, scheduler) -> None:
+    def __init__(self, scheduler, patterns: dict | None = None) -> None:
         self.scheduler = scheduler
         self.size = int(scheduler.vllm_config.max_concurrent_batches)
         assert self.size == 2, self.size
         self.queue: collections.deque = collections.deque()
+        #: speculative decoding: each request's acceptance pattern (spec_sampled), else None
+        self.patterns = patterns
 
     def in_flight_tokens(self) -> bool:
         """Some queued batch scheduled a token (its output will change the
@@ -419,7 +544,13 @@ class BatchQueue:
         formed = None
         if scheduler.has_requests():
             formed = scheduler.schedule()
-            future = fake_model_output(scheduler, formed)
+            promised = None
+            if self.patterns is not None:  # the output tokens the batches in flight will bring, per request
+                promised = collections.Counter()
+                for _, _, queued in self.queue:
+                    for rid, tokens in zip(queued.req_ids, queued.sampled_token_ids):
+                        promised[rid] += len(tokens)
+            future = fake_model_output(scheduler, formed, self.patterns, promised)
             self.queue.appendleft((on_schedule(formed), formed, future))
             executed = formed.total_num_scheduled_tokens > 0
             if len(self.queue) < self.size and (executed or scheduler.has_requests()):
@@ -791,7 +922,11 @@ def run_scenario(job) -> dict:
         cls=ServeByScheduler if serve else ObservedScheduler,
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
+        spec_tokens=int(job.get("spec_tokens", 0) or 0),
     )
+    # speculative decoding: each request's acceptance pattern (default [0]: every draft rejected)
+    patterns = ({str(i): [int(a) for a in r.get("accept", [0])] for i, r in enumerate(job["requests"])}
+                if scheduler.num_spec_tokens else None)
     if serve:
         scheduler.configure(keys, bool(job.get("self_preempt_ends_pass", False)))
     scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
@@ -831,7 +966,7 @@ def run_scenario(job) -> dict:
     status = "finished"
     if job.get("async"):
         step, preemptions, status = drive_scenario_async(
-            scheduler, pending, add_arrival, first, done, step_trace, max_steps)
+            scheduler, pending, add_arrival, first, done, step_trace, max_steps, patterns)
     while not job.get("async"):
         while pending and pending[0][0] <= step:
             add_arrival(pending.pop(0))
@@ -849,7 +984,10 @@ def run_scenario(job) -> dict:
         preemptions += len(output.preempted_req_ids or ())
         if step_trace is not None:
             record_step(step_trace, step, output)
-        sampled, engine_outputs = fake_model_step(scheduler, output)
+        if patterns is not None:
+            sampled, engine_outputs = fake_model_step_spec(scheduler, output, patterns)
+        else:
+            sampled, engine_outputs = fake_model_step(scheduler, output)
         for rid in sampled:
             first.setdefault(rid, step)
         for rid in finished_ids(engine_outputs):
@@ -888,10 +1026,12 @@ def run_scenario(job) -> dict:
         answer["step_trace"] = step_trace
     if job.get("async"):
         answer["async"] = True
+    if patterns is not None:
+        answer["spec_tokens"] = scheduler.num_spec_tokens
     return answer
 
 
-def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trace, max_steps):
+def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trace, max_steps, patterns=None):
     """A scenario under asynchronous scheduling (BatchQueue: the engine
     core's step_with_batch_queue). The step clock: batch k is the k-th
     schedule() call; a request with ``arrive: k`` is added before the
@@ -900,7 +1040,7 @@ def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trac
     ``steps`` is the number of schedule() calls (the last ones form empty
     batches: the one formed while the last token was in flight, and the one
     that flushes the finished ids). Returns (steps, preemptions, status)."""
-    queue = BatchQueue(scheduler)
+    queue = BatchQueue(scheduler, patterns)
     step = preemptions = 0
     status = "finished"
     while True:

@@ -69,6 +69,11 @@ STEP_COST = Place("a step stage's", "cost", STEP_TOTALS | {"Ntok", "Npre", "Attn
 SERVE_KEY = Place(
     "a step stage's", "serve keys", STEP_TOTALS | {"Decoding", "Admission", "Remaining", "Now"}, scheduler=True, draws=False
 )
+#: ``speculate (K) accept (e)``: the drafts a resident's iteration accepts, the workload's (the model's), not the
+#: scheduler's knowledge, so a hidden attribute may appear (docs/design/speculative-decoding.md)
+SPEC_ACCEPT = Place(
+    "a step stage's", "acceptance", STEP_TOTALS | {"Decoding", "Admission", "Remaining", "Now"}, scheduler=False, draws=False
+)
 
 #: Every place, in the order a message lists them.
 PLACES = (
@@ -84,6 +89,7 @@ PLACES = (
     STEP_CHUNK,
     STEP_COST,
     SERVE_KEY,
+    SPEC_ACCEPT,
 )
 
 
@@ -175,6 +181,8 @@ def check_stages(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
                     check_expression(program, smap, site, place, f"stage `{name}`'s {place.part}", e)
                 for key in kind.serve or ():
                     check_expression(program, smap, site, SERVE_KEY, f"stage `{name}`'s serve keys", key)
+                if kind.spec_accept is not None:
+                    check_expression(program, smap, site, SPEC_ACCEPT, f"stage `{name}`'s acceptance", kind.spec_accept)
 
 
 #: What a gauge may not call, and why (seed 002 §3, Gauges).

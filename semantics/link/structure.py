@@ -287,7 +287,8 @@ def list_stage_expressions(stage: ir.Stage) -> list[ir.Expr]:
     if isinstance(kind, ir.Ps):
         return [kind.capacity]
     if isinstance(kind, ir.Step):
-        return [kind.budget, kind.cost, kind.chunk] + list(kind.serve or ())
+        return [kind.budget, kind.cost, kind.chunk] + list(kind.serve or ()) + \
+            ([kind.spec_accept] if kind.spec_accept is not None else [])
     return []
 
 

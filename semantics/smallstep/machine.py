@@ -60,7 +60,8 @@ class StepFacts:
     """A step stage's compiled parts (seed 002 §2: step { budget B; cost C;
     chunk K; serve ...; memory P; })."""
 
-    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead")
+    __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead", "spec",
+                 "accept")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -78,6 +79,10 @@ class StepFacts:
         self.continues = kind.self_preemption == "Continue"
         #: ``schedule ahead``: the next iteration is formed before the ended one's holds exit (step/apply)
         self.ahead = kind.schedule_ahead
+        #: ``speculate (K) accept (e)``: K drafts per decoding resident and iteration (0: none), and the
+        #: acceptance (docs/design/speculative-decoding.md)
+        self.spec = float(kind.spec_tokens)
+        self.accept = compile_(kind.spec_accept) if kind.spec_accept is not None else None
 
 
 class Machine:

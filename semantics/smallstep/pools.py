@@ -687,7 +687,8 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
     why = (serial,) + explain_victim(m, c, p) if m.observer else None
     again = ("pool/grow", serial, p, amount, stmt)
     if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
-        return follow_up(c, ("step/preempt-parked", victim, p, why), again)
+        # (speculate: a parked grower, served once more, that is its own victim grows no further)
+        return follow_up(c, ("step/preempt-parked", victim, p, why), *(() if victim == serial else (again,)))
     if victim == serial:
         return preempt(m, c, victim, p, why)
     return follow_up(preempt(m, c, victim, p, why), again)  # the preemption's work, then the growth's next attempt
@@ -738,7 +739,21 @@ def _in_flight_decode(m: Machine, c: Configuration, serial: int, p: int) -> floa
         if m.steps[e].ahead and serial in st.decoded:
             it = st.iteration
             served = it is not None and it.due is None and any(a.serial == serial for a in it.assigned)
-            return 0.0 if served else 1.0
+            # speculate: every token it was given is in flight (its drafts not yet rolled back either)
+            given = next((tokens for x, tokens in st.given if x == serial), 1.0)
+            return 0.0 if served else given
+    return 0.0
+
+
+def _rejected_in_flight(m: Machine, c: Configuration, serial: int, p: int) -> float:
+    """Under schedule ahead and speculate: the drafts (and tokens past its last) that ``serial``'s last ended
+    iteration gave it and did not accept, not yet rolled back while the next is formed (StepState.rejects),
+    else 0. A victim's computed position leaves them out: vLLM still delivers the preempted request's stale
+    output, its accepted tokens and no more (scheduler.py:2318-2364), and the request resumes with them."""
+    for e in m.engines_of_memory[p]:
+        for item in c.stages[e].rejects:
+            if item[2].serial == serial:
+                return item[4]
     return 0.0
 
 
@@ -860,7 +875,7 @@ def preempt(m: Machine, c: Configuration, victim: int, p: int, why: tuple | None
     first's position counts the session stuck."""
     s = c.sessions[victim]
     h, k = innermost_hold(s, p)
-    computed = s.holds[h].allocations[k].position
+    computed = s.holds[h].allocations[k].position - _rejected_in_flight(m, c, victim, p)
     unhashed = _in_flight_decode(m, c, victim, p)
     previous = dict(s.preempted_at).get(p)
     if previous is not None and computed <= previous + EPSILON and s.stuck < 0:

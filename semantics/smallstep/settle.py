@@ -74,6 +74,7 @@ FOLLOW_UPS = {
     "step/grow": step.grow_for,
     "step/park": step.park,
     "step/preempt-parked": step.preempt_parked,
+    "step/reject": step.reject,
     "step/withdraw": step.withdraw,
     "workload/arrive": lambda m, c: workload.replace_closed(m, c),
 }
@@ -198,8 +199,8 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                     continue
         formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
         c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
-        if c.stages[s].parked:  # schedule ahead: the ended iteration's finished requests exit now
-            c = step.apply_ended(m, c, s)
+        if c.stages[s].parked or c.stages[s].rejects or c.stages[s].overrun:  # schedule ahead: the ended iteration's results apply now
+            c = drain(m, step.apply_ended(m, c, s))
         return c
 
 

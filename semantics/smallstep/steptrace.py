@@ -131,6 +131,7 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
                        ("attention", REAL), ("cost", REAL), ("preempted", BOOL)),
     "step/idle": (_STAGE,),
     "step/iteration-end": (_STAGE, ("iteration", INT), ("done", JOBS)),
+    "step/reject": (_STAGE, ("job", JOB), ("session", INT), ("drafts", REAL), ("accepted", REAL), ("rollback", REAL)),
     "step/park": (_STAGE, ("session", INT)),
     "step/apply": (_STAGE, ("sessions", SERIALS)),
     "step/preempt-parked": (_STAGE, ("session", INT), _POOL, ("grower", INT), ("by", VICTIM_BY),

@@ -352,15 +352,19 @@ class Lowering:
             schedule_ahead = False
             if "schedule_ahead" in options:
                 schedule_ahead = self.lower_schedule_ahead(spec.name, options["schedule_ahead"])
+            spec_tokens, spec_accept = 0, None
+            if "speculate" in options:
+                spec_tokens, spec_accept = self.lower_speculate(spec.name, options["speculate"])
             lowered = ir.Step(self.lower_expr(options["budget"].values[0]), self.lower_expr(options["cost"].values[0]),
-                              chunk, serve, None, self_preemption, schedule_ahead)
+                              chunk, serve, None, self_preemption, schedule_ahead, spec_tokens, spec_accept)
         members = []
         for member in range(spec.count):
             member_kind = lowered
             if memory is not None:
                 pool = self.pair_member(memory, member, spec.count, spec.name, "memory", memory_span)
                 member_kind = ir.Step(lowered.budget, lowered.cost, lowered.chunk, lowered.serve, pool,
-                                      lowered.self_preemption, lowered.schedule_ahead)
+                                      lowered.self_preemption, lowered.schedule_ahead, lowered.spec_tokens,
+                                      lowered.spec_accept)
             members.append(ir.Stage(spec.name, member if spec.family else None, member_kind))
         return members
 
@@ -385,6 +389,19 @@ class Lowering:
             return True
         value = evaluate_constant(condition, self.lets, f"stage `{stage}`: the condition of `schedule ahead`")
         return bool(arithmetic.is_true(value))
+
+    def lower_speculate(self, stage: str, option: ast.Option) -> tuple[int, ir.Expr | None]:
+        """``speculate (K) accept (e);`` (docs/design/speculative-decoding.md): K a
+        constant natural number (a let, so --set switches it: examples/lib/vllm.sq's
+        spec_tokens); K = 0 is no clause at all (the stage means what it meant)."""
+        tokens, accept = option.values
+        value = evaluate_constant(tokens, self.lets, f"stage `{stage}`: the draft tokens of `speculate`")
+        if not (value >= 0 and float(value).is_integer()):
+            raise ProgramError(f"stage `{stage}`: `speculate ({value:g})`: the draft tokens are a natural number",
+                               option.span)
+        if value == 0:
+            return 0, None
+        return int(value), self.lower_expr(accept)
 
     def lower_arrival(self) -> ir.Arrival:
         option = self.kernel.arrival

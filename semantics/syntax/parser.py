@@ -293,6 +293,10 @@ class BuildAst(Transformer):
         # values: the `when` condition or None
         return ast.Option("schedule_ahead", (c[0],), span=self.span(meta))
 
+    def step_speculate(self, meta, c):
+        # values: the draft tokens K, then the acceptance expression
+        return ast.Option("speculate", (c[0], c[1]), span=self.span(meta))
+
     def self_end(self, meta, c):
         return "end"
 

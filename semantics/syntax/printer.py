@@ -659,6 +659,9 @@ class Printer:
         if kind == "step_schedule_ahead":
             condition = subtrees(t)
             return ["schedule ahead", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
+        if kind == "step_speculate":
+            tokens, accept = subtrees(t)
+            return ["speculate (", self.expr(tokens), ") accept (", self.expr(accept), ");"]
         if kind == "opt_spill":
             tier, link, amount, guard = subtrees(t)
             return ["spill ", self.path(tier), " via ", self.path(link), " (", self.expr(amount), ") when (",

@@ -90,6 +90,10 @@ class Assignment(NamedTuple):
     mode: str
     tokens: float
     position: float  # the growing hold's position before the chunk (K in attention); 0 without growing
+    #: ``speculate``: the draft tokens among ``tokens`` (a decode's, beyond its one token), and how many of them
+    #: the iteration accepts, fixed when it is served (docs/design/speculative-decoding.md); 0 without
+    drafts: float = 0.0
+    accepted: float = 0.0
 
 
 class Iteration(NamedTuple):
@@ -124,6 +128,16 @@ class StepState(NamedTuple):
     #: schedule ahead only: the sessions the last ended iteration gave a decode token (their position's last
     #: token is not cached yet while the next iteration is formed: pools._in_flight_decode)
     decoded: tuple[int, ...] = ()
+    #: schedule ahead and speculate only: the last ended iteration's step/reject work, (assignment, pool,
+    #: rollback, hold id), applied once the next iteration is formed (step/apply: vLLM rolls rejected drafts
+    #: back when it applies a batch's output), and the tokens it gave each decode, (serial, tokens), which a
+    #: victim's cache leaves out while the next is formed (pools._in_flight_decode)
+    rejects: tuple = ()
+    given: tuple = ()
+    #: schedule ahead and speculate only: the sessions the last ended iteration finished with accepted drafts,
+    #: though they had two tokens or more left before it: vLLM cannot know they are done and serves them once
+    #: more in the next batch (step/schedule of a parked session; docs/design/speculative-decoding.md)
+    overrun: tuple[int, ...] = ()
 
 
 class StepStats(NamedTuple):
@@ -234,9 +248,14 @@ def _read(m: Machine, c: Configuration, s: int, what: str, f, env: Env) -> float
     return value
 
 
-def want_of(r: Resident, chunk: float) -> float:
-    """What a resident asks of an iteration: one token to a decode, up to the chunk (0: no cap) to a prefill."""
+def want_of(r: Resident, chunk: float, spec: float = 0.0) -> float:
+    """What a resident asks of an iteration: one token to a decode, up to the chunk (0: no cap) to a prefill.
+    Under ``speculate (K)`` a decode asks its token and K drafts, clamped by the chunk (vLLM's running request
+    asks num_tokens_with_spec less what it computed, then the long-prefill threshold clamps it:
+    scheduler.py:839-846)."""
     if r.mode == DECODE:
+        if spec > 0:
+            return min(1.0 + spec, chunk) if chunk > 0 else 1.0 + spec
         return min(1.0, r.remaining)
     return min(r.remaining, chunk) if chunk > 0 else r.remaining
 
@@ -250,7 +269,7 @@ def budget_plan(m: Machine, c: Configuration, s: int) -> float:
     env = _stage_env(c, context_before(m, c, s))
     budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
     chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
-    return max(0.0, budget - sum(want_of(r, chunk) for r in c.stages[s].jobs))
+    return max(0.0, budget - sum(want_of(r, chunk, facts.spec) for r in c.stages[s].jobs))
 
 
 # -- a run joins -------------------------------------------------------------------
@@ -353,6 +372,11 @@ def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple
     st = c.stages[s]
     served = st.iteration.served
     unserved = [r for r in st.jobs if r.job_id not in served]
+    if st.overrun:  # speculate under schedule ahead: a parked session vLLM serves once more, in admission order
+        extra = [r for r in overrun_residents(m, c, s) if r.job_id not in served]
+        if extra:
+            sessions = c.sessions
+            unserved = sorted(unserved + extra, key=lambda r: (sessions[r.owner].admission, r.job_id))
     if not unserved:
         return None
     if st.iteration.tentative:  # serve exclusive prefill (no keys): "A resident prefill takes precedence."
@@ -392,6 +416,26 @@ def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple
     return best, why
 
 
+def overrun_residents(m: Machine, c: Configuration, s: int) -> list[Resident]:
+    """Under schedule ahead and speculate: the parked sessions the ended iteration finished with accepted drafts
+    that vLLM serves once more (``StepState.overrun``), each as a decoding resident with nothing left (job id
+    -1 - serial), growing the stage's memory: vLLM's skip of a request whose previous batch was sure to finish
+    it (num_computed_tokens + 2 - num_output_placeholders >= prompt + max_tokens, scheduler.py:800-814) cannot
+    know that accepted drafts finished it."""
+    st = c.stages[s]
+    p = m.steps[s].memory
+    return [Resident(-1 - serial, serial, c.time, c.time, None, DECODE, 0.0, p)
+            for serial in st.overrun if serial in st.parked]
+
+
+def resident_of(m: Machine, c: Configuration, s: int, job_id: int) -> Resident | None:
+    """The resident ``job_id`` of stage ``s``, or the parked session served once more that it names (a negative
+    id: overrun_residents); None if it is gone."""
+    if job_id < 0:
+        return next((r for r in overrun_residents(m, c, s) if r.job_id == job_id), None)
+    return next((r for r in c.stages[s].jobs if r.job_id == job_id), None)
+
+
 def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float, float]:
     """(position, allocation) of the innermost hold on the pool ``r`` grows."""
     session = c.sessions[r.owner]
@@ -409,13 +453,16 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     it = c.stages[s].iteration
     served = it.served + (r.job_id,)
     alone = it.tentative and r.mode == PREFILL  # it would run alone, so the decodes' tokens do not count
-    tokens = min(want_of(r, it.chunk), it.budget if alone else it.left)
+    spec = m.steps[s].spec
+    tokens = min(want_of(r, it.chunk, spec), it.budget if alone else it.left)
     waits = c.sessions[r.owner].status == GROWING
     position = need = 0.0
     if not waits and r.growing is not None:
         position, units = _growing_position(m, c, r)
         need = position + tokens - units
     a = Assignment(r.job_id, r.owner, r.mode, tokens, position)
+    if spec > 0 and r.mode == DECODE and tokens > 1.0:  # speculate: its drafts, and those the iteration accepts
+        a = a._replace(drafts=tokens - 1.0, accepted=_accepted(m, c, s, r, tokens - 1.0))
     if waits:
         it = it._replace(served=served)
     elif need > EPSILON or alone:
@@ -432,6 +479,21 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     return c
 
 
+def _accepted(m: Machine, c: Configuration, s: int, r: Resident, drafts: float) -> float:
+    """``speculate (K) accept (e)``: the drafts of ``drafts`` the iteration accepts of decoding resident ``r``,
+    min(drafts, max(0, floor(e))), ``e`` read with a serve key's context (the context before the iteration; the
+    resident's decoding, admission and remaining) and the session's attributes (docs/design/speculative-decoding.md)."""
+    st = c.stages[s]
+    session = c.sessions[r.owner]
+    env = _stage_env(c, st.iteration.context)
+    env.attrs, env.serial, env.stream, env.draws = session.attrs, r.owner, session.stream, session.draws
+    env.decoding = 1.0
+    env.admission = float(session.admission)
+    env.remaining = r.remaining
+    value = _read(m, c, s, "acceptance", m.steps[s].accept, env)
+    return min(drafts, max(0.0, math.floor(value)))
+
+
 def growth_for(m: Machine, c: Configuration, s: int) -> tuple:
     """The follow-up work of the served growing run whose chunk waits for
     its growth (the iteration's ``pending``, whose hold lacks room: the
@@ -439,7 +501,7 @@ def growth_for(m: Machine, c: Configuration, s: int) -> tuple:
     chunk reaches (``pool/grow``: block by block, preempting while it does
     not fit), then step/grow, which reads what it came to."""
     a = c.stages[s].iteration.pending
-    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    r = resident_of(m, c, s, a.job_id)
     position, units = _growing_position(m, c, r)
     return ("pool/grow", a.serial, r.growing, position + a.tokens - units, None), ("step/grow", s, a, r.growing)
 
@@ -448,7 +510,10 @@ def growth_outcome(c: Configuration, s: int, a: Assignment) -> str:
     """What the growth of ``a``'s hold came to, as the grower shows it: its
     run gone from the stage (it preempted itself: PREEMPTED), its session
     waiting to grow (WAITS), or neither (GREW)."""
-    if not any(r.job_id == a.job_id for r in c.stages[s].jobs):
+    if a.job_id < 0:  # a parked session served once more (overrun_residents): preempted once no longer parked
+        if a.serial not in c.stages[s].parked:
+            return PREEMPTED
+    elif not any(r.job_id == a.job_id for r in c.stages[s].jobs):
         return PREEMPTED
     return WAITS if c.sessions[a.serial].status == GROWING else GREW
 
@@ -482,7 +547,7 @@ def pending_growth(m: Machine, c: Configuration, s: int) -> float:
     """The units the pending chunk's hold still lacks (0 for a run that grows nothing): the premise that
     tells step/grow (above 0) from step/select-prefill (a prefill of serve exclusive prefill with its room)."""
     a = c.stages[s].iteration.pending
-    r = next(r for r in c.stages[s].jobs if r.job_id == a.job_id)
+    r = resident_of(m, c, s, a.job_id)
     if r.growing is None:
         return 0.0
     position, units = _growing_position(m, c, r)
@@ -625,8 +690,20 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     jobs = {r.job_id: r for r in st.jobs}
     sessions = c.sessions
     done = []
+    rejects = []
+    spec = m.steps[s].spec
+    overrun = []
     for a in it.assigned:
-        r = jobs[a.job_id]._replace(remaining=jobs[a.job_id].remaining - a.tokens)
+        if a.job_id < 0:  # a parked session served once more (overrun_residents): its output is never applied
+            continue
+        produced = a.tokens
+        if spec > 0 and a.mode == DECODE:  # speculate: its token and the accepted drafts, none past its last
+            produced = min(a.tokens - a.drafts + a.accepted, jobs[a.job_id].remaining)
+            if a.tokens > produced and jobs[a.job_id].growing is not None:
+                rejects.append(("step/reject", s, a, jobs[a.job_id].growing, a.tokens - produced))
+            if produced >= jobs[a.job_id].remaining and jobs[a.job_id].remaining >= 2.0:
+                overrun.append(a.serial)
+        r = jobs[a.job_id]._replace(remaining=jobs[a.job_id].remaining - produced)
         jobs[a.job_id] = r
         if r.growing is not None:
             session = sessions[a.serial]
@@ -635,17 +712,40 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
             sessions = sessions.set(a.serial, session._replace(holds=replace_at(session.holds, h, hold)))
         if r.remaining <= EPSILON:
             done.append(r)
+    if rejects and m.steps[s].ahead:  # schedule ahead: the roll-back waits until the next iteration is formed
+        rejects = [r + (innermost_hold_id(sessions[r[2].serial], r[3]),) for r in rejects]
     residents = tuple(jobs[r.job_id] for r in st.jobs)
     st = st._replace(jobs=residents, iteration=None)
     if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
         st = st._replace(finishing=tuple(r.owner for r in done),
                          decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE))
+        if spec > 0:
+            st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
+                                                                 if a.mode == DECODE),
+                             overrun=tuple(overrun))
+            rejects = []
     c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st))
-    c = _note_tokens(m, c, s, it, jobs)
+    c = _note_tokens(m, c, s, it._replace(assigned=tuple(a for a in it.assigned if a.job_id >= 0)), jobs)
     if m.observer:
         m.notify("step/iteration-end", c, {"stage": m.stage_name(s), "iteration": it.number,
                                            "done": [r.job_id for r in done]})
+    if rejects:  # speculate: the rejected drafts roll back before a finished run completes
+        return follow_up(c, *rejects, *(("stage/step-complete", s, r) for r in done))
     return follow_up(c, *(("stage/step-complete", s, r) for r in done)) if done else c
+
+
+@rule("step/reject", "under speculate, a served decode whose iteration scheduled more tokens than it produced (drafts rejected, or tokens past its last) rolls its hold's position back by the difference; the units it grew for them stay",
+      "serq-ref extension (docs/design/speculative-decoding.md): vLLM 0.33.0 update_from_output: num_computed_tokens -= num_rejected (vllm/v1/core/sched/scheduler.py:2346-2364); check_stop's trim takes the tokens past the stop back off num_computed_tokens (scheduler.py:2744-2770); the blocks allocated for them stay with the request")
+def reject(m: Machine, c: Configuration, s: int, a: Assignment, p: int, rollback: float,
+           _hold: int | None = None) -> Configuration:
+    session = c.sessions[a.serial]
+    h, k = innermost_hold(session, p)
+    hold = advance_position(session.holds[h], k, -rollback)
+    c = c._replace(sessions=c.sessions.set(a.serial, session._replace(holds=replace_at(session.holds, h, hold))))
+    if m.observer:
+        m.notify("step/reject", c, {"stage": m.stage_name(s), "job": a.job_id, "session": a.serial,
+                                    "drafts": a.drafts, "accepted": a.accepted, "rollback": rollback})
+    return c
 
 
 #: the stage kind's completion event's rule
@@ -710,16 +810,37 @@ def park(m: Machine, c: Configuration, s: int, serial: int) -> Configuration:
     return c
 
 
+def innermost_hold_id(session, p: int) -> int | None:
+    """The id of ``session``'s innermost hold on pool ``p`` (None: it holds none)."""
+    h, _ = innermost_hold(session, p)
+    return session.holds[h].hold_id if h >= 0 else None
+
+
+def deferred_rejects(c: Configuration, s: int) -> tuple:
+    """Under schedule ahead and speculate: the ended iteration's step/reject work whose hold is still the one
+    its tokens were given to (a victim preempted meanwhile rolls nothing back: vLLM's stale output, scheduler.py
+    2357-2364)."""
+    out = []
+    for item in c.stages[s].rejects:
+        name, stage, a, p, rollback, hold = item
+        session = c.sessions.get(a.serial)
+        if session is not None and hold is not None and innermost_hold_id(session, p) == hold:
+            out.append((name, stage, a, p, rollback))
+    return tuple(out)
+
+
 @rule("step/apply", "under schedule ahead, once the next iteration is formed (in flight, or dropped by step/idle), the ended iteration's results are applied: its parked sessions become ready, in the order they parked, and exit their holds (session/hold-exit); no session is finishing any more (step/iteration-start ended the finishing of those that did not park)",
       "serq-ref extension (docs/design/async-scheduling.md): vLLM 0.33.0 EngineCore.step_with_batch_queue pops the oldest batch and applies its output (update_from_output) after it has scheduled the next (vllm/v1/engine/core.py:745-769, 778-796)")
 def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     parked = c.stages[s].parked
-    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=())))
+    rejects = deferred_rejects(c, s)  # speculate: the ended iteration's rejected drafts roll back first
+    c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=(), rejects=(), given=(),
+                                                                        overrun=())))
     for serial in parked:
         c = make_ready(m, c, c.sessions[serial])
     if m.observer:
         m.notify("step/apply", c, {"stage": m.stage_name(s), "sessions": list(parked)})
-    return c
+    return follow_up(c, *rejects) if rejects else c
 
 
 @rule("step/preempt-parked", "under schedule ahead, a growth that does not fit chooses a parked session as its victim (it was admitted last): it is no longer parked, the preemption is counted (the iteration admits nothing), and its hold exits at once (session/hold-exit: its units go back, its computed prefix cached), its session going on; it is not run again",
@@ -731,7 +852,12 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple
     st = c.stages[s]
     st = st._replace(parked=tuple(x for x in st.parked if x != serial))
     if st.iteration is not None and st.iteration.due is None:  # forming: "no admission in a step that preempted"
-        st = st._replace(iteration=st.iteration._replace(preempted=True))
+        it = st.iteration._replace(preempted=True)
+        given = [a for a in it.assigned if a.job_id == -1 - serial]  # speculate: served once more, given back
+        if given:
+            it = it._replace(assigned=tuple(a for a in it.assigned if a.job_id != -1 - serial),
+                             left=it.left + given[0].tokens)
+        st = st._replace(iteration=it)
     c = _count_preemption(m, c._replace(stages=replace_at(c.stages, s, st)), s)
     c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
