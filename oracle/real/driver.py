@@ -94,6 +94,7 @@ from __future__ import annotations
 import argparse
 import collections
 import copy
+import dataclasses
 import heapq
 import io
 import json
@@ -771,6 +772,71 @@ def scenario_token_ids(index: int, prompt: int) -> list[int]:
     return [(index * 7919 + k) % 50000 + 1 for k in range(prompt)]
 
 
+# Shared prefixes (docs/design/shared-prefixes.md): a request's
+# ``prompt_segments`` [[KEY, LENGTH], ...] say which tokens it shares.
+SEGMENT_TOKEN_BASE = 10_000_000
+SEGMENT_KEY_STRIDE = 100_000
+OWN_SAMPLED_BASE = 20_000_000
+
+
+def segment_key_numbers(job) -> dict:
+    """Each segment key of the scenario, numbered from 1 in order of first
+    appearance (requests by position, segments in order); a key is compared
+    as JSON text, so "a" and 1 are different keys."""
+    numbers: dict = {}
+    for r in job["requests"]:
+        for key, _ in r.get("prompt_segments", ()):
+            numbers.setdefault(json.dumps(key), len(numbers) + 1)
+    return numbers
+
+
+def segment_token_ids(job, index: int) -> list[int]:
+    """Request ``index``'s prompt token ids with its segments: the k-th token
+    of a segment of key number n is SEGMENT_TOKEN_BASE + n * SEGMENT_KEY_STRIDE
+    + k (distinct keys, distinct tokens; a segment of one key is that key's
+    head), then the request's own tokens (the recorded convention's at
+    their positions) to the prompt's length."""
+    r = job["requests"][index]
+    numbers = segment_key_numbers(job)
+    tokens: list[int] = []
+    for key, length in r.get("prompt_segments", ()):
+        if int(length) >= SEGMENT_KEY_STRIDE:
+            raise ValueError(f"a segment of {length} tokens: at most {SEGMENT_KEY_STRIDE - 1}")
+        n = numbers[json.dumps(key)]
+        tokens.extend(SEGMENT_TOKEN_BASE + n * SEGMENT_KEY_STRIDE + k for k in range(int(length)))
+    prompt = int(r["prompt"])
+    if len(tokens) > prompt:
+        raise ValueError(f"request {index}'s segments have {len(tokens)} tokens, more than its prompt {prompt}")
+    own = scenario_token_ids(index, prompt)
+    return tokens + own[len(tokens):]
+
+
+def has_segments(job) -> bool:
+    return any("prompt_segments" in r for r in job["requests"])
+
+
+def own_sampled_tokens(cls: type) -> type:
+    """``cls`` whose fake model samples, for request i, the token
+    OWN_SAMPLED_BASE + i instead of SAMPLED_TOKEN: generated tokens are the
+    request's own, so two requests with the same prompt never share a block
+    of output (the model's "units past the content are the session's
+    own"). The tokens are rewritten as the output is applied, in both
+    engines; nothing the scheduler decides reads their values."""
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        ids = model_runner_output.req_ids
+        sampled = [[OWN_SAMPLED_BASE + int(rid) if t == SAMPLED_TOKEN else t for t in tokens]
+                   for rid, tokens in zip(ids, model_runner_output.sampled_token_ids)]
+        engine_outputs = cls.update_from_output(self, scheduler_output,
+                                                dataclasses.replace(model_runner_output, sampled_token_ids=sampled))
+        reported = self.__dict__.setdefault("reported_cached", {})
+        for rid, n in reported_cached(engine_outputs).items():
+            reported.setdefault(rid, int(n))
+        return engine_outputs
+
+    return type("OwnSampled" + cls.__name__, (cls,), {"update_from_output": update_from_output})
+
+
 def run_scenario(job) -> dict:
     block_size = int(job.get("block_size", 16))
     chunk = int(job.get("chunk", 0) or 0)
@@ -788,7 +854,8 @@ def run_scenario(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", False)),
         max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
         policy="priority" if serve or priorities else "fcfs",
-        cls=ServeByScheduler if serve else ObservedScheduler,
+        cls=(own_sampled_tokens if has_segments(job) else (lambda c: c))(
+            ServeByScheduler if serve else ObservedScheduler),
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
     )
@@ -820,7 +887,8 @@ def run_scenario(job) -> dict:
         nonlocal added
         _, i, r = arrival
         added += 1
-        scheduler.add_request(make_request(str(i), scenario_token_ids(i, int(r["prompt"])), int(r["out"]), block_size,
+        token_ids = segment_token_ids(job, i) if has_segments(job) else scenario_token_ids(i, int(r["prompt"]))
+        scheduler.add_request(make_request(str(i), token_ids, int(r["out"]), block_size,
                                            priority=int(r.get("priority", 0)),
                                            arrival_time=float(added) if priorities else None))
 
@@ -888,6 +956,9 @@ def run_scenario(job) -> dict:
         answer["step_trace"] = step_trace
     if job.get("async"):
         answer["async"] = True
+    if has_segments(job):
+        reported = getattr(scheduler, "reported_cached", {})
+        answer["cached"] = {rid: reported[rid] for rid in sorted(reported, key=int)}
     return answer
 
 
