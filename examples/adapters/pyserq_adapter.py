@@ -16,6 +16,9 @@ from semantics.errors import SerqError  # noqa: E402
 
 
 def answer(scenario: dict, path: str = "<scenario>") -> dict:
+    if any("prompt_segments" in r for r in scenario.get("requests", ()) if isinstance(r, dict)):
+        # pyserq's pools cache a session's own prefix only (seed 002 section 7: no sharing across sessions)
+        return {"unsupported": "prefixes shared across requests (prompt_segments): pyserq's cache is a session's own"}
     # pyserq's step engine has the older self-preemption rule only (docs/divergences.md, D1)
     report = run_on_pyserq(scenario_program(scenario, path, older_rule=True))
 

@@ -1,0 +1,169 @@
+"""Prefixes shared across requests (issue 19 section 1, docs/design/shared-prefixes.md):
+the scenario field ``prompt_segments`` checked and located, the corpus
+oracle/data/campaign/shared-prefix.jsonl the generator's and consistent with
+vLLM 0.33.0's rules as the design note states them, the conformance check
+comparing ``cached``, pyserq reported as not supporting it, and serq-ref
+refusing to answer such a scenario as if nothing were shared (the model is
+not built yet)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import runpy
+
+import pytest
+
+from oracle import campaign_prefix
+from oracle.check import differences, shape_problem
+from oracle.scenario import check_scenario
+from semantics.cli import main
+from semantics.errors import ProgramError
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "oracle" / "data" / "campaign" / campaign_prefix.CORPUS
+#: The recorded corpus's least size (issue 19: at least 3,000 cases).
+CORPUS_CASES = 3000
+
+
+def _records() -> list[dict]:
+    return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+SCENARIO = {"budget": 64, "max_seqs": 4, "block_size": 16, "num_blocks": 40, "prefix_caching": True,
+            "requests": [{"prompt": 70, "out": 3, "prompt_segments": [["sys", 48]]},
+                         {"prompt": 48, "out": 2, "prompt_segments": [["sys", 48]], "arrive": 6}]}
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+BAD_SEGMENTS = [
+    ({"prompt_segments": "sys"}, "`requests[0].prompt_segments` is a list of [KEY, LENGTH]"),
+    ({"prompt_segments": [["sys"]]}, "segment 0 of request 0 is not [KEY, LENGTH]"),
+    ({"prompt_segments": [[1.5, 3]]}, "segment 0 of request 0 has the key 1.5: a string or a natural number"),
+    ({"prompt_segments": [["sys", 0]]}, "segment 0 of request 0 has 0 tokens: 1 to 99999"),
+    ({"prompt_segments": [["sys", 2.5]]}, "`requests[0].prompt_segments[0] length` is 2.5, not a natural number"),
+    ({"prompt_segments": [["sys", 60], ["doc", 20]]}, "request 0's segments have 80 tokens, more than its prompt 70"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD_SEGMENTS)
+def test_a_bad_segment_list_is_a_located_error(change, message, capsys, tmp_path) -> None:
+    data = json.loads(json.dumps(SCENARIO))
+    data["requests"][0].update(change)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data, indent=1))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 1 and out == ""
+    first = err.splitlines()[0]
+    assert first.startswith(f"{path}:") and first.endswith(f"error: {message}"), first
+    assert "Traceback" not in err and err.splitlines()[2].strip() == "^"
+
+
+def test_a_shared_prefix_scenario_is_refused_not_answered_without_its_sharing(capsys, tmp_path) -> None:
+    path = tmp_path / "shared.json"
+    path.write_text(json.dumps(SCENARIO, indent=1))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 1 and out == ""
+    assert "does not model prefixes shared across requests yet" in err.splitlines()[0]
+    assert '"prompt_segments"' in err.splitlines()[1]
+    # a scenario without segments means what it meant
+    plain = json.loads(json.dumps(SCENARIO))
+    for r in plain["requests"]:
+        del r["prompt_segments"]
+    path.write_text(json.dumps(plain))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert (code, err) == (0, "") and out.startswith("request 0: first ")
+
+
+def test_conformance_compares_cached_when_the_record_has_it() -> None:
+    recorded = {"first": {"0": 2}, "done": {"0": 4}, "preemptions": 0, "steps": 5, "cached": {"0": 32}}
+    same = {"first": {"0": 2}, "done": {"0": 4}, "preemptions": 0, "steps": 5, "cached": {"0": 32}}
+    assert differences("c", recorded, same) == []
+    assert differences("c", recorded, {**same, "cached": {"0": 16}}) == [
+        "c: request 0: recorded cached 32, serq-ref cached 16"]
+    assert differences("c", recorded, {k: v for k, v in same.items() if k != "cached"}) == [
+        "c: request 0: recorded cached 32, serq-ref cached -"]
+    # a record without it (every older corpus) never asks for it
+    assert differences("c", {k: v for k, v in recorded.items() if k != "cached"}, same) == []
+    assert shape_problem({**same, "cached": {"0": "x"}}) == \
+        "`cached` is not an object of request id to a number of tokens"
+
+
+def test_pyserq_reports_shared_prefixes_unsupported() -> None:
+    adapter = runpy.run_path(str(ROOT / "examples" / "adapters" / "pyserq_adapter.py"), run_name="adapter")
+    answer = adapter["answer"](SCENARIO)
+    assert set(answer) == {"unsupported"} and "prompt_segments" in answer["unsupported"]
+
+
+def test_a_case_is_drawn_again_alone_and_the_same_and_is_valid() -> None:
+    seen = collections.Counter()
+    for index in range(400):
+        case, region = campaign_prefix.draw(1, index)
+        assert campaign_prefix.scenario(1, index) == case
+        check_scenario(case)
+        assert case["budget"] >= case["max_seqs"]
+        for r in case["requests"]:
+            need = -(-(r["prompt"] + r["out"] - 1) // case["block_size"])
+            assert need <= case["num_blocks"] - 1
+        seen.update(f"{k}={v}" for k, v in region.items())
+    for knob, regions in campaign_prefix.KNOBS.items():
+        for name in regions:
+            assert seen[f"{knob}={name}"] > 0, (knob, name)
+
+
+def test_the_corpus_is_the_generators_and_every_case_finished() -> None:
+    records = _records()
+    assert len(records) >= CORPUS_CASES
+    assert [(r["seed"], r["index"]) for r in records] == [(1, i) for i in range(len(records))]
+    for record in records:
+        assert record["case"] == campaign_prefix.scenario(record["seed"], record["index"])
+        answer = record["answer"]
+        assert answer["status"] == "finished" and not answer["unfinished"]
+        assert set(answer["done"]) == set(answer["cached"]) == {str(i) for i in range(len(record["case"]["requests"]))}
+
+
+def _shared_head(case: dict, i: int) -> int:
+    """Request i's tokens that some other request of the case has at the same positions (the longest
+    common run of segments, key and length, then a partial last segment of the same key)."""
+    mine = case["requests"][i].get("prompt_segments", [])
+    best = 0
+    for j, other in enumerate(case["requests"]):
+        if j == i:
+            continue
+        theirs, run = other.get("prompt_segments", []), 0
+        for (k1, l1), (k2, l2) in zip(mine, theirs):
+            if k1 != k2:
+                break
+            run += min(l1, l2)
+            if l1 != l2:
+                break
+        best = max(best, run)
+    return best
+
+
+def test_the_recorded_hits_follow_the_rules_the_design_note_states() -> None:
+    """Every recorded hit (num_cached_tokens) is whole blocks, never the last prompt token, none without
+    prefix caching, and, but for a request's own blocks after a preemption (which vLLM does not report:
+    the first admission's hit), within what another request shares with it; the corpus has hits, hits on
+    every structure, and preemptions."""
+    hits_by_structure = collections.Counter()
+    preempting = 0
+    for record in _records():
+        case, answer = record["case"], record["answer"]
+        structure = campaign_prefix.draw(record["seed"], record["index"])[1]["structure"]
+        preempting += answer["preemptions"] > 0
+        for rid, n in answer["cached"].items():
+            r = case["requests"][int(rid)]
+            assert n % case["block_size"] == 0 and n <= r["prompt"] - 1, (record["index"], rid)
+            if not case["prefix_caching"]:
+                assert n == 0, (record["index"], rid)
+            assert n <= _shared_head(case, int(rid)), (record["index"], rid)
+            hits_by_structure[structure] += n > 0
+    assert all(hits_by_structure[s] > 0 for s in campaign_prefix.KNOBS["structure"]), hits_by_structure
+    assert preempting > 0
