@@ -8,6 +8,8 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record campaign --kind space-all --count 6000 --seed 1 --processes 2
     python -m oracle.record coverage           campaign/coverage.json from the campaign files
     python -m oracle.record manifest           recompute every listed file's sha256
+    python -m oracle.record shared-prefix --count 3000 --seed 1     prompts sharing prefixes (issue 19)
+    python -m oracle.record shared-head-replays [--shared-head 1000] [--spacings 4 8 ...]
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
 file its sha256, size, the command that produced it, the vLLM version and
@@ -369,9 +371,24 @@ def main(argv=None) -> int:
                           help="every case with \"async\": true (campaign/async-NAME.jsonl)")
     commands.add_parser("coverage")
     commands.add_parser("manifest")
+    # prefixes shared across requests (issue 19 section 1): oracle/campaign_prefix.py records them
+    prefix = commands.add_parser("shared-prefix", help="campaign/shared-prefix.jsonl (oracle/campaign_prefix.py)")
+    prefix.add_argument("--count", type=int, required=True)
+    prefix.add_argument("--seed", type=int, default=1)
+    prefix.add_argument("--processes", type=int, default=1)
+    head = commands.add_parser("shared-head-replays",
+                               help="the full trace with a shared system prompt (replay/shared-head-*)")
+    head.add_argument("--shared-head", type=int, default=1000)
+    head.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
     args = parser.parse_args(argv)
     try:
-        if args.command == "shared":
+        if args.command == "shared-prefix":
+            from oracle import campaign_prefix
+            campaign_prefix.record(args.count, args.seed, args.vllm_python, args.processes)
+        elif args.command == "shared-head-replays":
+            from oracle import campaign_prefix
+            campaign_prefix.record_replays(args.spacings, args.shared_head, args.vllm_python)
+        elif args.command == "shared":
             record_shared(args.vllm_python)
         elif args.command == "replays":
             record_replays(args.spacings, args.vllm_python, args.max_steps, args.asynchronous)
