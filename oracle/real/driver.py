@@ -30,7 +30,9 @@ A job is one of
   with the columns session,turn,new,out,think,forced, or ``rows``: a list of
   such objects), ``spacing``, ``budget``, ``max_seqs``, ``blocks`` (usable
   blocks; the scheduler gets one more, the null block), ``block_size``
-  (default 16), ``max_model_len`` (default 32768), ``max_steps``; replayed
+  (default 16), ``max_model_len`` (default 32768), ``max_steps``,
+  ``shared_head`` (default 0; N: a system prompt of N tokens every
+  session's range begins with, docs/oracle.md); replayed
   under the replay protocol of ../shared/oracle/README.md and answered with
   ``rows`` (session, turn, sent, first, done, prompt, cached, out: the
   columns of cache_trace.out.csv), ``csv`` (the same as text), ``status``,
@@ -815,6 +817,16 @@ def has_segments(job) -> bool:
     return any("prompt_segments" in r for r in job["requests"])
 
 
+def own_sampled_token(rid: str) -> int:
+    """The token request ``rid`` samples when its output is its own: a
+    scenario's request i, OWN_SAMPLED_BASE + i; a replay's turn t of session
+    s (``s:t``), OWN_SAMPLED_BASE + 1000 s + t."""
+    if ":" in rid:
+        session, turn = rid.split(":")
+        return OWN_SAMPLED_BASE + 1000 * int(session) + int(turn)
+    return OWN_SAMPLED_BASE + int(rid)
+
+
 def own_sampled_tokens(cls: type) -> type:
     """``cls`` whose fake model samples, for request i, the token
     OWN_SAMPLED_BASE + i instead of SAMPLED_TOKEN: generated tokens are the
@@ -825,7 +837,7 @@ def own_sampled_tokens(cls: type) -> type:
 
     def update_from_output(self, scheduler_output, model_runner_output):
         ids = model_runner_output.req_ids
-        sampled = [[OWN_SAMPLED_BASE + int(rid) if t == SAMPLED_TOKEN else t for t in tokens]
+        sampled = [[own_sampled_token(rid) if t == SAMPLED_TOKEN else t for t in tokens]
                    for rid, tokens in zip(ids, model_runner_output.sampled_token_ids)]
         engine_outputs = cls.update_from_output(self, scheduler_output,
                                                 dataclasses.replace(model_runner_output, sampled_token_ids=sampled))
@@ -1062,6 +1074,25 @@ def session_token_ids(session: int, new: int, nonce: int | None) -> list[int]:
     return ids
 
 
+#: A replay's shared system prompt (``shared_head``: N): token j < N of every session's range is this + j.
+SHARED_HEAD_BASE = 30_000_000
+
+
+def shared_head_of(job) -> int:
+    """The replay's ``shared_head``: how many tokens at the head of every
+    session's range are one prompt every session shares (0: none, the
+    recorded convention)."""
+    return int(job.get("shared_head", 0) or 0)
+
+
+def with_shared_head(ids: list[int], head: int, forced: bool) -> list[int]:
+    """A turn's token ids with the shared system prompt's at its first
+    ``head`` positions; a session whose head holds a nonce (a forced turn
+    and the turns after it) keeps the nonce at position 0, so it shares
+    nothing (the forced turn's meaning: it matches nothing cached)."""
+    return [SHARED_HEAD_BASE + j if j < head and not (j == 0 and forced) else t for j, t in enumerate(ids)]
+
+
 def format_time(x) -> str:
     return "" if x is None else repr(float(x))
 
@@ -1083,6 +1114,7 @@ def run_replay(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", True)),
         max_model_len=int(job.get("max_model_len", DEFAULT_REPLAY_MAX_MODEL_LEN)),
         async_scheduling=bool(job.get("async", False)),
+        **({"cls": own_sampled_tokens(ObservedScheduler)} if shared_head_of(job) else {}),
     )
     scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
     step_trace = [] if job.get("step_trace") else None
@@ -1135,7 +1167,8 @@ def run_replay(job) -> dict:
                 forced_count[s] += 1
                 nonce_of[s] = NONCE_BASE + s * 10000 + forced_count[s]
             rid = f"{s}:{k}"
-            tokens = session_token_ids(s, turn["new"], nonce_of[s])
+            tokens = with_shared_head(session_token_ids(s, turn["new"], nonce_of[s]), shared_head_of(job),
+                                      nonce_of[s] is not None)
             scheduler.add_request(make_request(rid, tokens, turn["out"], block_size))
             rows[rid] = {
                 "session": s, "turn": turn["turn"], "sent": t, "first": None, "done": None,
