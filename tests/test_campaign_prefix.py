@@ -229,3 +229,35 @@ def test_the_shared_head_replays_are_recorded_whole_and_share_the_head() -> None
         assert len(first_turns) == 333
         hits = sorted(int(r["cached"]) for r in first_turns)
         assert hits[0] == 0 and hits[1] >= 992, (key, hits[:3])
+
+
+#: Small scenarios, one per rule of docs/design/shared-prefixes.md section 1, answered by vLLM 0.33.0
+#: (tests/data/shared_prefix/NAME.out.json, written from oracle/real/driver.py's answers on 2026-12-04),
+#: and the hits the note's rules give, worked by hand (blocks of 4 tokens).
+RULE_CASES = {
+    # request 1 is admitted in the pass that allocated request 0's blocks for its whole prompt: vLLM caches
+    # blocks at allocation, so it hits the 4 blocks of `sys` no forward pass has computed yet
+    "same_pass_hit": {"0": 0, "1": 16},
+    # the same 16-token prompt again: a hit never takes the last token, so 3 blocks, not 4
+    "last_token_cap": {"0": 0, "1": 12},
+    # request 0's 4 blocks of A are freed tail first into the free queue after the 4 never-used ones;
+    # request 1 needs 5 blocks and evicts the first cached one in the queue, A's last block: request 2
+    # hits A's first 3 (head first it would hit none)
+    "evict_tail_first": {"0": 0, "1": 0, "2": 12},
+    # a tree: request 1 shares the root (8 tokens), request 2 the root and branch b1 (16)
+    "tree": {"0": 0, "1": 8, "2": 16},
+    # heads of one key at two lengths, 10 and 7: the first block (D0-D3) is shared, the second is not
+    "heads_of_two_lengths": {"0": 0, "1": 4},
+    # without prefix caching nothing is looked up
+    "caching_off": {"0": 0, "1": 0},
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULE_CASES))
+def test_each_rule_of_the_design_note_is_the_real_schedulers(name) -> None:
+    directory = ROOT / "tests" / "data" / "shared_prefix"
+    scenario = json.loads((directory / f"{name}.json").read_text())
+    check_scenario(scenario)
+    recorded = json.loads((directory / f"{name}.out.json").read_text())
+    assert recorded["cached"] == RULE_CASES[name]
+    assert set(recorded["done"]) == {str(i) for i in range(len(scenario["requests"]))}
