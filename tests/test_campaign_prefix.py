@@ -250,7 +250,14 @@ RULE_CASES = {
     "heads_of_two_lengths": {"0": 0, "1": 4},
     # without prefix caching nothing is looked up
     "caching_off": {"0": 0, "1": 0},
+    # 8 usable blocks; request 0 holds 5 (17 tokens), request 1 (the same 16-token head) needs 5 more of its
+    # own without sharing, 1 with it: the 4 blocks it hits are request 0's, counted once, so it is admitted
+    # at once (first at step 2), where the same requests without segments wait for request 0 to finish
+    # (the driver's answer: first 4, two blocked steps)
+    "shared_blocks_count_once": {"0": 0, "1": 16},
 }
+#: The first-token steps the rule cases show besides their hits.
+RULE_FIRST = {"shared_blocks_count_once": {"0": 1, "1": 2}, "same_pass_hit": {"0": 1, "1": 1}}
 
 
 @pytest.mark.parametrize("name", sorted(RULE_CASES))
@@ -260,4 +267,6 @@ def test_each_rule_of_the_design_note_is_the_real_schedulers(name) -> None:
     check_scenario(scenario)
     recorded = json.loads((directory / f"{name}.out.json").read_text())
     assert recorded["cached"] == RULE_CASES[name]
+    if name in RULE_FIRST:
+        assert recorded["first"] == RULE_FIRST[name]
     assert set(recorded["done"]) == {str(i) for i in range(len(scenario["requests"]))}
