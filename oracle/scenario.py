@@ -285,6 +285,19 @@ def check_segments(r: dict, k: int, at: Callable[..., Span]) -> None:
         raise ProgramError(f"request {k}'s segments have {total} tokens, more than its prompt {r['prompt']}", where)
 
 
+def beyond_the_seed(data: object) -> str | None:
+    """What of the scenario ``data`` seed 002's program of vLLM cannot say,
+    so that an engine with only the seed's model (pyserq) answers it
+    ``unsupported`` (docs/conformance.md): prefixes shared across requests
+    (seed 002 section 7: "cross-session prefix sharing (out of scope)");
+    None when nothing (a scenario that is no scenario is left to the
+    program's builder to locate)."""
+    requests = data.get("requests") if isinstance(data, dict) else None
+    if isinstance(requests, list) and any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
+        return "prefixes shared across requests (prompt_segments): seed 002's cache is a session's own"
+    return None
+
+
 def has_segments(data: dict) -> bool:
     """Whether some request of the scenario says which tokens it shares (``prompt_segments``)."""
     return any("prompt_segments" in r for r in data["requests"])

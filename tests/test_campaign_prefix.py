@@ -107,7 +107,8 @@ def test_conformance_compares_cached_when_the_record_has_it() -> None:
 def test_pyserq_reports_shared_prefixes_unsupported() -> None:
     adapter = runpy.run_path(str(ROOT / "examples" / "adapters" / "pyserq_adapter.py"), run_name="adapter")
     answer = adapter["answer"](SCENARIO)
-    assert set(answer) == {"unsupported"} and "prompt_segments" in answer["unsupported"]
+    assert answer == {"unsupported": "prefixes shared across requests (prompt_segments): seed 002's cache is a "
+                                     "session's own"}
 
 
 def test_a_case_is_drawn_again_alone_and_the_same_and_is_valid() -> None:

@@ -11,14 +11,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # serq-ref's oracle/ and semantics/
 from oracle.peer import run_on_pyserq  # noqa: E402
-from oracle.scenario import read_json, scenario_program  # noqa: E402
+from oracle.scenario import beyond_the_seed, read_json, scenario_program  # noqa: E402
 from semantics.errors import SerqError  # noqa: E402
 
 
 def answer(scenario: dict, path: str = "<scenario>") -> dict:
-    if any("prompt_segments" in r for r in scenario.get("requests", ()) if isinstance(r, dict)):
-        # pyserq's pools cache a session's own prefix only (seed 002 section 7: no sharing across sessions)
-        return {"unsupported": "prefixes shared across requests (prompt_segments): pyserq's cache is a session's own"}
+    if why := beyond_the_seed(scenario): return {"unsupported": why}  # noqa: E701 (pyserq has seed 002's model)
     # pyserq's step engine has the older self-preemption rule only (docs/divergences.md, D1)
     report = run_on_pyserq(scenario_program(scenario, path, older_rule=True))
 
