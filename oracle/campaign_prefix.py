@@ -42,22 +42,20 @@ blocks).
 
     python -m oracle.record shared-prefix --count 3000 --seed 1 [--processes 2]
 
-records the corpus oracle/data/campaign/shared-prefix.jsonl (one JSON line
-per case: seed, index, case, answer with ``cached``) on the real scheduler;
+(oracle/record.py) records the corpus oracle/data/campaign/shared-prefix.jsonl
+(one JSON line per case: seed, index, case, answer with ``cached``) on the
+real scheduler;
 
     python -m oracle.record shared-head-replays --spacings 4 8 12 16 20 22 23 24 28 32 40
 
-the full trace with a system prompt of ``SHARED_HEAD`` tokens shared by
-every session (the driver's ``shared_head``), oracle/data/replay/shared-head-*.
+the full trace with a system prompt of 1,000 tokens (oracle/record.py's
+``SHARED_HEAD``) shared by every session (the driver's ``shared_head``),
+oracle/data/replay/shared-head-*.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import sys
-import time
 
 from .campaign_cases import blocks_needed
 
@@ -175,104 +173,3 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
 def scenario(seed: int, index: int) -> dict:
     """Case ``index`` of ``seed`` (``draw`` without the regions)."""
     return draw(seed, index)[0]
-
-
-#: The answer's fields the corpus keeps.
-KEEP = ("first", "done", "preemptions", "steps", "cached", "status", "unfinished", "features")
-
-
-def record(count: int, seed: int, python=None, processes: int = 1, start: int = 0, append: bool = False) -> None:
-    """Record cases ``start`` .. ``count - 1`` of ``seed`` with the real
-    scheduler's answers in oracle/data/campaign/shared-prefix.jsonl (and the
-    manifest)."""
-    from oracle import real
-    from oracle.record import DATA, load_manifest, register, save_manifest
-
-    out = DATA / "campaign" / CORPUS
-    cases = [scenario(seed, index) for index in range(start, count)]
-    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
-    answers = (next(streams[k % processes]) for k in range(len(cases)))
-    started = time.perf_counter()
-    with out.open("a" if append else "w") as f:
-        for index, case in enumerate(cases, start=start):
-            answer = next(answers)
-            if "error" in answer:
-                raise SystemExit(f"shared-prefix {seed}/{index}: {answer['error']}")
-            kept = {k: answer[k] for k in KEEP if k in answer}
-            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
-                               separators=(",", ":")) + "\n")
-            f.flush()
-    elapsed = time.perf_counter() - started
-    manifest = load_manifest()
-    register(manifest, out, f"python -m oracle.record shared-prefix --count {count} --seed {seed}"
-             + (f" --processes {processes}" if processes > 1 else ""),
-             generator="oracle/campaign_prefix.py", seed=seed, cases=sum(1 for _ in out.open()),
-             seconds=round(elapsed, 1))
-    save_manifest(manifest)
-    print(f"campaign/{CORPUS}: {count - start} cases in {elapsed:.0f} s")
-
-
-#: The shared-system-prompt replay: the full trace (333 sessions) with one head of this many tokens
-#: shared by every session (every session's first turn has 2 004 prompt tokens), at the full replay's
-#: eleven spacings, vLLM 0.33.0's synchronous engine and section 8's engine (oracle/record.py).
-SHARED_HEAD = 1000
-
-
-def record_replays(spacings, head: int = SHARED_HEAD, python=None) -> None:
-    """The full trace with a shared system prompt of ``head`` tokens at
-    ``spacings``: replay/shared-head-short_base-sNN.csv.gz and
-    replay/shared-head-summary.json, answered by the real scheduler."""
-    from oracle import real
-    from oracle.record import (DATA, FULL_ENGINE, FULL_MAX_STEPS, FULL_TRACE, SHARED, load_manifest, register,
-                               replay_summary, save_manifest, write_gzip, write_text)
-
-    trace = (SHARED / FULL_TRACE).read_text()
-    command = (f"python -m oracle.record shared-head-replays --shared-head {head} --spacings "
-               + " ".join(str(x) for x in spacings))
-    jobs = [real.replay_job(trace, spacing=spacing, max_steps=FULL_MAX_STEPS, id=f"s{spacing:02d}",
-                            shared_head=head, **FULL_ENGINE) for spacing in spacings]
-    summary_path = DATA / "replay" / "shared-head-summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    for spacing, answer in zip(spacings, real.iter_answers(jobs, python)):
-        if "error" in answer:
-            raise SystemExit(f"spacing {spacing}: {answer['error']}")
-        out = DATA / "replay" / f"shared-head-short_base-s{spacing:02d}.csv.gz"
-        write_gzip(out, answer["csv"])
-        entry = replay_summary(answer)
-        summary[f"{spacing:02d}"] = {"spacing": spacing, "shared_head": head, **FULL_ENGINE,
-                                     "max_steps": FULL_MAX_STEPS, **entry}
-        write_text(summary_path, json.dumps(dict(sorted(summary.items())), indent=1) + "\n")
-        manifest = load_manifest()
-        register(manifest, out, command, trace=f"../shared/{FULL_TRACE}", spacing=spacing, shared_head=head,
-                 **FULL_ENGINE, status=entry["status"], steps=entry["steps"])
-        register(manifest, summary_path, command)
-        save_manifest(manifest)
-        print(f"spacing {spacing}: {entry['status']}, {entry['steps']} steps, "
-              f"{entry['requests_finished']}/{entry['requests_sent']} finished, {entry['cached_tokens']} of "
-              f"{entry['prompt_tokens']} prompt tokens cached, {answer['seconds']:.0f} s", flush=True)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m oracle.campaign_prefix", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    rec = sub.add_parser("record", help="record the corpus on the real scheduler")
-    rec.add_argument("--count", type=int, required=True)
-    rec.add_argument("--seed", type=int, default=1)
-    rec.add_argument("--start", type=int, default=0)
-    rec.add_argument("--append", action="store_true")
-    rec.add_argument("--processes", type=int, default=1)
-    rec.add_argument("--vllm-python")
-    replays = sub.add_parser("record-replays", help="record the full trace with a shared system prompt")
-    replays.add_argument("--shared-head", type=int, default=SHARED_HEAD)
-    replays.add_argument("--spacings", type=int, nargs="+", required=True)
-    replays.add_argument("--vllm-python")
-    args = parser.parse_args(argv)
-    if args.command == "record-replays":
-        record_replays(args.spacings, args.shared_head, args.vllm_python)
-    else:
-        record(args.count, args.seed, args.vllm_python, args.processes, args.start, args.append)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
