@@ -316,6 +316,9 @@ def shape_problem(answer: object) -> str | None:
     refused = answer.get("refused", {})
     if not isinstance(refused, dict) or not all(isinstance(why, str) for why in refused.values()):
         return "`refused` is not an object of request id to a reason"
+    cached = answer.get("cached", {})
+    if not isinstance(cached, dict) or not all(_is_step(n) for n in cached.values()):
+        return "`cached` is not an object of request id to a number of tokens"
     return None
 
 
@@ -344,6 +347,14 @@ def differences(label: str, recorded: dict, ours: dict, who: str = "serq-ref") -
         if want_refused.get(request) != got_refused.get(request):
             lines.append(f"{label}: request {request}: recorded refused {_reason(want_refused.get(request))}, "
                          f"{who} refused {_reason(got_refused.get(request))}")
+    # the prefix hit of each request's first admission, when the record has it (a scenario with
+    # prompt_segments: docs/design/shared-prefixes.md); an answer without it differs
+    if "cached" in recorded:
+        want_cached, got_cached = recorded["cached"], ours.get("cached", {})
+        for request in sorted(set(want_cached) | set(got_cached), key=request_key):
+            if want_cached.get(request) != got_cached.get(request):
+                lines.append(f"{label}: request {request}: recorded cached {_show(want_cached.get(request))}, "
+                             f"{who} cached {_show(got_cached.get(request))}")
     return lines
 
 

@@ -9,6 +9,8 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record campaign --kind pressure --count 2000 --seed 1 --processes 2
     python -m oracle.record coverage           campaign/coverage.json from the campaign files
     python -m oracle.record manifest           recompute every listed file's sha256
+    python -m oracle.record shared-prefix --count 3000 --seed 1     prompts sharing prefixes (issue 19)
+    python -m oracle.record shared-head-replays [--shared-head 1000] [--spacings 4 8 ...]
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
 file its sha256, size, the command that produced it, the vLLM version and
@@ -29,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from oracle import real
+from oracle import campaign_prefix, real
 
 DATA = Path(__file__).resolve().parent / "data"
 MANIFEST = DATA / "manifest.json"
@@ -352,6 +354,80 @@ def refresh_manifest() -> None:
     save_manifest(manifest)
 
 
+
+# ---------------------------------------------------------------------------
+# Prefixes shared across requests (issue 19 section 1; the cases: oracle/campaign_prefix.py)
+
+
+#: The answer's fields the shared-prefix corpus keeps.
+SHARED_PREFIX_KEEP = ("first", "done", "preemptions", "steps", "cached", "status", "unfinished", "features")
+
+
+def record_shared_prefix(count: int, seed: int, python=None, processes: int = 1, start: int = 0,
+                         append: bool = False) -> None:
+    """Record cases ``start`` .. ``count - 1`` of ``seed`` with the real
+    scheduler's answers in oracle/data/campaign/shared-prefix.jsonl (and the
+    manifest)."""
+    out = DATA / "campaign" / campaign_prefix.CORPUS
+    cases = [campaign_prefix.scenario(seed, index) for index in range(start, count)]
+    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
+    answers = (next(streams[k % processes]) for k in range(len(cases)))
+    started = time.perf_counter()
+    with out.open("a" if append else "w") as f:
+        for index, case in enumerate(cases, start=start):
+            answer = next(answers)
+            if "error" in answer:
+                raise SystemExit(f"shared-prefix {seed}/{index}: {answer['error']}")
+            kept = {k: answer[k] for k in SHARED_PREFIX_KEEP if k in answer}
+            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
+                               separators=(",", ":")) + "\n")
+            f.flush()
+    elapsed = time.perf_counter() - started
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record shared-prefix --count {count} --seed {seed}"
+             + (f" --processes {processes}" if processes > 1 else ""),
+             generator="oracle/campaign_prefix.py", seed=seed, cases=sum(1 for _ in out.open()),
+             seconds=round(elapsed, 1))
+    save_manifest(manifest)
+    print(f"campaign/{campaign_prefix.CORPUS}: {count - start} cases in {elapsed:.0f} s")
+
+
+#: The shared-system-prompt replay: the full trace (333 sessions) with one head of this many tokens
+#: shared by every session (every session's first turn has 2 004 prompt tokens), at the full replay's
+#: eleven spacings, vLLM 0.33.0's synchronous engine and section 8's engine (oracle/record.py).
+SHARED_HEAD = 1000
+
+
+def record_shared_head_replays(spacings, head: int = SHARED_HEAD, python=None) -> None:
+    """The full trace with a shared system prompt of ``head`` tokens at
+    ``spacings``: replay/shared-head-short_base-sNN.csv.gz and
+    replay/shared-head-summary.json, answered by the real scheduler."""
+    trace = (SHARED / FULL_TRACE).read_text()
+    command = (f"python -m oracle.record shared-head-replays --shared-head {head} --spacings "
+               + " ".join(str(x) for x in spacings))
+    jobs = [real.replay_job(trace, spacing=spacing, max_steps=FULL_MAX_STEPS, id=f"s{spacing:02d}",
+                            shared_head=head, **FULL_ENGINE) for spacing in spacings]
+    summary_path = DATA / "replay" / "shared-head-summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    for spacing, answer in zip(spacings, real.iter_answers(jobs, python)):
+        if "error" in answer:
+            raise SystemExit(f"spacing {spacing}: {answer['error']}")
+        out = DATA / "replay" / f"shared-head-short_base-s{spacing:02d}.csv.gz"
+        write_gzip(out, answer["csv"])
+        entry = replay_summary(answer)
+        summary[f"{spacing:02d}"] = {"spacing": spacing, "shared_head": head, **FULL_ENGINE,
+                                     "max_steps": FULL_MAX_STEPS, **entry}
+        write_text(summary_path, json.dumps(dict(sorted(summary.items())), indent=1) + "\n")
+        manifest = load_manifest()
+        register(manifest, out, command, trace=f"../shared/{FULL_TRACE}", spacing=spacing, shared_head=head,
+                 **FULL_ENGINE, status=entry["status"], steps=entry["steps"])
+        register(manifest, summary_path, command)
+        save_manifest(manifest)
+        print(f"spacing {spacing}: {entry['status']}, {entry['steps']} steps, "
+              f"{entry['requests_finished']}/{entry['requests_sent']} finished, {entry['cached_tokens']} of "
+              f"{entry['prompt_tokens']} prompt tokens cached, {answer['seconds']:.0f} s", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oracle.record", description=__doc__.split("\n\n")[0])
     parser.add_argument("--vllm-python")
@@ -372,9 +448,22 @@ def main(argv=None) -> int:
                           help="every case with \"async\": true (campaign/async-NAME.jsonl)")
     commands.add_parser("coverage")
     commands.add_parser("manifest")
+    # prefixes shared across requests (issue 19 section 1): oracle/campaign_prefix.py records them
+    prefix = commands.add_parser("shared-prefix", help="campaign/shared-prefix.jsonl (oracle/campaign_prefix.py)")
+    prefix.add_argument("--count", type=int, required=True)
+    prefix.add_argument("--seed", type=int, default=1)
+    prefix.add_argument("--processes", type=int, default=1)
+    head = commands.add_parser("shared-head-replays",
+                               help="the full trace with a shared system prompt (replay/shared-head-*)")
+    head.add_argument("--shared-head", type=int, default=SHARED_HEAD)
+    head.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
     args = parser.parse_args(argv)
     try:
-        if args.command == "shared":
+        if args.command == "shared-prefix":
+            record_shared_prefix(args.count, args.seed, args.vllm_python, args.processes)
+        elif args.command == "shared-head-replays":
+            record_shared_head_replays(args.spacings, args.shared_head, args.vllm_python)
+        elif args.command == "shared":
             record_shared(args.vllm_python)
         elif args.command == "replays":
             record_replays(args.spacings, args.vllm_python, args.max_steps, args.asynchronous)

@@ -235,9 +235,9 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
         if not isinstance(r, dict) or "prompt" not in r or "out" not in r:
             raise ProgramError(f"request {k} is not {{prompt, out, arrive?}}", at("requests", k))
         for key in r:
-            if key not in ("prompt", "out", "arrive", "priority", "accept"):
-                raise ProgramError(f"`{key}` is not a field of a request (fields: prompt, out, arrive, priority, "
-                                   f"accept)", at("requests", k, key))
+            if key not in REQUEST_FIELDS:
+                raise ProgramError(f"`{key}` is not a field of a request (fields: {', '.join(REQUEST_FIELDS)})",
+                                   at("requests", k, key))
         if "accept" in r:
             _check_accept(data, r["accept"], k, at)
         for key in ("prompt", "out", "arrive"):
@@ -255,6 +255,8 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
             raise ProgramError(f"request {k}'s prompt is empty (vLLM refuses an empty prompt)", at("requests", k, "prompt"))
         if r["out"] < 1:
             raise ProgramError(f"request {k}'s out is 0 (vLLM's max_tokens is at least 1)", at("requests", k, "out"))
+        if "prompt_segments" in r:
+            check_segments(r, k, at)
     return at
 
 
@@ -274,6 +276,58 @@ def _check_accept(data: dict, pattern: object, k: int, at: Callable[..., Span]) 
 def spec_tokens_of(data: dict) -> int:
     """The scenario's draft tokens per decoding request and step (0: no speculative decoding)."""
     return int(data.get("spec_tokens", 0) or 0)
+
+
+#: A request's fields; ``accept`` is the speculative-decoding extension (docs/design/speculative-decoding.md),
+#: ``prompt_segments`` the shared-prefix one (docs/design/shared-prefixes.md).
+REQUEST_FIELDS = ("prompt", "out", "arrive", "priority", "accept", "prompt_segments")
+#: A segment's length is below the driver's stride between keys' tokens (oracle/real/driver.py).
+SEGMENT_MAX = 99_999
+
+
+def check_segments(r: dict, k: int, at: Callable[..., Span]) -> None:
+    """Nothing if request ``k``'s ``prompt_segments`` is a list of [KEY,
+    LENGTH] (KEY a string or a natural number, LENGTH a natural number at
+    least 1) whose lengths sum to at most its prompt; else a located
+    ProgramError."""
+    segments = r["prompt_segments"]
+    where = at("requests", k, "prompt_segments")
+    if not isinstance(segments, list):
+        raise ProgramError(f"`requests[{k}].prompt_segments` is a list of [KEY, LENGTH]", where)
+    total = 0
+    for j, segment in enumerate(segments):
+        here = at("requests", k, "prompt_segments", j)
+        if not isinstance(segment, list) or len(segment) != 2:
+            raise ProgramError(f"segment {j} of request {k} is not [KEY, LENGTH]", here)
+        key, length = segment
+        if not (isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool) and key >= 0)):
+            raise ProgramError(f"segment {j} of request {k} has the key {json.dumps(key)}: a string or a natural "
+                               f"number", at("requests", k, "prompt_segments", j, 0))
+        _natural(length, f"requests[{k}].prompt_segments[{j}] length", at("requests", k, "prompt_segments", j, 1))
+        if not 1 <= length <= SEGMENT_MAX:
+            raise ProgramError(f"segment {j} of request {k} has {int(length)} tokens: 1 to {SEGMENT_MAX}",
+                               at("requests", k, "prompt_segments", j, 1))
+        total += int(length)
+    if total > r["prompt"]:
+        raise ProgramError(f"request {k}'s segments have {total} tokens, more than its prompt {r['prompt']}", where)
+
+
+def beyond_the_seed(data: object) -> str | None:
+    """What of the scenario ``data`` seed 002's program of vLLM cannot say,
+    so that an engine with only the seed's model (pyserq) answers it
+    ``unsupported`` (docs/conformance.md): prefixes shared across requests
+    (seed 002 section 7: "cross-session prefix sharing (out of scope)");
+    None when nothing (a scenario that is no scenario is left to the
+    program's builder to locate)."""
+    requests = data.get("requests") if isinstance(data, dict) else None
+    if isinstance(requests, list) and any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
+        return "prefixes shared across requests (prompt_segments): seed 002's cache is a session's own"
+    return None
+
+
+def has_segments(data: dict) -> bool:
+    """Whether some request of the scenario says which tokens it shares (``prompt_segments``)."""
+    return any("prompt_segments" in r for r in data["requests"])
 
 
 def _max_model_len(data: dict) -> int:
@@ -332,6 +386,11 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     (oracle/ast_edit.py): the map's spans are those files', but for what the
     harness wrote in, which is at ``FRAGMENT``."""
     at = check_scenario(data, path, text)
+    if has_segments(data):
+        k = next(i for i, r in enumerate(data["requests"]) if "prompt_segments" in r)
+        raise ProgramError("serq-ref does not model prefixes shared across requests yet (issue 19 section 1, "
+                           "docs/design/shared-prefixes.md): this scenario's answer would leave its sharing out",
+                           at("requests", k, "prompt_segments"))
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,

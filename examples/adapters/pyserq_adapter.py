@@ -11,12 +11,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # serq-ref's oracle/ and semantics/
 from oracle.peer import run_on_pyserq  # noqa: E402
-from oracle.scenario import read_json, scenario_program  # noqa: E402
+from oracle.scenario import beyond_the_seed, read_json, scenario_program  # noqa: E402
 from semantics.errors import SerqError  # noqa: E402
 
 
 def answer(scenario: dict, path: str = "<scenario>") -> dict:
-    if scenario.get("spec_tokens"): return {"unsupported": "speculative decoding (spec_tokens)"}  # noqa: E701
+    # pyserq has seed 002's model: no speculative decoding, no prefixes shared across requests
+    why = "speculative decoding (spec_tokens)" if scenario.get("spec_tokens") else beyond_the_seed(scenario)
+    if why: return {"unsupported": why}  # noqa: E701
     # pyserq's step engine has the older self-preemption rule only (docs/divergences.md, D1)
     report = run_on_pyserq(scenario_program(scenario, path, older_rule=True))
 
@@ -32,8 +34,7 @@ def answer(scenario: dict, path: str = "<scenario>") -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python examples/adapters/pyserq_adapter.py SCENARIO.json")
+    if len(sys.argv) != 2: sys.exit("usage: python examples/adapters/pyserq_adapter.py SCENARIO.json")  # noqa: E701
     try:
         print(json.dumps(answer(read_json(sys.argv[1]), sys.argv[1])))
     except SerqError as error:

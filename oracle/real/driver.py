@@ -33,7 +33,9 @@ A job is one of
   with the columns session,turn,new,out,think,forced, or ``rows``: a list of
   such objects), ``spacing``, ``budget``, ``max_seqs``, ``blocks`` (usable
   blocks; the scheduler gets one more, the null block), ``block_size``
-  (default 16), ``max_model_len`` (default 32768), ``max_steps``; replayed
+  (default 16), ``max_model_len`` (default 32768), ``max_steps``,
+  ``shared_head`` (default 0; N: a system prompt of N tokens every
+  session's range begins with, docs/oracle.md); replayed
   under the replay protocol of ../shared/oracle/README.md and answered with
   ``rows`` (session, turn, sent, first, done, prompt, cached, out: the
   columns of cache_trace.out.csv), ``csv`` (the same as text), ``status``,
@@ -110,6 +112,7 @@ from __future__ import annotations
 import argparse
 import collections
 import copy
+import dataclasses
 import heapq
 import io
 import json
@@ -902,6 +905,81 @@ def scenario_token_ids(index: int, prompt: int) -> list[int]:
     return [(index * 7919 + k) % 50000 + 1 for k in range(prompt)]
 
 
+# Shared prefixes (docs/design/shared-prefixes.md): a request's
+# ``prompt_segments`` [[KEY, LENGTH], ...] say which tokens it shares.
+SEGMENT_TOKEN_BASE = 10_000_000
+SEGMENT_KEY_STRIDE = 100_000
+OWN_SAMPLED_BASE = 20_000_000
+
+
+def segment_key_numbers(job) -> dict:
+    """Each segment key of the scenario, numbered from 1 in order of first
+    appearance (requests by position, segments in order); a key is compared
+    as JSON text, so "a" and 1 are different keys."""
+    numbers: dict = {}
+    for r in job["requests"]:
+        for key, _ in r.get("prompt_segments", ()):
+            numbers.setdefault(json.dumps(key), len(numbers) + 1)
+    return numbers
+
+
+def segment_token_ids(job, index: int) -> list[int]:
+    """Request ``index``'s prompt token ids with its segments: the k-th token
+    of a segment of key number n is SEGMENT_TOKEN_BASE + n * SEGMENT_KEY_STRIDE
+    + k (distinct keys, distinct tokens; a segment of one key is that key's
+    head), then the request's own tokens (the recorded convention's at
+    their positions) to the prompt's length."""
+    r = job["requests"][index]
+    numbers = segment_key_numbers(job)
+    tokens: list[int] = []
+    for key, length in r.get("prompt_segments", ()):
+        if int(length) >= SEGMENT_KEY_STRIDE:
+            raise ValueError(f"a segment of {length} tokens: at most {SEGMENT_KEY_STRIDE - 1}")
+        n = numbers[json.dumps(key)]
+        tokens.extend(SEGMENT_TOKEN_BASE + n * SEGMENT_KEY_STRIDE + k for k in range(int(length)))
+    prompt = int(r["prompt"])
+    if len(tokens) > prompt:
+        raise ValueError(f"request {index}'s segments have {len(tokens)} tokens, more than its prompt {prompt}")
+    own = scenario_token_ids(index, prompt)
+    return tokens + own[len(tokens):]
+
+
+def has_segments(job) -> bool:
+    return any("prompt_segments" in r for r in job["requests"])
+
+
+def own_sampled_token(rid: str) -> int:
+    """The token request ``rid`` samples when its output is its own: a
+    scenario's request i, OWN_SAMPLED_BASE + i; a replay's turn t of session
+    s (``s:t``), OWN_SAMPLED_BASE + 1000 s + t."""
+    if ":" in rid:
+        session, turn = rid.split(":")
+        return OWN_SAMPLED_BASE + 1000 * int(session) + int(turn)
+    return OWN_SAMPLED_BASE + int(rid)
+
+
+def own_sampled_tokens(cls: type) -> type:
+    """``cls`` whose fake model samples, for request i, the token
+    OWN_SAMPLED_BASE + i instead of SAMPLED_TOKEN: generated tokens are the
+    request's own, so two requests with the same prompt never share a block
+    of output (the model's "units past the content are the session's
+    own"). The tokens are rewritten as the output is applied, in both
+    engines; nothing the scheduler decides reads their values."""
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        ids = model_runner_output.req_ids
+        sampled = [[own_sampled_token(rid) if t == SAMPLED_TOKEN else t for t in tokens]
+                   for rid, tokens in zip(ids, model_runner_output.sampled_token_ids)]
+        engine_outputs = cls.update_from_output(self, scheduler_output,
+                                                dataclasses.replace(model_runner_output, sampled_token_ids=sampled))
+        reported = self.__dict__.setdefault("reported_cached", {})
+        for rid, n in reported_cached(engine_outputs).items():
+            reported.setdefault(rid, int(n))
+        return engine_outputs
+
+    return type("OwnSampled" + cls.__name__, (cls,), {"update_from_output": update_from_output})
+
+
 def run_scenario(job) -> dict:
     block_size = int(job.get("block_size", 16))
     chunk = int(job.get("chunk", 0) or 0)
@@ -919,7 +997,8 @@ def run_scenario(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", False)),
         max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
         policy="priority" if serve or priorities else "fcfs",
-        cls=ServeByScheduler if serve else ObservedScheduler,
+        cls=(own_sampled_tokens if has_segments(job) else (lambda c: c))(
+            ServeByScheduler if serve else ObservedScheduler),
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
         spec_tokens=int(job.get("spec_tokens", 0) or 0),
@@ -955,7 +1034,8 @@ def run_scenario(job) -> dict:
         nonlocal added
         _, i, r = arrival
         added += 1
-        scheduler.add_request(make_request(str(i), scenario_token_ids(i, int(r["prompt"])), int(r["out"]), block_size,
+        token_ids = segment_token_ids(job, i) if has_segments(job) else scenario_token_ids(i, int(r["prompt"]))
+        scheduler.add_request(make_request(str(i), token_ids, int(r["out"]), block_size,
                                            priority=int(r.get("priority", 0)),
                                            arrival_time=float(added) if priorities else None))
 
@@ -1028,6 +1108,9 @@ def run_scenario(job) -> dict:
         answer["async"] = True
     if patterns is not None:
         answer["spec_tokens"] = scheduler.num_spec_tokens
+    if has_segments(job):
+        reported = getattr(scheduler, "reported_cached", {})
+        answer["cached"] = {rid: reported[rid] for rid in sorted(reported, key=int)}
     return answer
 
 
@@ -1131,6 +1214,25 @@ def session_token_ids(session: int, new: int, nonce: int | None) -> list[int]:
     return ids
 
 
+#: A replay's shared system prompt (``shared_head``: N): token j < N of every session's range is this + j.
+SHARED_HEAD_BASE = 30_000_000
+
+
+def shared_head_of(job) -> int:
+    """The replay's ``shared_head``: how many tokens at the head of every
+    session's range are one prompt every session shares (0: none, the
+    recorded convention)."""
+    return int(job.get("shared_head", 0) or 0)
+
+
+def with_shared_head(ids: list[int], head: int, forced: bool) -> list[int]:
+    """A turn's token ids with the shared system prompt's at its first
+    ``head`` positions; a session whose head holds a nonce (a forced turn
+    and the turns after it) keeps the nonce at position 0, so it shares
+    nothing (the forced turn's meaning: it matches nothing cached)."""
+    return [SHARED_HEAD_BASE + j if j < head and not (j == 0 and forced) else t for j, t in enumerate(ids)]
+
+
 def format_time(x) -> str:
     return "" if x is None else repr(float(x))
 
@@ -1152,6 +1254,7 @@ def run_replay(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", True)),
         max_model_len=int(job.get("max_model_len", DEFAULT_REPLAY_MAX_MODEL_LEN)),
         async_scheduling=bool(job.get("async", False)),
+        **({"cls": own_sampled_tokens(ObservedScheduler)} if shared_head_of(job) else {}),
     )
     scheduler.cache_computed_only = bool(job.get("cache_computed_only", False))
     step_trace = [] if job.get("step_trace") else None
@@ -1204,7 +1307,8 @@ def run_replay(job) -> dict:
                 forced_count[s] += 1
                 nonce_of[s] = NONCE_BASE + s * 10000 + forced_count[s]
             rid = f"{s}:{k}"
-            tokens = session_token_ids(s, turn["new"], nonce_of[s])
+            tokens = with_shared_head(session_token_ids(s, turn["new"], nonce_of[s]), shared_head_of(job),
+                                      nonce_of[s] is not None)
             scheduler.add_request(make_request(rid, tokens, turn["out"], block_size))
             rows[rid] = {
                 "session": s, "turn": turn["turn"], "sent": t, "first": None, "done": None,
