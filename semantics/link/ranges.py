@@ -241,9 +241,12 @@ def evaluate_power(a: Interval, b: Interval) -> Interval:
         bases = (a.low, -a.low) if a.low == 0 else (a.low,)
         return span([arithmetic.power(x, b.low) for x in bases], make_point(arithmetic.power(a.low, b.low)).whole)
     even = b.low == b.high and math.isfinite(b.low) and b.low % 2 == 0
+    # a whole base to a whole exponent at least 0 is whole (exact below 2^53, every float above it is
+    # whole): `pow(z, 2)` of a whole z is an index, whose question then needs no IsInt of Z3's (solver.formulate)
+    whole = a.whole and b.whole and b.low >= 0
     if (a.low >= 0 and b.low >= 0) or a.low > 0 or even:
-        return NON_NEGATIVE
-    return EVERYTHING
+        return NON_NEGATIVE_WHOLE if whole else NON_NEGATIVE
+    return Interval(-math.inf, math.inf, True) if whole else EVERYTHING
 
 
 #: Rounds of plain iteration before an endpoint that still moves is widened.

@@ -112,7 +112,8 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
     heads = None
     for question in list_questions(program, smap):
         expr = strip_cost(question.expr)
-        if settle_by_ranges(question, evaluator.evaluate(expr)):
+        interval = evaluator.evaluate(expr)
+        if settle_by_ranges(question, interval):
             continue
         from .solver import Encoder, decide, formulate
 
@@ -121,7 +122,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
             if question.path is not None:
                 encoder.walk(question.path)
             term = encoder.encode(expr)
-            return decide(encoder, term, formulate(question, encoder, term))
+            return decide(encoder, term, formulate(question, encoder, term, interval is not None and interval.whole))
 
         verdict = ask(None)
         if (verdict.answer == ALWAYS or (verdict.answer == SOMETIMES and question.warns)) and question.path is not None:
