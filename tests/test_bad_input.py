@@ -666,6 +666,9 @@ def test_a_function_z3_does_not_model_keeps_its_range(capsys, tmp_path, assignme
     "session { set a = inf; set b = now; hold kv (abs(10)) { run gpu[1] (now); } cache (exp(10)) "
     "hold mem[1] (-now) { hold kv ((now / a)) { turn; } cache ((now ? serial : serial)) lease kv (0) } "
     "set turn_no = ~erlang(3, 1); }\nrun { horizon 20; seed 1; }\n",
+    # a power by an infinite exponent: no product of its base (found by tests/test_run_fuzz.py)
+    "stage gpu : fifo;\nworkload { arrive poisson(1); }\nsession { run gpu ((now ^ -inf)); }\n"
+    "run { horizon 20; seed 0; }\n",
 ])
 def test_the_linker_answers_extreme_values_without_an_internal_error(capsys, tmp_path, text):
     code, out, err = run_cli(capsys, "check", write(tmp_path, text))

@@ -432,7 +432,8 @@ class Encoder:
         (issue 23: `h[pow(next - 2, 2)]` with next = 1 was any whole number in [0, inf) and warned of 2,
         which no run reaches); any other power as encode_constant_or_fresh says."""
         n = evaluate_constant(exponent)
-        if evaluate_constant(e) is None and n is not None and n == math.floor(n) and 1 <= n <= MAX_PRODUCT_EXPONENT:
+        # the bounds first: an infinite or NaN exponent (`now ^ -inf`) has no floor
+        if evaluate_constant(e) is None and n is not None and 1 <= n <= MAX_PRODUCT_EXPONENT and n == math.floor(n):
             a = self.encode(base)
             product = a
             for _ in range(int(n) - 1):
