@@ -1,5 +1,5 @@
 """The fast engine's own loop (semantics/fast/loop.py) against the definition:
-programs of the loop's shape (fifo and delay stages, an open, closed or batch
+programs of the loop's shape (fifo, delay and ps stages, an open, closed or batch
 workload, set, observe, run, end, branch, loop, choose) give the same
 RunResult on both engines, byte for byte, or the same RunError; and the loop
 is what the fast engine ran them on (``applies``). The generated programs of
@@ -35,7 +35,7 @@ def both(text: str) -> str:
     return definition
 
 
-STAGES = ("fifo", "fifo(2)", "fifo(1e9)", "delay")
+STAGES = ("fifo", "fifo(2)", "fifo(1e9)", "delay", "ps(1)", "ps(2)", "ps(min(present, 3))", "ps(0.5 + present / 4)")
 
 
 @st.composite
@@ -121,7 +121,8 @@ def test_the_loop_raises_the_definitions_errors(text, error):
 def test_programs_of_another_shape_are_not_the_loops():
     for text in ("pool p { cap 2; }\nstage s : fifo;\nworkload { arrive poisson(1); }\n"
                  "session { hold p (1) { run s (1); } }\nrun { horizon 10; }\n",
-                 "stage s : ps(1);\nworkload { arrive poisson(1); }\nsession { run s (1); }\nrun { horizon 10; }\n",
+                 "stage s : ps(1);\nstage t : ps(1);\nworkload { arrive poisson(1); }\nsession { run s, t (1); }\n"
+                 "run { horizon 10; }\n",
                  "stage s : fifo;\nworkload { arrive poisson(1); }\nsession { observe q = queue(s); run s (1); }\n"
                  "run { horizon 10; }\n",
                  "stage s : fifo;\ngauge g = queue(s);\nworkload { arrive poisson(1); }\nsession { run s (1); }\n"

@@ -1,16 +1,17 @@
 """The fast engine's own loop for the commonest shape of program: a workload
 of sessions (``arrive poisson``, ``renewal``, ``closed`` or ``batch``, no
-init block, no trace) whose statements are set, observe, run (at one fifo or
-delay stage), end and the local ones (branch, loop, while, choose), with no
-pool, no gauge and no estimate read. The M/M/1 queue and the population
+init block, no trace) whose statements are set, observe, run (at one fifo,
+delay or ps stage), end and the local ones (branch, loop, while, choose), with
+no pool, no gauge, no flow and no query of the state (queue(s), used(p),
+est_rho(s), ...). The M/M/1 queue and the population
 benchmarks are programs of this shape (benchmarks/README.md, issue 22).
 
 The definition (semantics/smallstep) builds one immutable configuration per
 rule; here one run keeps the same facts in mutable state of its own: the
 pending events in a binary heap on their (time, sequence number) keys, the
 live sessions in a dict, each stage's jobs in a dict (in service, in start
-order) and a deque (a fifo stage's waiting line), the statistics and areas
-in lists. Every rule it applies is the definition's, written out on that
+order), a deque (a fifo stage's waiting line) or a heap (a ps stage's, by
+finish tag then start order), the statistics and areas in lists. Every rule it applies is the definition's, written out on that
 state with the same arithmetic in the same order:
 
 | here | the definition's rules |
@@ -19,7 +20,8 @@ state with the same arithmetic in the same order:
 | ``arrive`` | the arrival event (workload.arrival_event, draw_gap) and workload/arrive |
 | ``job`` | stage/fifo-complete (jobs.finish_job, machine.ready_session) and stage/fifo-start |
 | ``delay`` | stage/delay-complete |
-| running the ready sessions | settle's first loop and settle.run_session: session/set, session/observe, session/run with stage/fifo-enter, stage/fifo-start or stage/delay-enter, session/end (and workload/arrive under ``closed``); the local rules (branch, loop, while, choose, a block's end) are the definition's own functions |
+| ``ps`` | stage/ps-complete (ps.reschedule: a completion event taken off is marked, and skipped when it comes first) |
+| running the ready sessions | settle's first loop and settle.run_session: session/set, session/observe, session/run with stage/fifo-enter, stage/fifo-start, stage/delay-enter or stage/ps-enter, session/end (and workload/arrive under ``closed``); the local rules (branch, loop, while, choose, a block's end) are the definition's own functions |
 
 The session records are the definition's (sessions.Session), updated as its
 rules update them. At the end of the run the configuration is built from
@@ -52,11 +54,12 @@ from ..smallstep.rng import member_stream, sample_exp
 from ..smallstep.sessions import check_turn_number, end_session
 from ..smallstep.stages.delay import DelayJob, DelayState
 from ..smallstep.stages.fifo import FifoJob, FifoState
+from ..smallstep.stages.ps import NO_JOBS, PsJob, PsState
 from ..smallstep.values import CONTEXT_FIELDS, Env
 from .records import build, setter
 
 #: the stage kinds the loop runs
-FIFO, DELAY = "fifo", "delay"
+FIFO, DELAY, PS = "fifo", "delay", "ps"
 
 #: the statements the loop runs itself (the local ones it hands to their rules)
 _SET, _OBSERVE, _RUN, _END, _LOCAL = range(5)
@@ -93,8 +96,10 @@ def applies(m: Machine) -> bool:
     if (program.pools or program.gauges or m.observer or m.trace_sessions or m.has_init or m.reads_estimates
             or m.flow_stages or m.engines):
         return False
-    if any(name not in (FIFO, DELAY) for name in m.kind_names):
+    if any(name not in (FIFO, DELAY, PS) for name in m.kind_names):
         return False
+    if not all(_pure(stage.kind) for stage in program.stages):
+        return False  # a ps stage's capacity reads the jobs present and the time only
     if not isinstance(program.arrival, (ir.Poisson, ir.Renewal, ir.Closed, ir.Batch)):
         return False
     if isinstance(program.arrival, ir.Renewal) and not _pure(program.arrival.gap):
@@ -169,8 +174,18 @@ def _walk(m: Machine, progress):
     c0 = initial_configuration(m)
     n_stages = len(program.stages)
     is_fifo = tuple(name == FIFO for name in m.kind_names)
+    is_ps = tuple(name == PS for name in m.kind_names)
     servers = m.servers
-    running = [dict() for _ in range(n_stages)]  # job id -> job: a fifo stage's jobs in service, a delay's jobs
+    # per stage, its jobs: a fifo stage's in service and a delay stage's (job id -> job, in start order), a ps
+    # stage's (a heap of (finish tag, job id, job): PsJobs' order)
+    running = [[] if ps else {} for ps in is_ps]
+    # a ps stage's virtual time, when it was last advanced, each job's rate, its completion event's key and job
+    virtual = [st.virtual if ps else 0.0 for ps, st in zip(is_ps, c0.stages)]
+    updated = [st.updated if ps else 0.0 for ps, st in zip(is_ps, c0.stages)]
+    rates = [st.rate if ps else 0.0 for ps, st in zip(is_ps, c0.stages)]
+    dues = [st.due if ps else None for ps, st in zip(is_ps, c0.stages)]
+    due_jobs = [st.due_job if ps else -1 for ps, st in zip(is_ps, c0.stages)]
+    cancelled = set()  # the sequence numbers of events taken off the pending ones (still in the heap)
     waiting = [deque() for _ in range(n_stages)]  # a fifo stage's waiting jobs, in arrival order
     completed = [x.completed for x in c0.statistics.stages]
     wait_sum = [x.wait_sum for x in c0.statistics.stages]
@@ -186,49 +201,86 @@ def _walk(m: Machine, progress):
     next_serial = generated = arrivals_draws = 0
     replaced = c0.workload.replaced
 
-    def state():
-        """The configuration of the state now."""
+    # (the helpers take the state by their parameters' defaults: no variable of this function is a closure's,
+    # which would make every read of it in the loop below one step longer)
+    def ps_state(s: int, running=running, virtual=virtual, updated=updated, rates=rates, dues=dues,
+                 due_jobs=due_jobs) -> PsState:
+        jobs = NO_JOBS
+        for _, _, job in sorted(running[s]):
+            jobs = jobs.with_job(job)
+        return PsState(jobs, virtual[s], updated[s], rates[s], dues[s], due_jobs[s])
+
+    def state(now, seq, taken, ended, next_serial, generated, arrivals_draws, replaced, c0=c0, running=running,
+              waiting=waiting, is_fifo=is_fifo, is_ps=is_ps, ps_state=ps_state, samples=samples,
+              counts=(completed, wait_sum, service_sum), sessions=sessions, events=events, cancelled=cancelled,
+              areas=areas):
+        """The configuration of the state now (the loop's counters given)."""
         stages = tuple(FifoState(tuple(running[s].values()) + tuple(waiting[s]), len(running[s])) if is_fifo[s]
-                       else DelayState(tuple(running[s].values())) for s in range(n_stages))
+                       else ps_state(s) if is_ps[s] else DelayState(tuple(running[s].values()))
+                       for s in range(len(running)))
         cons = None
         for sample in samples:
             cons = (sample, cons)
-        stats = c0.statistics._replace(stages=tuple(StageStats(*x) for x in zip(completed, wait_sum, service_sum)),
-                                       ended=ended)
+        stats = c0.statistics._replace(stages=tuple(StageStats(*x) for x in zip(*counts)), ended=ended)
         return c0._replace(time=now, sessions=immutables.Map(sessions), ready=EMPTY_READY, stages=stages,
-                           events=tuple(sorted(events)), sequence=seq,
+                           events=tuple(sorted(e for e in events if e[1] not in cancelled)), sequence=seq,
                            workload=Workload(next_serial, generated, arrivals_draws, 0, 0, replaced),
                            statistics=stats, areas=tuple(areas), samples=cons, taken=taken)
 
-    def new_session(serial: int) -> Session:
-        """workload/arrive's session: its attributes blank but its serial, ready at now."""
-        return build(Session, (serial, blank[:slot_serial] + (float(serial),) + blank[slot_serial + 1:], frames0, 0,
-                               READY, (), (), None, None, None, -1, (), -1, member_stream(stream_sessions, serial), 0,
-                               -1, 0, (now, 1)))
+    def reschedule(s: int, seq: int, running=running, clock=clock, capacities=m.capacities, virtual=virtual,
+                   rates=rates, dues=dues, due_jobs=due_jobs, cancelled=cancelled, events=events) -> int:
+        """ps.reschedule: ps stage ``s``'s rate for the jobs present and its next completion; the next
+        sequence number after it."""
+        heap = running[s]
+        n = len(heap)
+        rate = 0.0
+        if n:
+            env = Env(clock)
+            env.present = float(n)
+            rate = capacities[s](env) / n
+            first = heap[0][2]
+            if dues[s] is not None and rate == rates[s] and first.job_id == due_jobs[s]:
+                return seq
+        if dues[s] is not None:
+            cancelled.add(dues[s][1])
+        due = None
+        if rate > 0 and math.isfinite(rate):
+            due = (clock.time + max(0.0, (first.tag - virtual[s]) / rate), seq)
+            heappush(events, (due[0], seq, "ps", s, 0))
+            seq += 1
+        elif not rate >= 0:
+            rate = 0.0
+        rates[s], dues[s], due_jobs[s] = rate, due, first.job_id if due is not None else -1
+        return seq
 
-    def gap() -> float:
-        """workload.draw_gap: the next gap, the arrivals stream moved past it."""
-        nonlocal arrivals_draws
+    def new_session(serial: int, now: float, head=blank_head, tail=blank_tail, frames0=frames0,
+                    stream_sessions=stream_sessions) -> Session:
+        """workload/arrive's session: its attributes blank but its serial, ready at ``now``."""
+        return build(Session, (serial, head + (float(serial),) + tail, frames0, 0, READY, (), (), None, None, None,
+                               -1, (), -1, member_stream(stream_sessions, serial), 0, -1, 0, (now, 1)))
+
+    def gap(position: int, poisson_gap=poisson_gap, stream_arrivals=stream_arrivals, clock=clock,
+            renewal_gap=renewal_gap) -> tuple[float, int]:
+        """workload.draw_gap: the next gap, and the arrivals stream's position after it."""
         if poisson_gap is not None:
-            value = sample_exp(poisson_gap, stream_arrivals, arrivals_draws)
-            arrivals_draws += 1
-            return value
-        env = Env(clock, None, -1, stream_arrivals, arrivals_draws)
+            return sample_exp(poisson_gap, stream_arrivals, position), position + 1
+        env = Env(clock, None, -1, stream_arrivals, position)
         value = renewal_gap(env)
-        arrivals_draws = env.draws
         if not (value > 0 and math.isfinite(value)):
-            raise RunError(f"arrive renewal: a gap of {value:g}; gaps must be positive and finite", time=now)
-        return value
+            raise RunError(f"arrive renewal: a gap of {value:g}; gaps must be positive and finite", time=clock.time)
+        return value, env.draws
 
     # -- start_workload --
     if isinstance(arrival, (ir.Poisson, ir.Renewal)):
-        first = 0.0 if poisson_gap is not None else gap()
+        first = 0.0
+        if poisson_gap is None:
+            first, arrivals_draws = gap(arrivals_draws)
         if limit is None or generated < limit:
             heappush(events, (now + first, seq, "arrive", 0, 0))
             seq += 1
     else:
         for _ in range(arrival.n):
-            sessions[next_serial] = new_session(next_serial)
+            sessions[next_serial] = new_session(next_serial, now)
             ready.append(next_serial)
             next_serial += 1
 
@@ -274,7 +326,15 @@ def _walk(m: Machine, progress):
                         continue
                     job_id = seq
                     sessions[serial] = _set_at_stage(s, attrs, AT_STAGE, (aux, job_id), nxt, env.draws)
-                    if not is_fifo[aux]:  # stage/delay-enter
+                    if is_ps[aux]:  # stage/ps-enter
+                        seq = job_id + 1
+                        if updated[aux] != now:
+                            virtual[aux] = virtual[aux] + rates[aux] * (now - updated[aux])
+                            updated[aux] = now
+                        tag = virtual[aux] + work
+                        heappush(running[aux], (tag, job_id, build(PsJob, (job_id, serial, now, now, None, tag))))
+                        seq = reschedule(aux, seq)
+                    elif not is_fifo[aux]:  # stage/delay-enter
                         due = (now + work, job_id + 1)
                         running[aux][job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
                         heappush(events, (due[0], job_id + 1, "delay", aux, job_id))
@@ -309,7 +369,7 @@ def _walk(m: Machine, progress):
                                 f"arrive closed: {n - 1} sessions ended at one instant without letting time pass, "
                                 "and each is replaced at once, so the run cannot advance", time=now)
                         replaced = (now, n)
-                        sessions[next_serial] = new_session(next_serial)
+                        sessions[next_serial] = new_session(next_serial, now)
                         ready.append(next_serial)
                         next_serial += 1
                     break
@@ -324,11 +384,14 @@ def _walk(m: Machine, progress):
             if now <= warmup:
                 raise RunError(f"the {limit} arrivals drained at time {now:g}, at or before the warmup "
                                f"{warmup:g}: the measurement interval is empty", time=now)
-            return state()
+            return state(now, seq, taken, ended, next_serial, generated, arrivals_draws, replaced)
         if progress is not None and taken:
             count += 1
             if count % PROGRESS_EVERY == 0:
                 progress(min(1.0, now / horizon) if horizon > 0 else 1.0)
+        if cancelled:
+            while events and events[0][1] in cancelled:
+                cancelled.discard(heappop(events)[1])
         if not events or events[0][0] > horizon:
             break
         # -- the next event: time/advance, the event taken off, its rule --
@@ -344,7 +407,7 @@ def _walk(m: Machine, progress):
                 value = sample_exp(poisson_gap, stream_arrivals, arrivals_draws)
                 arrivals_draws += 1
             else:
-                value = gap()
+                value, arrivals_draws = gap(arrivals_draws)
             if limit is None or generated < limit:
                 heappush(events, (now + value, seq, "arrive", 0, 0))
                 seq += 1
@@ -354,8 +417,17 @@ def _walk(m: Machine, progress):
             ready.append(next_serial)
             next_serial += 1
             continue
-        # a completion: stage/fifo-complete (then stage/fifo-start) or stage/delay-complete
-        job = running[a].pop(job_id)
+        # a completion: stage/fifo-complete (then stage/fifo-start), stage/delay-complete or stage/ps-complete
+        if kind == "ps":
+            dues[a] = None
+            if updated[a] != now:
+                virtual[a] = virtual[a] + rates[a] * (now - updated[a])
+                updated[a] = now
+            job = heappop(running[a])[2]
+            virtual[a] = max(virtual[a], job.tag)
+            seq = reschedule(a, seq)
+        else:
+            job = running[a].pop(job_id)
         if now >= warmup:
             completed[a] += 1
             wait_sum[a] = wait_sum[a] + job.started - job.arrived
@@ -387,7 +459,7 @@ def _walk(m: Machine, progress):
     if not math.isfinite(horizon):
         raise RunError("the run has no horizon and events never stop" if events else
                        "the run has no horizon: give `run { horizon ...; }`")
-    c = state()
+    c = state(now, seq, taken, ended, next_serial, generated, arrivals_draws, replaced)
     return advance_time(m, c, horizon) if horizon > c.time else c
 
 
@@ -421,7 +493,7 @@ def _integrator(m: Machine, running: list, waiting: list):
         if name == FIFO:
             lines.append(f"    areas[{k}] = areas[{k}] + (r{s} + len(waiting[{s}])) * dt")
             lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (r{s} / {m.servers[s]!r}) * dt")
-        else:
+        else:  # a delay stage's, a ps stage's
             lines.append(f"    areas[{k}] = areas[{k}] + r{s} * dt")
             lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (1.0 if r{s} else 0.0) * dt")
         k += 2
