@@ -6,7 +6,11 @@ conclusion; it imports nothing of this package (tests/test_import_layers.py).
 This package imports the definition and overrides parts of it: forms.py is
 the table of its fast forms (each folds rules of the definition into one
 update, or writes time/advance out as Python source for a program); the
-rules it does not speed up are the definition's own. ``run`` is what `serq-ref
+rules it does not speed up are the definition's own. loop.py is its own
+loop for programs of the commonest shape (a workload, fifo, delay and ps
+stages, no pool, gauge or query of the state): the same rules on mutable
+state inside one run, the last configuration built for build_result.
+``run`` is what `serq-ref
 run`, `sweep`, the oracle and the campaigns use; `--engine definition` runs
 the definition instead, and `trace`, the property tests and the Lean bridge
 always run the definition. The digest, the examples, the property programs and

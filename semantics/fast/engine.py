@@ -11,7 +11,7 @@ from ..smallstep.machine import Machine
 from ..smallstep.sessions import compile_ops
 from ..smallstep.pools import expire_lease
 from ..smallstep.workload import load_trace
-from . import forms, measure
+from . import forms, loop, measure
 from .values import WrittenCompiler
 
 
@@ -33,8 +33,12 @@ def build_machine(program: ir.Program, trace_sessions=()) -> Machine:
 
 def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> RunResult:
     """Run ``program`` to its end on the fast engine: the same RunResult as
-    semantics.smallstep.driver.run, byte for byte."""
-    return run_machine(build_machine(program, trace_sessions=load_trace(program, base_dir)), progress)
+    semantics.smallstep.driver.run, byte for byte: on its own loop (loop.py)
+    when the program is of its shape, else on the fast forms."""
+    m = build_machine(program, trace_sessions=load_trace(program, base_dir))
+    if loop.applies(m):
+        return loop.run(m, progress)
+    return run_machine(m, progress)
 
 
 def machine_for(program: ir.Program, *, base_dir: str | None = None) -> Machine:

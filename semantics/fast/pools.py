@@ -28,21 +28,29 @@ def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) 
     entries = pool.entries
     if allocated + cached + need <= cap + EPSILON or not entries:
         return c
-    entries = list(entries)
     removed, gone = [], 0
-    while allocated + cached + need > cap + EPSILON and entries:
-        entry = entries[0]
-        if block and entry.units - block > EPSILON:  # pool/evict-block
-            entries[0] = entry._replace(units=entry.units - block)
+    n = len(entries)
+    first = 0  # the entries before it are evicted
+    left = entries[0].units  # what is left of the first entry
+    while allocated + cached + need > cap + EPSILON and first < n:
+        if block and left - block > EPSILON:  # pool/evict-block
+            left = left - block
             cached = cached - block
             removed.append(block)
         else:  # pool/evict-entry
-            units = min(block, entry.units) if block else entry.units
-            del entries[0]
+            units = min(block, left) if block else left
+            first += 1
+            if first < n:
+                left = entries[first].units
             cached = cached - units
             removed.append(units)
             gone += 1
-    c = mark_dirty(m, _set_pool(c, q, pool._replace(entries=tuple(entries), cached=cached)), q)
+    # the first entry kept, with what is left of it (its record built once, not once per block evicted)
+    if first < n and left != entries[first].units:
+        entries = (entries[first]._replace(units=left),) + entries[first + 1:]
+    else:
+        entries = entries[first:]
+    c = mark_dirty(m, _set_pool(c, q, pool._replace(entries=entries, cached=cached)), q)
     return _count_evictions(m, c, q, removed, gone)
 
 
