@@ -235,3 +235,14 @@ def test_answering_without_the_window_is_wrong_on_a_part_of_the_corpus() -> None
         differ += (ours["first"], ours["done"], ours["preemptions"]) != \
             (theirs["first"], theirs["done"], theirs["preemptions"])
     assert tried >= 20 and differ >= 5, (tried, differ)
+
+
+def test_the_example_is_a_hybrid_scenario_serq_ref_refuses_for_now(capsys) -> None:
+    """examples/oracle/sliding_window.json (docs/oracle.md): a valid scenario; its sliding group's cap is
+    the one docs/oracle.md states (41 blocks); serq-ref refuses it at its kv_groups until the model exists."""
+    path = ROOT / "examples" / "oracle" / "sliding_window.json"
+    data = json.loads(path.read_text())
+    check_scenario(data)
+    assert campaign_sliding.admission_cap(128, data["block_size"], data["budget"], data["async"]) == 41
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 1 and out == "" and err.startswith(f"{path}:2:15: error: serq-ref does not model sliding-window")
