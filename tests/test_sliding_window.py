@@ -246,3 +246,38 @@ def test_the_example_is_a_hybrid_scenario_serq_ref_refuses_for_now(capsys) -> No
     assert campaign_sliding.admission_cap(128, data["block_size"], data["budget"], data["async"]) == 41
     code, out, err = cli(capsys, "oracle", "run", str(path))
     assert code == 1 and out == "" and err.startswith(f"{path}:2:15: error: serq-ref does not model sliding-window")
+
+
+def test_every_recorded_hit_lands_where_the_design_note_says() -> None:
+    """docs/design/sliding-window.md section 1 (c): under retention 0 a sliding group caches only the
+    ceil((W - 1) / bs) blocks ending at a request's last boundary below its prompt's last token (and,
+    in a hybrid model, at the junction the full group found), so every hit of the corpus (its requests
+    share one system prompt of S tokens) is such a boundary of some request of the case, the junction
+    floor(S / bs) * bs (hybrid), or a run from block 0 shorter than ceil((W - 1) / bs) blocks; and a
+    window of one token caches nothing: no hit at all."""
+    seen = collections.Counter()
+    for record in _records():
+        case, answer = record["case"], record["answer"]
+        if "cached" not in answer:
+            continue
+        bs, window = case["block_size"], case["kv_groups"][-1]["window"]
+        need = -(-(window - 1) // bs)
+        requests = case["requests"]
+        ends = {(q["prompt"] - 1) // bs * bs for q in requests}
+        junction = requests[0]["prompt_segments"][0][1] // bs * bs if len(case["kv_groups"]) == 2 else None
+        for request, hit in answer["cached"].items():
+            if not case["prefix_caching"]:
+                assert hit == 0, (record["index"], request)
+                continue
+            if need == 0:
+                assert hit == 0, (record["index"], request)
+                seen["one-token window"] += 1
+            elif hit in ends:
+                seen["a last boundary"] += hit > 0
+            elif hit == junction:
+                seen["the junction"] += 1
+            else:
+                assert hit < need * bs, (record["index"], request, hit)
+                seen["a short run from block 0"] += hit > 0
+    assert all(seen[k] >= 10 for k in ("one-token window", "a last boundary", "the junction",
+                                       "a short run from block 0")), seen
