@@ -11,6 +11,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record manifest           recompute every listed file's sha256
     python -m oracle.record shared-prefix --count 3000 --seed 1     prompts sharing prefixes (issue 19)
     python -m oracle.record shared-head-replays [--shared-head 1000] [--spacings 4 8 ...]
+    python -m oracle.record sliding-window --count 2000 --seed 1    sliding-window and hybrid KV groups (issue 20)
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
 file its sha256, size, the command that produced it, the vLLM version and
@@ -31,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from oracle import campaign_prefix, real
+from oracle import campaign_prefix, campaign_sliding, real
 
 DATA = Path(__file__).resolve().parent / "data"
 MANIFEST = DATA / "manifest.json"
@@ -428,6 +429,41 @@ def record_shared_head_replays(spacings, head: int = SHARED_HEAD, python=None) -
               f"{entry['prompt_tokens']} prompt tokens cached, {answer['seconds']:.0f} s", flush=True)
 
 
+#: What a sliding-window case's record keeps of the driver's answer (``cached`` when its requests share a
+#: system prompt, ``refused`` when the driver refused one), and the engine that answered as ``mode``.
+SLIDING_WINDOW_KEEP = ("first", "done", "preemptions", "steps", "cached", "refused", "status", "unfinished",
+                       "features", "kv_groups")
+
+
+def record_sliding_window(count: int, seed: int, python=None, processes: int = 1, start: int = 0,
+                          append: bool = False) -> None:
+    """Record cases ``start`` .. ``count - 1`` of ``seed`` (oracle/campaign_sliding.py) with the real
+    scheduler's answers in oracle/data/campaign/sliding-window.jsonl (and the manifest)."""
+    out = DATA / "campaign" / campaign_sliding.CORPUS
+    cases = [campaign_sliding.scenario(seed, index) for index in range(start, count)]
+    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
+    answers = (next(streams[k % processes]) for k in range(len(cases)))
+    started = time.perf_counter()
+    with out.open("a" if append else "w") as f:
+        for index, case in enumerate(cases, start=start):
+            answer = next(answers)
+            if "error" in answer:
+                raise SystemExit(f"sliding-window {seed}/{index}: {answer['error']}")
+            kept = {k: answer[k] for k in SLIDING_WINDOW_KEEP if k in answer}
+            kept["mode"] = "async" if answer.get("async") else "sync"
+            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
+                               separators=(",", ":")) + "\n")
+            f.flush()
+    elapsed = time.perf_counter() - started
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record sliding-window --count {count} --seed {seed}"
+             + (f" --processes {processes}" if processes > 1 else "") + (f" --start {start}" if start else ""),
+             generator="oracle/campaign_sliding.py", seed=seed, cases=sum(1 for _ in out.open()),
+             seconds=round(elapsed, 1), **({"processes": processes} if processes > 1 else {}))
+    save_manifest(manifest)
+    print(f"campaign/{campaign_sliding.CORPUS}: {count - start} cases in {elapsed:.0f} s")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oracle.record", description=__doc__.split("\n\n")[0])
     parser.add_argument("--vllm-python")
@@ -457,9 +493,19 @@ def main(argv=None) -> int:
                                help="the full trace with a shared system prompt (replay/shared-head-*)")
     head.add_argument("--shared-head", type=int, default=SHARED_HEAD)
     head.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
+    sliding = commands.add_parser("sliding-window",
+                                  help="campaign/sliding-window.jsonl (oracle/campaign_sliding.py)")
+    sliding.add_argument("--count", type=int, required=True)
+    sliding.add_argument("--seed", type=int, default=1)
+    sliding.add_argument("--processes", type=int, default=1)
+    sliding.add_argument("--start", type=int, default=0,
+                         help="append cases START .. COUNT - 1 to the corpus (a recording resumed)")
     args = parser.parse_args(argv)
     try:
-        if args.command == "shared-prefix":
+        if args.command == "sliding-window":
+            record_sliding_window(args.count, args.seed, args.vllm_python, args.processes, args.start,
+                                  append=args.start > 0)
+        elif args.command == "shared-prefix":
             record_shared_prefix(args.count, args.seed, args.vllm_python, args.processes)
         elif args.command == "shared-head-replays":
             record_shared_head_replays(args.spacings, args.shared_head, args.vllm_python)

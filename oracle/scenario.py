@@ -86,7 +86,8 @@ REQUEST_ENGINE = "vllm"
 FRAGMENT = "<oracle.scenario>"
 
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
-OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark", "spec_tokens")
+OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark", "spec_tokens",
+            "kv_groups")
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
@@ -257,7 +258,63 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
             raise ProgramError(f"request {k}'s out is 0 (vLLM's max_tokens is at least 1)", at("requests", k, "out"))
         if "prompt_segments" in r:
             check_segments(r, k, at)
+    if "kv_groups" in data:
+        check_kv_groups(data, at)
     return at
+
+
+#: KV cache groups (docs/design/sliding-window.md): the kinds of group a scenario's ``kv_groups`` may list, and
+#: the lists it may be (one full-attention group is what a scenario without it has).
+KV_GROUP_KINDS = ("full", "sliding")
+KV_GROUP_SHAPES = (("full",), ("sliding",), ("full", "sliding"))
+
+
+def check_kv_groups(data: dict, at: Callable[..., Span]) -> None:
+    """Nothing if the scenario's ``kv_groups`` is a list of one or two KV
+    cache groups the driver builds (``{"kind": "full"}``, ``{"kind":
+    "sliding", "window": W}`` with W >= 1 tokens; a sliding-window model
+    alone or a full-attention group and a sliding-window group), else a
+    located ProgramError."""
+    groups = data["kv_groups"]
+    shapes = " or ".join("[" + ", ".join(shape) + "]" for shape in KV_GROUP_SHAPES)
+    if not isinstance(groups, list) or not groups:
+        raise ProgramError(f"`kv_groups` is a list of KV cache groups ({shapes}), e.g. "
+                           f"[{{\"kind\": \"full\"}}, {{\"kind\": \"sliding\", \"window\": 64}}]", at("kv_groups"))
+    for j, group in enumerate(groups):
+        where = at("kv_groups", j)
+        if not isinstance(group, dict) or group.get("kind") not in KV_GROUP_KINDS:
+            raise ProgramError(f"`kv_groups[{j}]` is {{\"kind\": \"full\"}} or {{\"kind\": \"sliding\", "
+                               f"\"window\": W}}", where)
+        fields = ("kind", "window") if group["kind"] == "sliding" else ("kind",)
+        for key in group:
+            if key not in fields:
+                raise ProgramError(f"`{key}` is not a field of a {group['kind']} KV cache group (fields: "
+                                   f"{', '.join(fields)})", at("kv_groups", j, key))
+        if group["kind"] == "sliding":
+            if "window" not in group:
+                raise ProgramError(f"`kv_groups[{j}]` is a sliding-window group without its `window` (tokens)", where)
+            _natural(group["window"], f"kv_groups[{j}].window", at("kv_groups", j, "window"))
+            if group["window"] < 1:
+                raise ProgramError(f"`kv_groups[{j}].window` is 0: a sliding window holds at least one token",
+                                   at("kv_groups", j, "window"))
+    if tuple(g["kind"] for g in groups) not in KV_GROUP_SHAPES:
+        raise ProgramError(f"`kv_groups` lists {', '.join(g['kind'] for g in groups)}: the driver builds {shapes}",
+                           at("kv_groups"))
+
+
+def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
+    """The located refusal of a scenario with sliding-window KV cache groups, which no program of serq-ref
+    says yet: answered without its window, it would be another deployment's answer."""
+    if has_kv_groups(data):
+        raise ProgramError("serq-ref does not model sliding-window KV cache groups yet (issue 20 section 1, "
+                           "docs/design/sliding-window.md): this scenario's answer would hold every token its "
+                           "window lets vLLM free", at("kv_groups"))
+
+
+def has_kv_groups(data: dict) -> bool:
+    """Whether the scenario's KV cache is other than one full-attention group (``kv_groups``)."""
+    groups = data.get("kv_groups")
+    return groups is not None and [g.get("kind") for g in groups] != ["full"]
 
 
 def _check_accept(data: dict, pattern: object, k: int, at: Callable[..., Span]) -> None:
@@ -322,6 +379,9 @@ def beyond_the_seed(data: object) -> str | None:
     requests = data.get("requests") if isinstance(data, dict) else None
     if isinstance(requests, list) and any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
         return "prefixes shared across requests (prompt_segments): seed 002's cache is a session's own"
+    if isinstance(data, dict) and isinstance(data.get("kv_groups"), list) and \
+            any(isinstance(g, dict) and g.get("kind") != "full" for g in data["kv_groups"]):
+        return "sliding-window KV cache groups (kv_groups): seed 002's pool holds every token a hold computed"
     return None
 
 
@@ -391,6 +451,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         raise ProgramError("serq-ref does not model prefixes shared across requests yet (issue 19 section 1, "
                            "docs/design/shared-prefixes.md): this scenario's answer would leave its sharing out",
                            at("requests", k, "prompt_segments"))
+    refuse_kv_groups(data, at)
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
@@ -488,6 +549,7 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
     revision's, as the reference compiler compiled it). ``text``: the JSON
     text of ``data``, to locate its errors in (``check_scenario``)."""
     at = check_scenario(data, path, text)
+    refuse_kv_groups(data, at)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,

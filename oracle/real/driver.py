@@ -25,7 +25,8 @@ A job is one of
   scheduler setting, default 0), ``spec_tokens`` (speculative decoding
   with that many draft tokens, 1-8; each request's ``accept``, a list of
   natural numbers, default [0], is its acceptance pattern: see Speculative
-  decoding below); answered as NAME.out.json is (first, done,
+  decoding below), ``kv_groups`` (the model's KV cache groups: see KV
+  cache groups below); answered as NAME.out.json is (first, done,
   preemptions, steps, config), plus ``status`` ("finished", or why it
   stopped), ``unfinished``, and ``refused`` ({id: why}, only when some
   request was refused; ``vllm_messages`` then has vLLM's own words);
@@ -104,6 +105,27 @@ len(accept)]) of them: the fake runner samples that many drafts and one
 token more. Drafts of a request the schedule() took from the waiting queue
 are vLLM's padding and never accepted.
 
+KV cache groups (docs/design/sliding-window.md in serq-ref): a scenario's
+``kv_groups`` is a list of one or two groups, ``{"kind": "full"}`` (a
+full-attention layer) or ``{"kind": "sliding", "window": W}`` (a
+sliding-window layer of W tokens): ``[{"kind": "sliding", "window": W}]`` a
+sliding-window model alone, ``[{"kind": "full"}, {"kind": "sliding",
+"window": W}]`` a hybrid one. Each group is one layer of the fake model,
+all of one block size, over one block pool of ``num_blocks`` blocks (the
+uniform-page layout vLLM plans for such a model: one block of the pool is
+one block of one group); the KV cache config's retention interval is the
+cache config's (0, vLLM's default: vllm/config/cache.py:275), as the
+engine core's planner sets it (vllm/v1/core/kv_cache_planning.py:738-741);
+a synchronous scenario's scheduler config says ``async_scheduling`` false
+(as the synchronous engine's has it), so that vLLM's max_in_flight_tokens is
+one budget, not two (vllm/config/vllm.py:587-609).
+Without ``kv_groups`` the model is one full-attention group, as always.
+Under the recorded convention a request is refused up front when, alone in
+the cache, its blocks in every group could exceed the usable blocks: per
+full group ceil(tokens / block_size), per sliding group the least of that
+and vLLM's own admission cap (SlidingWindowSpec.max_admission_blocks_per_request,
+vllm/v1/kv_cache_interface.py:918-944), summed.
+
 Nothing here copies vLLM's code; it calls vLLM's public classes.
 """
 
@@ -157,6 +179,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
     KVCacheConfig,
     KVCacheGroupSpec,
+    SlidingWindowSpec,
 )
 from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request, RequestStatus  # noqa: E402
@@ -229,6 +252,7 @@ def make_scheduler(
     async_scheduling: bool = False,
     watermark: float = 0.0,
     spec_tokens: int = 0,
+    kv_groups: list | None = None,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
     (one of which is vLLM's null block). ``async_scheduling``: the scheduler
@@ -236,13 +260,21 @@ def make_scheduler(
     picks when async_scheduling is set, vllm/config/scheduler.py:231-236)
     under ``cls``'s observation; the caller then drives it with a batch
     queue (``drive_async``). ``spec_tokens`` > 0: speculative decoding with
-    that many draft tokens per request and step (``speculative_config``)."""
+    that many draft tokens per request and step (``speculative_config``).
+    ``kv_groups``: the scenario's KV cache groups (``kv_cache_groups_of``);
+    None, one full-attention group."""
     cls = ObservedScheduler if cls is None else cls
     model = MODELS.get(max_model_len)
     extra = {}
     if async_scheduling:
         extra["async_scheduling"] = True
         cls = async_class(cls)
+    elif kv_groups is not None:
+        # The synchronous engine as a deployment that turned asynchronous
+        # scheduling off has it: one batch in flight, so the sliding-window
+        # admission cap counts one budget (max_in_flight_tokens,
+        # vllm/config/vllm.py:587-609). Left unset, it would resolve to True.
+        extra["async_scheduling"] = False
     sched_cfg = SchedulerConfig(
         max_model_len=max_model_len,
         is_encoder_decoder=False,
@@ -263,18 +295,26 @@ def make_scheduler(
         **({"speculative_config": speculative_config(model, spec_tokens)} if spec_tokens else {}),
     )
     cache_cfg.num_gpu_blocks = num_blocks
-    kv_cfg = KVCacheConfig(
-        num_blocks=num_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec(
-                ["layer.0"],
-                FullAttentionSpec(
-                    block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
-                ),
-            )
-        ],
-    )
+    if kv_groups is None:
+        kv_cfg = KVCacheConfig(
+            num_blocks=num_blocks,
+            kv_cache_tensors=[],
+            kv_cache_groups=[
+                KVCacheGroupSpec(
+                    ["layer.0"],
+                    FullAttentionSpec(
+                        block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+                    ),
+                )
+            ],
+        )
+    else:
+        kv_cfg = KVCacheConfig(
+            num_blocks=num_blocks,
+            kv_cache_tensors=[],
+            kv_cache_groups=kv_cache_groups_of(kv_groups, block_size),
+            prefix_cache_retention_interval=cache_cfg.prefix_cache_retention_interval,
+        )
     return cls(
         vllm_config=vllm_cfg,
         kv_cache_config=kv_cfg,
@@ -283,6 +323,24 @@ def make_scheduler(
         hash_block_size=block_size,
         log_stats=True,
     )
+
+
+def kv_cache_groups_of(kv_groups: list, block_size: int) -> list:
+    """vLLM's KV cache groups of a scenario's ``kv_groups``: group i is the
+    fake model's layer ``layer.i``, a FullAttentionSpec or a
+    SlidingWindowSpec of the scenario's block size (one KV head of size 1:
+    every group's page the same size, as one block pool needs)."""
+    groups = []
+    for i, group in enumerate(kv_groups):
+        common = dict(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+        if group["kind"] == "full":
+            spec = FullAttentionSpec(**common)
+        elif group["kind"] == "sliding":
+            spec = SlidingWindowSpec(**common, sliding_window=int(group["window"]))
+        else:
+            raise ValueError(f"kv_groups[{i}]: kind {group['kind']!r} is not full or sliding")
+        groups.append(KVCacheGroupSpec([f"layer.{i}"], spec))
+    return groups
 
 
 def make_request(request_id: str, token_ids: list[int], out: int, block_size: int,
@@ -315,6 +373,8 @@ def startup_refusal(scheduler) -> tuple[str, str] | None:
 
     kv_cfg = scheduler.kv_cache_config
     spec = kv_cfg.kv_cache_groups[0].kv_cache_spec
+    # one layer per group (kv_cache_groups_of); a pool block is one group's page
+    layers = {group.layer_names[0]: group.kv_cache_spec for group in kv_cfg.kv_cache_groups}
     config = copy.copy(scheduler.vllm_config)
     config.cache_config = copy.copy(config.cache_config)
     if config.cache_config.kv_cache_layout is None:
@@ -322,7 +382,7 @@ def startup_refusal(scheduler) -> tuple[str, str] | None:
         # gives one full-attention group's block the same size.
         config.cache_config.kv_cache_layout = "NHD"
     try:
-        check_enough_kv_cache_memory(config, {"layer.0": spec}, kv_cfg.num_blocks * spec.page_size_bytes)
+        check_enough_kv_cache_memory(config, layers, kv_cfg.num_blocks * spec.page_size_bytes)
     except ValueError as error:
         length = scheduler.max_model_len
         usable = kv_cfg.num_blocks - 1
@@ -357,10 +417,31 @@ def fit_refusal(scheduler, prompt: int, out: int) -> tuple[str, None] | None:
     tokens = min(prompt + out - 1, scheduler.max_model_len - 1)
     need = -(-tokens // scheduler.block_size)
     usable = scheduler.kv_cache_config.num_blocks - 1
+    groups = scheduler.kv_cache_config.kv_cache_groups
+    if len(groups) > 1 or isinstance(groups[0].kv_cache_spec, SlidingWindowSpec):
+        need = sum(group_need(scheduler, group.kv_cache_spec, need) for group in groups)
+        if need > usable:
+            return (f"never fits: {tokens} tokens need {need} blocks of {scheduler.block_size} in its "
+                    f"{len(groups)} KV cache groups, the KV cache has {usable} usable"), None
+        return None
     if need > usable:
         return (f"never fits: {tokens} tokens need {need} blocks of {scheduler.block_size}, "
                 f"the KV cache has {usable} usable"), None
     return None
+
+
+def group_need(scheduler, spec, blocks: int) -> int:
+    """A request's most blocks in one KV cache group, ``blocks`` being its
+    tokens' blocks: all of them in a full-attention group; in a
+    sliding-window group at most vLLM's admission cap
+    (max_admission_blocks_per_request with the scheduler's
+    max_in_flight_tokens, vllm/v1/core/single_type_kv_cache_manager.py:2608-2640)."""
+    if isinstance(spec, SlidingWindowSpec):
+        cap = spec.max_admission_blocks_per_request(
+            max_in_flight_tokens=scheduler.vllm_config.max_in_flight_tokens,
+            max_model_len=scheduler.max_model_len)
+        return min(blocks, cap)
+    return blocks
 
 
 def fake_model_step(scheduler, scheduler_output):
@@ -1002,6 +1083,7 @@ def run_scenario(job) -> dict:
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
         spec_tokens=int(job.get("spec_tokens", 0) or 0),
+        kv_groups=job.get("kv_groups"),
     )
     # speculative decoding: each request's acceptance pattern (default [0]: every draft rejected)
     patterns = ({str(i): [int(a) for a in r.get("accept", [0])] for i, r in enumerate(job["requests"])}
@@ -1108,10 +1190,24 @@ def run_scenario(job) -> dict:
         answer["async"] = True
     if patterns is not None:
         answer["spec_tokens"] = scheduler.num_spec_tokens
+    if job.get("kv_groups") is not None:
+        answer["kv_groups"] = [kv_group_answer(scheduler, g.kv_cache_spec)
+                               for g in scheduler.kv_cache_config.kv_cache_groups]
     if has_segments(job):
         reported = getattr(scheduler, "reported_cached", {})
         answer["cached"] = {rid: reported[rid] for rid in sorted(reported, key=int)}
     return answer
+
+
+def kv_group_answer(scheduler, spec) -> dict:
+    """A KV cache group as the answer states it: its kind, a sliding
+    group's window and vLLM's admission cap in blocks."""
+    if isinstance(spec, SlidingWindowSpec):
+        return {"kind": "sliding", "window": spec.sliding_window,
+                "cap": spec.max_admission_blocks_per_request(
+                    max_in_flight_tokens=scheduler.vllm_config.max_in_flight_tokens,
+                    max_model_len=scheduler.max_model_len)}
+    return {"kind": "full"}
 
 
 def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trace, max_steps, patterns=None):
