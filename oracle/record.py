@@ -11,6 +11,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record manifest           recompute every listed file's sha256
     python -m oracle.record shared-prefix --count 3000 --seed 1     prompts sharing prefixes (issue 19)
     python -m oracle.record shared-head-replays [--shared-head 1000] [--spacings 4 8 ...]
+    python -m oracle.record kv-connector --count 2000 --seed 1      the KV connector's decode side (issue 20)
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
 file its sha256, size, the command that produced it, the vLLM version and
@@ -31,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from oracle import campaign_prefix, real
+from oracle import campaign_kv, campaign_prefix, real
 
 DATA = Path(__file__).resolve().parent / "data"
 MANIFEST = DATA / "manifest.json"
@@ -392,6 +393,46 @@ def record_shared_prefix(count: int, seed: int, python=None, processes: int = 1,
     print(f"campaign/{campaign_prefix.CORPUS}: {count - start} cases in {elapsed:.0f} s")
 
 
+#: The answer's fields the KV-connector corpus keeps.
+KV_CONNECTOR_KEEP = ("first", "done", "preemptions", "steps", "transfers", "cached", "status", "unfinished",
+                     "features")
+
+
+def record_kv_connector(count: int, seed: int, python=None, processes: int = 1, start: int = 0) -> None:
+    """Record cases ``start`` .. ``count - 1`` of ``seed`` (oracle/campaign_kv.py) with the real
+    scheduler's answers in oracle/data/campaign/kv-connector.jsonl, appended to the cases before
+    ``start`` already there (the draws and the answers are deterministic, so recording in parts gives
+    the file of one run), and register the file in the manifest."""
+    out = DATA / "campaign" / campaign_kv.CORPUS
+    before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
+    if len(before) != start:
+        raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
+    cases = [campaign_kv.scenario(seed, index) for index in range(start, count)]
+    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
+    answers = (next(streams[k % processes]) for k in range(len(cases)))
+    started = time.perf_counter()
+    with out.open("w") as f:
+        for line in before:
+            if json.loads(line)["seed"] != seed:
+                raise SystemExit(f"{out.name}: a case of another seed before case {start}")
+            f.write(line + "\n")
+        for index, case in enumerate(cases, start=start):
+            answer = next(answers)
+            if "error" in answer:
+                raise SystemExit(f"kv-connector {seed}/{index}: {answer['error']}")
+            kept = {k: answer[k] for k in KV_CONNECTOR_KEEP if k in answer}
+            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
+                               separators=(",", ":")) + "\n")
+            f.flush()
+    elapsed = time.perf_counter() - started
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record kv-connector --count {count} --seed {seed}"
+             + (f" --processes {processes}" if processes > 1 else ""),
+             generator="oracle/campaign_kv.py", seed=seed, cases=sum(1 for _ in out.open()))
+    save_manifest(manifest)
+    print(f"campaign/{campaign_kv.CORPUS}: cases {start}-{count - 1} in {elapsed:.0f} s")
+
+
 #: The shared-system-prompt replay: the full trace (333 sessions) with one head of this many tokens
 #: shared by every session (every session's first turn has 2 004 prompt tokens), at the full replay's
 #: eleven spacings, vLLM 0.33.0's synchronous engine and section 8's engine (oracle/record.py).
@@ -457,9 +498,16 @@ def main(argv=None) -> int:
                                help="the full trace with a shared system prompt (replay/shared-head-*)")
     head.add_argument("--shared-head", type=int, default=SHARED_HEAD)
     head.add_argument("--spacings", type=int, nargs="+", default=list(FULL_SPACINGS))
+    kv = commands.add_parser("kv-connector", help="campaign/kv-connector.jsonl (oracle/campaign_kv.py)")
+    kv.add_argument("--count", type=int, required=True)
+    kv.add_argument("--seed", type=int, default=1)
+    kv.add_argument("--processes", type=int, default=1)
+    kv.add_argument("--start", type=int, default=0, help="go on from this case (the file's cases before it kept)")
     args = parser.parse_args(argv)
     try:
-        if args.command == "shared-prefix":
+        if args.command == "kv-connector":
+            record_kv_connector(args.count, args.seed, args.vllm_python, args.processes, args.start)
+        elif args.command == "shared-prefix":
             record_shared_prefix(args.count, args.seed, args.vllm_python, args.processes)
         elif args.command == "shared-head-replays":
             record_shared_head_replays(args.spacings, args.shared_head, args.vllm_python)
