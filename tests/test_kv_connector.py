@@ -200,11 +200,54 @@ def test_a_case_is_drawn_again_alone_and_the_same_and_is_valid() -> None:
 
 
 @pytest.mark.vllm
-def test_the_driver_reproduces_the_recorded_rule_cases() -> None:
+def test_the_driver_reproduces_the_rule_cases_and_the_first_records() -> None:
     from oracle import real
 
     names = sorted(p.name[:-len(".out.json")] for p in CASES.glob("*.out.json"))
     jobs = [{**json.loads((CASES / f"{name}.json").read_text()), "step_trace": True} for name in names]
-    for name, answer in zip(names, real.answer_all(jobs)):
+    records = [json.loads(line) for line in (ROOT / "oracle" / "data" / "campaign" / campaign_kv.CORPUS)
+               .read_text().splitlines()[:10]]
+    answers = real.answer_all(jobs + [r["case"] for r in records])
+    for name, answer in zip(names, answers):
         recorded = json.loads((CASES / f"{name}.out.json").read_text())
         assert {k: answer[k] for k in recorded} == recorded, name
+    for record, answer in zip(records, answers[len(names):]):
+        assert {k: answer[k] for k in record["answer"]} == record["answer"], record["index"]
+
+
+CORPUS = ROOT / "oracle" / "data" / "campaign" / campaign_kv.CORPUS
+#: The recorded corpus's least size (issue 20: at least 2,000 cases).
+CORPUS_CASES = 2000
+
+
+def _records() -> list[dict]:
+    return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_the_corpus_is_the_generators_and_follows_the_transfer_rules() -> None:
+    """The corpus (vLLM 0.33.0's answers, oracle/record.py) is the generator's, every case finished, a
+    request transfers at most once and only with ``remote``, each transfer is reported done at its
+    start step + kv_delay, and a loading request's first token comes no earlier than the step after
+    the output that reported it (two after, asynchronous); the corpus has what it is for: loads of
+    whole and partial prompts, long delays, preemptions, both engines, local hits before a load."""
+    records = _records()
+    assert len(records) >= CORPUS_CASES
+    assert [(r["seed"], r["index"]) for r in records] == [(1, i) for i in range(len(records))]
+    seen = collections.Counter()
+    for record in records:
+        case, answer = record["case"], record["answer"]
+        assert case == campaign_kv.scenario(1, record["index"])
+        assert answer["status"] == "finished" and not answer["unfinished"], record["index"]
+        assert set(answer["done"]) == {str(i) for i in range(len(case["requests"]))}
+        lag = 2 if case.get("async") else 1
+        for rid, (start, done) in answer["transfers"].items():
+            r = case["requests"][int(rid)]
+            assert "remote" in r and done == start + r["kv_delay"], (record["index"], rid)
+            assert answer["first"][rid] >= done + lag, (record["index"], rid)
+            seen["partial" if r["remote"] < r["prompt"] else "whole"] += 1
+            seen["delay 20+"] += r["kv_delay"] >= 20
+            seen["after a local hit"] += answer.get("cached", {}).get(rid, 0) > 0
+        seen["preempting"] += answer["preemptions"] > 0
+        seen["async" if case.get("async") else "sync"] += 1
+    assert all(seen[k] > 0 for k in ("partial", "whole", "delay 20+", "after a local hit", "preempting", "async",
+                                     "sync")), seen
