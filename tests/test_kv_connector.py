@@ -251,3 +251,35 @@ def test_the_corpus_is_the_generators_and_follows_the_transfer_rules() -> None:
         seen["async" if case.get("async") else "sync"] += 1
     assert all(seen[k] > 0 for k in ("partial", "whole", "delay 20+", "after a local hit", "preempting", "async",
                                      "sync")), seen
+
+
+#: The recorded preempting scenarios answered again with a connector that loads nothing (every request
+#: ``remote: 0``; oracle/record.py's kv-noload): the cases whose answer is the source's, and those whose
+#: answer differs, per source corpus.
+NOLOAD_OUTCOME = {"scenarios.jsonl": {"same": 200}, "async-scenarios.jsonl": {"same": 56, "differ": 144}}
+
+
+def test_a_connector_that_loads_nothing_changes_only_the_asynchronous_engine() -> None:
+    """docs/design/kv-connector.md section 1: with a consumer connector and asynchronous scheduling, vLLM
+    returns a preempted request's blocks to the pool only once the batch in flight that scheduled it has
+    been applied (defer_block_free, scheduler.py:190-195, 3077-3093). So the same preempting scenarios,
+    the connector loading nothing, are answered as recorded without it under the synchronous engine (200
+    of 200) and differently on 144 of 200 under the asynchronous one: a model of the connector must free
+    a victim's blocks late there, even for a request that loads nothing."""
+    sources = {}
+    for name in NOLOAD_OUTCOME:
+        for line in (ROOT / "oracle" / "data" / "campaign" / name).read_text().splitlines():
+            record = json.loads(line)
+            sources[(name, record["index"])] = record
+    outcome: dict = {}
+    for line in (ROOT / "oracle" / "data" / "campaign" / "kv-connector-noload.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        source = sources[(record["source"]["file"], record["source"]["index"])]
+        case = {**source["case"], "requests": [{**r, "remote": 0} for r in source["case"]["requests"]]}
+        assert record["case"] == case and source["answer"]["preemptions"] > 0
+        answer = record["answer"]
+        assert answer["status"] == "finished" and answer["transfers"] == {}
+        same = all(answer[k] == source["answer"][k] for k in ("first", "done", "preemptions", "steps"))
+        counts = outcome.setdefault(record["source"]["file"], collections.Counter())
+        counts["same" if same else "differ"] += 1
+    assert {k: dict(v) for k, v in outcome.items()} == NOLOAD_OUTCOME
