@@ -104,6 +104,17 @@ len(accept)]) of them: the fake runner samples that many drafts and one
 token more. Drafts of a request the schedule() took from the waiting queue
 are vLLM's padding and never accepted.
 
+The KV connector (docs/design/kv-connector.md in serq-ref): a scenario
+some of whose requests give ``remote`` (the prompt tokens a prefill
+instance computed, at most the prompt) is a decode instance: the scheduler
+gets oracle/real/remote_kv.py's connector (``kv_role`` kv_consumer), which
+offers a request's remote tokens past its local hit, loaded asynchronously,
+once; the transfer started by step s's schedule() is reported done
+(``finished_recving``) in the output of step s + the request's
+``kv_delay`` (default 0). The answer adds ``transfers``: request id to
+[step started, step reported done]. A scenario waiting only for a transfer
+is not stalled.
+
 Nothing here copies vLLM's code; it calls vLLM's public classes.
 """
 
