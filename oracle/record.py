@@ -12,6 +12,8 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record shared-prefix --count 3000 --seed 1     prompts sharing prefixes (issue 19)
     python -m oracle.record shared-head-replays [--shared-head 1000] [--spacings 4 8 ...]
     python -m oracle.record sliding-window --count 2000 --seed 1    sliding-window and hybrid KV groups (issue 20)
+    python -m oracle.record kv-connector --count 2000 --seed 1      the KV connector's decode side (issue 20)
+    python -m oracle.record kv-noload --count 200    recorded preempting scenarios again with a connector that loads nothing
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
 file its sha256, size, the command that produced it, the vLLM version and
@@ -32,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from oracle import campaign_prefix, campaign_sliding, real
+from oracle import campaign_kv, campaign_prefix, campaign_sliding, real
 
 DATA = Path(__file__).resolve().parent / "data"
 MANIFEST = DATA / "manifest.json"
@@ -393,6 +395,84 @@ def record_shared_prefix(count: int, seed: int, python=None, processes: int = 1,
     print(f"campaign/{campaign_prefix.CORPUS}: {count - start} cases in {elapsed:.0f} s")
 
 
+#: The answer's fields the KV-connector corpus keeps.
+KV_CONNECTOR_KEEP = ("first", "done", "preemptions", "steps", "transfers", "cached", "status", "unfinished",
+                     "features")
+
+
+def record_kv_connector(count: int, seed: int, python=None, processes: int = 1, start: int = 0) -> None:
+    """Record cases ``start`` .. ``count - 1`` of ``seed`` (oracle/campaign_kv.py) with the real
+    scheduler's answers in oracle/data/campaign/kv-connector.jsonl, appended to the cases before
+    ``start`` already there (the draws and the answers are deterministic, so recording in parts gives
+    the file of one run), and register the file in the manifest."""
+    out = DATA / "campaign" / campaign_kv.CORPUS
+    before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
+    if len(before) != start:
+        raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
+    cases = [campaign_kv.scenario(seed, index) for index in range(start, count)]
+    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
+    answers = (next(streams[k % processes]) for k in range(len(cases)))
+    started = time.perf_counter()
+    with out.open("w") as f:
+        for line in before:
+            if json.loads(line)["seed"] != seed:
+                raise SystemExit(f"{out.name}: a case of another seed before case {start}")
+            f.write(line + "\n")
+        for index, case in enumerate(cases, start=start):
+            answer = next(answers)
+            if "error" in answer:
+                raise SystemExit(f"kv-connector {seed}/{index}: {answer['error']}")
+            kept = {k: answer[k] for k in KV_CONNECTOR_KEEP if k in answer}
+            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
+                               separators=(",", ":")) + "\n")
+            f.flush()
+    elapsed = time.perf_counter() - started
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record kv-connector --count {count} --seed {seed}"
+             + (f" --processes {processes}" if processes > 1 else ""),
+             generator="oracle/campaign_kv.py", seed=seed, cases=sum(1 for _ in out.open()))
+    save_manifest(manifest)
+    print(f"campaign/{campaign_kv.CORPUS}: cases {start}-{count - 1} in {elapsed:.0f} s")
+
+
+#: The connector that loads nothing: the corpus it is drawn from, and its file.
+KV_NOLOAD_SOURCES = ("scenarios.jsonl", "async-scenarios.jsonl")
+KV_NOLOAD = "kv-connector-noload.jsonl"
+
+
+def record_kv_noload(count: int, python=None) -> None:
+    """The first ``count`` cases with a preemption of each of KV_NOLOAD_SOURCES, every request given
+    ``remote: 0`` (the scheduler has the KV connector, which loads nothing: docs/design/kv-connector.md),
+    answered again by the real scheduler: oracle/data/campaign/kv-connector-noload.jsonl, one line per
+    case with its ``source`` (file and index), the case and the answer."""
+    out = DATA / "campaign" / KV_NOLOAD
+    picked = []
+    for name in KV_NOLOAD_SOURCES:
+        taken = 0
+        for line in (DATA / "campaign" / name).read_text().splitlines():
+            record = json.loads(line)
+            if taken == count:
+                break
+            if record["answer"]["preemptions"] > 0:
+                case = dict(record["case"])
+                case["requests"] = [{**r, "remote": 0} for r in case["requests"]]
+                picked.append(({"file": name, "index": record["index"]}, case))
+                taken += 1
+    started = time.perf_counter()
+    with out.open("w") as f:
+        for (source, case), answer in zip(picked, real.iter_answers([c for _, c in picked], python)):
+            if "error" in answer:
+                raise SystemExit(f"kv-noload {source}: {answer['error']}")
+            kept = {k: answer[k] for k in KV_CONNECTOR_KEEP if k in answer}
+            f.write(json.dumps({"source": source, "case": case, "answer": kept}, separators=(",", ":")) + "\n")
+    elapsed = time.perf_counter() - started
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record kv-noload --count {count}", cases=len(picked),
+             sources=list(KV_NOLOAD_SOURCES))
+    save_manifest(manifest)
+    print(f"campaign/{KV_NOLOAD}: {len(picked)} cases in {elapsed:.0f} s")
+
+
 #: The shared-system-prompt replay: the full trace (333 sessions) with one head of this many tokens
 #: shared by every session (every session's first turn has 2 004 prompt tokens), at the full replay's
 #: eleven spacings, vLLM 0.33.0's synchronous engine and section 8's engine (oracle/record.py).
@@ -500,11 +580,22 @@ def main(argv=None) -> int:
     sliding.add_argument("--processes", type=int, default=1)
     sliding.add_argument("--start", type=int, default=0,
                          help="append cases START .. COUNT - 1 to the corpus (a recording resumed)")
+    kv = commands.add_parser("kv-connector", help="campaign/kv-connector.jsonl (oracle/campaign_kv.py)")
+    kv.add_argument("--count", type=int, required=True)
+    kv.add_argument("--seed", type=int, default=1)
+    kv.add_argument("--processes", type=int, default=1)
+    kv.add_argument("--start", type=int, default=0, help="go on from this case (the file's cases before it kept)")
+    noload = commands.add_parser("kv-noload", help="campaign/kv-connector-noload.jsonl: a connector that loads nothing")
+    noload.add_argument("--count", type=int, default=200, help="preempting cases of each source corpus")
     args = parser.parse_args(argv)
     try:
         if args.command == "sliding-window":
             record_sliding_window(args.count, args.seed, args.vllm_python, args.processes, args.start,
                                   append=args.start > 0)
+        elif args.command == "kv-noload":
+            record_kv_noload(args.count, args.vllm_python)
+        elif args.command == "kv-connector":
+            record_kv_connector(args.count, args.seed, args.vllm_python, args.processes, args.start)
         elif args.command == "shared-prefix":
             record_shared_prefix(args.count, args.seed, args.vllm_python, args.processes)
         elif args.command == "shared-head-replays":

@@ -258,6 +258,8 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
             raise ProgramError(f"request {k}'s out is 0 (vLLM's max_tokens is at least 1)", at("requests", k, "out"))
         if "prompt_segments" in r:
             check_segments(r, k, at)
+        if "remote" in r or "kv_delay" in r:
+            check_remote(r, k, at)
     if "kv_groups" in data:
         check_kv_groups(data, at)
     return at
@@ -336,8 +338,9 @@ def spec_tokens_of(data: dict) -> int:
 
 
 #: A request's fields; ``accept`` is the speculative-decoding extension (docs/design/speculative-decoding.md),
-#: ``prompt_segments`` the shared-prefix one (docs/design/shared-prefixes.md).
-REQUEST_FIELDS = ("prompt", "out", "arrive", "priority", "accept", "prompt_segments")
+#: ``prompt_segments`` the shared-prefix one (docs/design/shared-prefixes.md), ``remote`` and ``kv_delay``
+#: the KV connector's (docs/design/kv-connector.md).
+REQUEST_FIELDS = ("prompt", "out", "arrive", "priority", "accept", "prompt_segments") + ("remote", "kv_delay")
 #: A segment's length is below the driver's stride between keys' tokens (oracle/real/driver.py).
 SEGMENT_MAX = 99_999
 
@@ -369,6 +372,38 @@ def check_segments(r: dict, k: int, at: Callable[..., Span]) -> None:
         raise ProgramError(f"request {k}'s segments have {total} tokens, more than its prompt {r['prompt']}", where)
 
 
+def check_remote(r: dict, k: int, at: Callable[..., Span]) -> None:
+    """Nothing if request ``k``'s ``remote`` (the prompt tokens a prefill
+    instance computed: a natural number at most its prompt) and ``kv_delay``
+    (the steps its transfer takes: a natural number, only with ``remote``)
+    are well formed (docs/design/kv-connector.md, section 2); else a located
+    ProgramError."""
+    if "remote" not in r:
+        raise ProgramError(f"request {k} has a `kv_delay` and no `remote`: it loads nothing, so nothing is delayed",
+                           at("requests", k, "kv_delay"))
+    _natural(r["remote"], f"requests[{k}].remote", at("requests", k, "remote"))
+    if isinstance(r.get("prompt"), (int, float)) and r["remote"] > r["prompt"]:
+        raise ProgramError(f"request {k}'s remote is {r['remote']}, more than its prompt {r['prompt']}: a prefill "
+                           f"instance computes the prompt's tokens, no more", at("requests", k, "remote"))
+    if "kv_delay" in r:
+        _natural(r["kv_delay"], f"requests[{k}].kv_delay", at("requests", k, "kv_delay"))
+
+
+def has_remote(data: dict) -> bool:
+    """Whether some request of the scenario gives ``remote``: the scheduler has the KV connector."""
+    return any(isinstance(r, dict) and "remote" in r for r in data.get("requests") or ())
+
+
+def refuse_remote(data: dict, at: Callable[..., Span]) -> None:
+    """The located refusal of a scenario with the KV connector (the model is not built yet: an answer
+    without the connector would leave its transfers out)."""
+    if has_remote(data):
+        k = next(i for i, r in enumerate(data["requests"]) if "remote" in r)
+        raise ProgramError("serq-ref does not model the KV connector yet (issue 20 section 2, "
+                           "docs/design/kv-connector.md): this scenario's answer would leave its remote prefill "
+                           "and transfers out", at("requests", k, "remote"))
+
+
 def beyond_the_seed(data: object) -> str | None:
     """What of the scenario ``data`` seed 002's program of vLLM cannot say,
     so that an engine with only the seed's model (pyserq) answers it
@@ -382,6 +417,8 @@ def beyond_the_seed(data: object) -> str | None:
     if isinstance(data, dict) and isinstance(data.get("kv_groups"), list) and \
             any(isinstance(g, dict) and g.get("kind") != "full" for g in data["kv_groups"]):
         return "sliding-window KV cache groups (kv_groups): seed 002's pool holds every token a hold computed"
+    if isinstance(requests, list) and has_remote(data):
+        return "a KV connector's remote prefill (remote): seed 002's vLLM program has no connector"
     return None
 
 
@@ -452,6 +489,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
                            "docs/design/shared-prefixes.md): this scenario's answer would leave its sharing out",
                            at("requests", k, "prompt_segments"))
     refuse_kv_groups(data, at)
+    refuse_remote(data, at)
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
@@ -550,6 +588,7 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
     text of ``data``, to locate its errors in (``check_scenario``)."""
     at = check_scenario(data, path, text)
     refuse_kv_groups(data, at)
+    refuse_remote(data, at)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,

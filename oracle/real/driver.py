@@ -125,6 +125,16 @@ the cache, its blocks in every group could exceed the usable blocks: per
 full group ceil(tokens / block_size), per sliding group the least of that
 and vLLM's own admission cap (SlidingWindowSpec.max_admission_blocks_per_request,
 vllm/v1/kv_cache_interface.py:918-944), summed.
+The KV connector (docs/design/kv-connector.md in serq-ref): a scenario
+some of whose requests give ``remote`` (the prompt tokens a prefill
+instance computed, at most the prompt) is a decode instance: the scheduler
+gets oracle/real/remote_kv.py's connector (``kv_role`` kv_consumer), which
+offers a request's remote tokens past its local hit, loaded asynchronously,
+once; the transfer started by step s's schedule() is reported done
+(``finished_recving``) in the output of step s + the request's
+``kv_delay`` (default 0). The answer adds ``transfers``: request id to
+[step started, step reported done]. A scenario waiting only for a transfer
+is not stalled.
 
 Nothing here copies vLLM's code; it calls vLLM's public classes.
 """
@@ -253,6 +263,7 @@ def make_scheduler(
     watermark: float = 0.0,
     spec_tokens: int = 0,
     kv_groups: list | None = None,
+    remote_kv: bool = False,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
     (one of which is vLLM's null block). ``async_scheduling``: the scheduler
@@ -262,7 +273,9 @@ def make_scheduler(
     queue (``drive_async``). ``spec_tokens`` > 0: speculative decoding with
     that many draft tokens per request and step (``speculative_config``).
     ``kv_groups``: the scenario's KV cache groups (``kv_cache_groups_of``);
-    None, one full-attention group."""
+    None, one full-attention group.
+    ``remote_kv``: the decode side of P/D with the oracle's KV connector
+    (oracle/real/remote_kv.py, ``kv_transfer_config``)."""
     cls = ObservedScheduler if cls is None else cls
     model = MODELS.get(max_model_len)
     extra = {}
@@ -293,6 +306,7 @@ def make_scheduler(
         cache_config=cache_cfg,
         device_config=DeviceConfig(device="cpu"),
         **({"speculative_config": speculative_config(model, spec_tokens)} if spec_tokens else {}),
+        **({"kv_transfer_config": remote_kv_module().transfer_config()} if remote_kv else {}),
     )
     cache_cfg.num_gpu_blocks = num_blocks
     if kv_groups is None:
@@ -344,14 +358,17 @@ def kv_cache_groups_of(kv_groups: list, block_size: int) -> list:
 
 
 def make_request(request_id: str, token_ids: list[int], out: int, block_size: int,
-                 priority: int = 0, arrival_time: float | None = None) -> Request:
+                 priority: int = 0, arrival_time: float | None = None, remote: int | None = None) -> Request:
     """A request as the engine core builds one: its block hasher, max_tokens
     = out, EOS ignored (the scheduler learns the length from the cap); its
-    priority and arrival time when given."""
+    priority and arrival time when given; ``remote``: the prompt tokens a
+    prefill instance computed for it (its kv_transfer_params, read by the
+    oracle's connector)."""
+    extra = remote_kv_module().transfer_params(remote) if remote is not None else None
     return Request(
         request_id,
         token_ids,
-        SamplingParams(max_tokens=out, ignore_eos=True),
+        SamplingParams(max_tokens=out, ignore_eos=True, extra_args=extra),
         pooling_params=None,
         block_hasher=get_request_block_hasher(block_size, HASH_FN),
         arrival_time=arrival_time,
@@ -670,6 +687,35 @@ def reported_cached(engine_outputs) -> dict[str, int]:
             if stats is not None:
                 cached[output.request_id] = stats.num_cached_tokens
     return cached
+
+
+# ---------------------------------------------------------------------------
+# The KV connector: the decode side of P/D (docs/design/kv-connector.md in serq-ref)
+
+
+def remote_kv_module():
+    """oracle/real/remote_kv.py, the oracle's connector and its worker's
+    side, imported from this file's directory (where vLLM's factory finds
+    it by ``kv_connector_module_path``)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import remote_kv
+
+    return remote_kv
+
+
+def has_remote(job) -> bool:
+    """Some request of the scenario gives ``remote``: the scheduler has the connector."""
+    return any("remote" in r for r in job["requests"])
+
+
+def transfers_outstanding(scheduler) -> bool:
+    return has_remote_kv(scheduler) and remote_kv_module().outstanding(scheduler)
+
+
+def has_remote_kv(scheduler) -> bool:
+    return getattr(scheduler, "connector", None) is not None
 
 
 # ---------------------------------------------------------------------------
@@ -1078,12 +1124,15 @@ def run_scenario(job) -> dict:
         prefix_caching=bool(job.get("prefix_caching", False)),
         max_model_len=int(job.get("max_model_len", DEFAULT_SCENARIO_MAX_MODEL_LEN)),
         policy="priority" if serve or priorities else "fcfs",
-        cls=(own_sampled_tokens if has_segments(job) else (lambda c: c))(
-            ServeByScheduler if serve else ObservedScheduler),
+        cls=(remote_kv_module().with_remote_kv if has_remote(job) else (lambda c, d: c))(
+            (own_sampled_tokens if has_segments(job) else (lambda c: c))(
+                ServeByScheduler if serve else ObservedScheduler),
+            {str(i): int(r.get("kv_delay", 0)) for i, r in enumerate(job["requests"])}),
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
         spec_tokens=int(job.get("spec_tokens", 0) or 0),
         kv_groups=job.get("kv_groups"),
+        remote_kv=has_remote(job),
     )
     # speculative decoding: each request's acceptance pattern (default [0]: every draft rejected)
     patterns = ({str(i): [int(a) for a in r.get("accept", [0])] for i, r in enumerate(job["requests"])}
@@ -1119,7 +1168,8 @@ def run_scenario(job) -> dict:
         token_ids = segment_token_ids(job, i) if has_segments(job) else scenario_token_ids(i, int(r["prompt"]))
         scheduler.add_request(make_request(str(i), token_ids, int(r["out"]), block_size,
                                            priority=int(r.get("priority", 0)),
-                                           arrival_time=float(added) if priorities else None))
+                                           arrival_time=float(added) if priorities else None,
+                                           remote=r.get("remote") if has_remote(job) else None))
 
     first: dict[str, int] = {}
     done: dict[str, int] = {}
@@ -1160,6 +1210,7 @@ def run_scenario(job) -> dict:
             and not output.finished_req_ids
             and not pending
             and scheduler.has_requests()
+            and not transfers_outstanding(scheduler)
         )
         if stalled:
             status = f"stalled at step {step}: nothing schedulable and nothing to come"
@@ -1196,6 +1247,9 @@ def run_scenario(job) -> dict:
     if has_segments(job):
         reported = getattr(scheduler, "reported_cached", {})
         answer["cached"] = {rid: reported[rid] for rid in sorted(reported, key=int)}
+    if has_remote(job):  # each transfer's [step started, step reported done]
+        transfers = getattr(scheduler, "transfers", {})
+        answer["transfers"] = {rid: transfers[rid] for rid in sorted(transfers, key=int)}
     return answer
 
 
@@ -1259,6 +1313,7 @@ def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trac
             and not in_flight
             and not pending
             and scheduler.has_requests()
+            and not transfers_outstanding(scheduler)
         )
         if stalled:
             status = f"stalled at step {step}: nothing schedulable and nothing to come"
