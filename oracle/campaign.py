@@ -368,7 +368,7 @@ def scenario_valid(case: dict) -> bool:
 def spec_valid(case: dict) -> bool:
     """Speculative decoding's settings vLLM 0.33.0 starts with: a budget above the lookahead slots
     (vllm/config/vllm.py:2369-2377), a long-prefill threshold of 0 or at least 1 + K when a waiting request
-    can be padded (else an assertion fails, scheduler.py:1578: spec_edges_scenario draws none below)."""
+    can be padded (else an assertion fails, scheduler.py:1579: spec_edges_scenario draws none below)."""
     k = int(case.get("spec_tokens", 0) or 0)
     if not k:
         return True

@@ -306,7 +306,7 @@ def spec_edges_scenario(seed: int, index: int) -> dict:
     to far above it. The KV cache holds one request of max_model_len (else
     vLLM refuses to start) and every request alone with its last drafts and
     lookahead. The long-prefill threshold is 0 or at least 1 + K: below it a
-    padded request fails vLLM 0.33.0's assertion (scheduler.py:1578)."""
+    padded request fails vLLM 0.33.0's assertion (scheduler.py:1579)."""
     case = spec_scenario(seed, index)
     r = _rng(seed, index + 1_100_000_000)
     k = case["spec_tokens"]

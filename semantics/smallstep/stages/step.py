@@ -531,7 +531,7 @@ def pads(m: Machine, c: Configuration, s: int, r: Resident) -> bool:
 
 
 @rule("step/pad", "under speculate, the prefill of a session the iteration admitted with one token left to compute is padded to its token and K drafts, none of them accepted, when no running resident was served a prefill and one was served or its hold has computed tokens (within the model length): its hold grows for them (step/grow), the budget left loses them (and the draft slots)",
-      "serq-ref extension (docs/design/speculative-decoding.md, section 8): vLLM 0.33.0 pads a new decode request to uniform spec decoding size, num_new_tokens = 1 + num_spec_tokens with placeholder drafts (vllm/v1/core/sched/scheduler.py:1308-1330, 1576-1580), allocates slots for them (:1429-1446) and rolls the rejected ones back (:2346-2364)")
+      "serq-ref extension (docs/design/speculative-decoding.md, section 8): vLLM 0.33.0 pads a new decode request to uniform spec decoding size, num_new_tokens = 1 + num_spec_tokens with placeholder drafts (vllm/v1/core/sched/scheduler.py:1308-1330, 1578-1582), allocates slots for them (:1429-1446) and rolls the rejected ones back (:2346-2364)")
 def pad(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = None) -> Configuration:
     facts = m.steps[s]
     it = c.stages[s].iteration
@@ -556,7 +556,7 @@ def pad_refused(m: Machine, after: Configuration, s: int, serial: int) -> bool:
     would make: its run is one step/pad would pad, and its token and K drafts are above the budget left, or its
     hold's growth for them (and the lookahead) does not fit the pool (vLLM 0.33.0: "prefer to not schedule than
     schedule un-padded", scheduler.py:1325-1328; allocate_slots returns None and the waiting loop ends,
-    :1448-1461)."""
+    :1454-1461)."""
     r = next((x for x in after.stages[s].jobs if x.owner == serial), None)
     if r is None or not pads(m, after, s, r):
         return False
@@ -572,7 +572,7 @@ def pad_refused(m: Machine, after: Configuration, s: int, serial: int) -> bool:
 
 
 @rule("step/pad-stop", "under speculate, the head of the first queue the stage serves fits, but its admission would give it one token to compute that step/pad would pad beyond the budget left or the memory's room: it is not admitted and the iteration admits no more",
-      "serq-ref extension (docs/design/speculative-decoding.md, section 8): vLLM 0.33.0 scheduler.py:1325-1328 (padded_num_tokens > request_token_budget: break) and :1448-1461 (allocate_slots returns None: break)")
+      "serq-ref extension (docs/design/speculative-decoding.md, section 8): vLLM 0.33.0 scheduler.py:1325-1328 (padded_num_tokens > request_token_budget: break) and :1454-1461 (allocate_slots returns None: break)")
 def pad_stop(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
     c = header_drawn(c, a)
     c = _with_iteration(c, s, c.stages[s].iteration._replace(open=False))
