@@ -63,6 +63,7 @@ from typing import Callable, NamedTuple
 from oracle.ast_edit import (Items, Loaded, append_to_init, insert_step_option, load_items, parse_expr,
                              parse_pool_options, parse_step_options, parse_stmts, prepend_lets, replace_hold_reserve,
                              replace_pool_option, replace_session_call, replace_step_option)
+from oracle.ast_edit import replace_hold_units
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.syntax import ast
@@ -431,6 +432,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         # when the scenario gives none): docs/design/speculative-decoding.md, section 8
         sets["spec_lookahead"], sets["spec_slots"] = map(float, spec_slots_of(data))
         sets["model_len"] = float(_max_model_len(data))
+        if sets["spec_lookahead"] > 0:  # vLLM allocates the lookahead with a waiting request's first tokens
+            items = replace_hold_units(items, REQUEST_DEF, KV_POOL, _with_lookahead)  # the library's KV_UNITS
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
     return _build(data, at, items, loaded, sets, verdicts)
 
@@ -459,6 +462,17 @@ def _with_speculation(items: Items, init: tuple[str, ...]) -> Items:
         FRAGMENT))
     sets = " ".join(f"set {a} = 0;" for a in ACCEPT_ATTRS) + f" set {ACCEPT_LENGTH} = 1;"
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
+
+
+#: lib/vllm.sq's admission units in kv (vllm_request's hold), which _with_lookahead extends.
+KV_UNITS = "hit + min(known - hit, min(budget_left(engine), chunk))"
+
+
+def _with_lookahead(units: ast.Expr) -> ast.Expr:
+    """lib/vllm.sq's admission units in kv (KV_UNITS) with the lookahead slots after them, at most up to the
+    model length (vLLM's allocate_slots for a waiting request, kv_cache_manager.py:549-552,
+    scheduler.py:1402-1446)."""
+    return parse_expr(f"{KV_UNITS} + min(spec_lookahead, max(0, model_len - ({KV_UNITS})))", FRAGMENT)
 
 
 def is_async(data: dict) -> bool:

@@ -170,6 +170,18 @@ def test_spec_method_is_checked_and_maps_the_drafters_slots():
     assert (kind.spec_lookahead, kind.spec_slots, kind.spec_within) == (3, 1, 30)
 
 
+def test_the_harness_extends_the_librarys_admission_units_with_the_lookahead():
+    """lib/vllm.sq's kv units are what oracle/scenario.py's _with_lookahead extends (KV_UNITS), and only a
+    scenario with lookahead slots gets them."""
+    from oracle.scenario import KV_UNITS, LIBRARY
+
+    assert f"kv ({KV_UNITS})" in LIBRARY.read_text()
+    base = {"budget": 64, "max_seqs": 4, "block_size": 4, "num_blocks": 40, "requests": [{"prompt": 10, "out": 12}],
+            "spec_tokens": 3}
+    texts = [codec.dumps(scenario_program({**base, "spec_method": m})) for m in ("ngram", "draft_model")]
+    assert texts[0].count('"Min"') < texts[1].count('"Min"')
+
+
 # --- the recorded corpus ---------------------------------------------------------------------
 
 

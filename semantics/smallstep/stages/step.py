@@ -454,7 +454,7 @@ def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float,
     return a.position, a.units
 
 
-@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing; under serve exclusive prefill a decode's token is tentative, and a prefill asks up to the chunk of the whole budget and waits to be selected (step/select-prefill)",
+@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing; under serve exclusive prefill a decode's token is tentative, and a prefill asks up to the chunk of the whole budget and waits to be selected (step/select-prefill); under speculate ... within (L) a growing resident's tokens keep its position below L - 1 (none: it is passed over), its hold covers them and the lookahead slots (at most L), and it takes the draft slots from the budget too",
       "002 §3 Stages: One token to a decoding job, up to chunk to a prefilling one, until the budget is spent; serve exclusive prefill: resident decodes are tentative: ... a waiting prefill that fits can replace them and use the full budget")
 def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = None) -> Configuration:
     it = c.stages[s].iteration
