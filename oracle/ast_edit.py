@@ -155,6 +155,18 @@ def replace_hold_reserve(items: Items, definition: str, pool: str, old: str, new
     return _replace_item(items, decl, dataclasses.replace(decl, body=body))
 
 
+def replace_hold_units(items: Items, definition: str, pool: str, new) -> Items:
+    """In the definition ``definition``'s one top-level hold, the pool ``pool``'s units replaced by
+    ``new(units)`` (an expression made of the old one)."""
+    decl = _only([i for i in items if isinstance(i, ast.DefBlock) and i.name == definition],
+                  f"definitions `{definition}`")
+    hold = _only([s for s in decl.body if isinstance(s, ast.Hold)], f"holds in `{definition}`")
+    use = _only([p for p in hold.pools if _path_name(p.pool) == pool], f"uses of `{pool}` in `{definition}`'s hold")
+    pools = tuple(dataclasses.replace(p, units=new(p.units)) if p is use else p for p in hold.pools)
+    body = tuple(dataclasses.replace(s, pools=pools) if s is hold else s for s in decl.body)
+    return _replace_item(items, decl, dataclasses.replace(decl, body=body))
+
+
 def append_to_init(items: Items, names: tuple[str, ...], new: tuple[ast.Stmt, ...]) -> Items:
     """The workload's init block, which sets ``names`` in order, with ``new`` after."""
     workload = _only([i for i in items if isinstance(i, ast.Workload)], "workloads")

@@ -52,10 +52,13 @@ from semantics.errors import SerqError, UsageError
 from . import campaign_cases, campaign_space
 
 KINDS = ("scenario", "serve", "replay", "space", "priority", "limits", "space-all", "pressure", "spec")
+#: speculative decoding's edges (docs/design/speculative-decoding.md, section 8)
+KINDS += ("spec-edges",)
 DATA = Path(__file__).resolve().parent / "data" / "campaign"
 FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "serve": "serve.jsonl", "space": "space.jsonl",
          "priority": "priority.jsonl", "limits": "limits.jsonl", "space-all": "space-all.jsonl",
          "pressure": "async-priority-pressure.jsonl", "spec": "spec-decode.jsonl"}
+FILES["spec-edges"] = "spec-edges.jsonl"
 #: The compared fields of a scenario's answer (``refused`` only when a request was: absent is none).
 FIELDS = ("first", "done", "preemptions", "steps", "refused")
 
@@ -101,7 +104,7 @@ def draw(kind: str, seed: int, index: int, asynchronous: bool = False) -> dict:
             "replay": campaign_cases.replay, "space": campaign_space.scenario,
             "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
             "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure,
-            "spec": campaign_cases.spec_scenario}[kind](seed, index)
+            "spec": campaign_cases.spec_scenario, "spec-edges": campaign_cases.spec_edges_scenario}[kind](seed, index)
     return {**case, "async": True} if asynchronous else case
 
 
@@ -358,7 +361,20 @@ def scenario_valid(case: dict) -> bool:
             and len(case["requests"]) >= 1
             and all(r["prompt"] >= 1 and r["out"] >= 1
                     and campaign_cases.blocks_needed(r["prompt"], r["out"], bs) <= case["num_blocks"] - 1
-                    for r in case["requests"]))
+                    for r in case["requests"])
+            and spec_valid(case))
+
+
+def spec_valid(case: dict) -> bool:
+    """Speculative decoding's settings vLLM 0.33.0 starts with: a budget above the lookahead slots
+    (vllm/config/vllm.py:2369-2377), a long-prefill threshold of 0 or at least 1 + K when a waiting request
+    can be padded (else an assertion fails, scheduler.py:1579: spec_edges_scenario draws none below)."""
+    k = int(case.get("spec_tokens", 0) or 0)
+    if not k:
+        return True
+    if "spec_method" in case and 0 < (case.get("chunk") or 0) < 1 + k:
+        return False
+    return case.get("spec_method", "ngram") == "ngram" or case["budget"] > k
 
 
 def scenario_candidates(case: dict) -> Iterator[tuple[bool, dict]]:

@@ -287,3 +287,64 @@ def spec_scenario(seed: int, index: int) -> dict:
 def as_job(case: dict) -> dict:
     """The driver job of a case (a case is already one)."""
     return dict(case)
+
+
+#: spec_edges_scenario's drafters (oracle/real/driver.py's SPEC_METHODS): lookahead slots and draft slots (0, 0),
+#: (K, 1) and (K, K).
+SPEC_METHODS = ("ngram", "draft_model", "parallel_draft_model")
+
+
+def spec_edges_scenario(seed: int, index: int) -> dict:
+    """A spec_scenario case pushed to the edges speculative decoding's first
+    corpus left out (docs/design/speculative-decoding.md, section 8): the
+    drafter (SPEC_METHODS: lookahead slots and a draft-slot budget), one-token
+    prompts (a waiting request with one token left, padded to 1 + K,
+    vllm/v1/core/sched/scheduler.py:1308-1330; a resumed request whose cache
+    hit leaves it one token occurs with prefix caching, drawn more often
+    here), and a max_model_len near a request's prompt + out (the drafts
+    clamped, scheduler.py:851-857), from below the largest prompt (refusals)
+    to far above it. The KV cache holds one request of max_model_len (else
+    vLLM refuses to start) and every request alone with its last drafts and
+    lookahead. The long-prefill threshold is 0 or at least 1 + K: below it a
+    padded request fails vLLM 0.33.0's assertion (scheduler.py:1579)."""
+    case = spec_scenario(seed, index)
+    r = _rng(seed, index + 1_100_000_000)
+    k = case["spec_tokens"]
+    method = r.choice(SPEC_METHODS)
+    lookahead = 0 if method == "ngram" else k
+    requests = case["requests"]
+    if r.random() < 0.6:  # one-token prompts
+        for q in requests:
+            if r.random() < 0.5:
+                q["prompt"] = 1
+    else:
+        for q in requests:  # prompts of 1 + a few blocks: a resumed request's hit can leave it one token
+            if r.random() < 0.3:
+                q["prompt"] = 1 + case["block_size"] * r.randint(1, 3)
+    case["prefix_caching"] = r.random() < 0.7
+    block_size = case["block_size"]
+    need = max(math.ceil((q["prompt"] + q["out"] - 1 + k + lookahead) / block_size) for q in requests)
+    usable = max(case["num_blocks"] - 1, need)
+    mode = r.random()
+    if mode < 0.7:  # near a request's end
+        largest = max(x["prompt"] for x in requests)
+        q = r.choice(requests) if r.random() < 0.4 else next(x for x in requests if x["prompt"] == largest)
+        length = max(largest + 1, q["prompt"] + q["out"] + r.randint(-(k + 2), k + 2))
+        if r.random() < 0.1:  # at or below the largest prompt: refusals
+            length = r.randint(max(1, largest - k), largest)
+        case["max_model_len"] = length
+        usable = max(usable, math.ceil(length / block_size))
+    elif mode < 0.85:
+        case["max_model_len"] = r.choice((256, 1024, SCENARIO_MAX_MODEL_LEN))
+        usable = max(usable, math.ceil(case["max_model_len"] / block_size))
+    case["num_blocks"] = usable + 1
+    chunk = case["chunk"]
+    if 0 < chunk < 1 + k:
+        chunk = r.choice((0, r.randint(1 + k, max(1 + k, min(case["budget"], 128)))))
+    if "max_model_len" in case:
+        chunk = min(chunk, case["max_model_len"])  # vLLM refuses a threshold above it
+        if 0 < chunk < 1 + k:
+            chunk = 0
+    case["chunk"] = chunk
+    case["spec_method"] = method
+    return case

@@ -101,7 +101,7 @@ def add_parser(commands, parser_class) -> None:
     k.add_argument("count", type=positive, metavar="N")
     k.add_argument("--seed", type=whole, required=True, metavar="S", help="the cases' seed (the recorded: 1)")
     k.add_argument("--kind", choices=("scenario", "serve", "replay", "space", "priority", "limits", "space-all",
-                                    "pressure", "spec"),
+                                    "pressure", "spec", "spec-edges"),
                    default="scenario",
                    help="scenarios (default), serve-by scenarios, multi-turn replays, scenarios over the whole space "
                         "of every knob (oracle/campaign_space.py), scenarios with user priorities, or with limits "

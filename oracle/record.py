@@ -53,6 +53,7 @@ CAMPAIGN_FILES = {"scenario": "scenarios.jsonl", "replay": "replays.jsonl", "ser
                   "space": "space.jsonl", "priority": "priority.jsonl", "limits": "limits.jsonl",
                   "space-all": "space-all.jsonl", "pressure": "async-priority-pressure.jsonl",
                   "spec": "spec-decode.jsonl"}
+CAMPAIGN_FILES["spec-edges"] = "spec-edges.jsonl"  # speculative decoding's edges (docs/design/speculative-decoding.md)
 
 SCENARIO_NAMES = ("alone", "chunked", "hol", "longchunk", "mixed", "preempt", "seqcap")
 SERVE_NAMES = ("admission", "newest_first", "newest_first_preempt", "prefill_first")
@@ -230,7 +231,7 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             "serve": campaign_cases.serve_scenario, "space": campaign_space.scenario,
             "priority": campaign_cases.priority_scenario, "limits": campaign_cases.limits_scenario,
             "space-all": campaign_space.scenario_all, "pressure": campaign_space.scenario_pressure,
-            "spec": campaign_cases.spec_scenario}[kind]
+            "spec": campaign_cases.spec_scenario, "spec-edges": campaign_cases.spec_edges_scenario}[kind]
     cases = [draw(seed, index) for index in range(count)]
     if asynchronous:
         cases = [{**case, "async": True} for case in cases]
@@ -254,8 +255,11 @@ def record_campaign(kind: str, count: int, seed: int, python=None, hours: float 
             record = {"seed": seed, "index": index, "case": case, "answer": {k: answer[k] for k in keep}}
             if answer.get("refused"):  # which requests were refused and why (priority/limits cases)
                 record["answer"]["refused"] = answer["refused"]
-            if kind in ("space-all", "pressure", "spec"):  # the engine that answered, as the driver says it (the case asked for it)
+            if kind in ("space-all", "pressure", "spec", "spec-edges"):  # the engine that answered, as the driver says it (the case asked for it)
                 record["answer"]["mode"] = "async" if answer.get("async") else "sync"
+            if kind == "spec-edges":  # the drafter's lookahead and draft slots as vLLM set them (driver.SPEC_METHODS)
+                record["answer"]["spec_lookahead"] = answer.get("spec_lookahead", 0)
+                record["answer"]["spec_draft_slots"] = answer.get("spec_draft_slots", 0)
             if kind == "serve":
                 older = next(answers)
                 if "error" in older:

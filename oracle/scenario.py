@@ -63,6 +63,7 @@ from typing import Callable, NamedTuple
 from oracle.ast_edit import (Items, Loaded, append_to_init, insert_step_option, load_items, parse_expr,
                              parse_pool_options, parse_step_options, parse_stmts, prepend_lets, replace_hold_reserve,
                              replace_pool_option, replace_session_call, replace_step_option)
+from oracle.ast_edit import replace_hold_units
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.syntax import ast
@@ -88,6 +89,10 @@ FRAGMENT = "<oracle.scenario>"
 REQUIRED = ("budget", "max_seqs", "block_size", "num_blocks", "requests")
 OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_len", "watermark", "spec_tokens",
             "kv_groups")
+#: The drafter of speculative decoding (docs/design/speculative-decoding.md, section 8): its lookahead slots and
+#: draft-slot budget per K, as vLLM 0.33.0 sets them (oracle/real/driver.py's SPEC_METHODS).
+SPEC_METHODS = {"ngram": (0, 0), "draft_model": (1, 1), "parallel_draft_model": (1, None)}
+OPTIONAL += ("spec_method",)
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
@@ -220,6 +225,8 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
                            "run vLLM's priority path with priorities of their own)", at("serve"))
     if spec_tokens_of(data) > MAX_SPEC_TOKENS:
         raise ProgramError(f"`spec_tokens` is {data['spec_tokens']}: at most {MAX_SPEC_TOKENS}", at("spec_tokens"))
+    if "spec_method" in data:
+        _check_spec_method(data, at)
     if "max_model_len" in data and data["max_model_len"] < 1:
         raise ProgramError("`max_model_len` is at least 1", at("max_model_len"))
     if (data.get("chunk") or 0) > _max_model_len(data):
@@ -330,6 +337,24 @@ def _check_accept(data: dict, pattern: object, k: int, at: Callable[..., Span]) 
                            f"accepted, by the output tokens left mod its length)", where)
     for j, a in enumerate(pattern):
         _natural(a, f"requests[{k}].accept[{j}]", at("requests", k, "accept", j))
+
+
+def _check_spec_method(data: dict, at: Callable[..., Span]) -> None:
+    """``spec_method``: one of SPEC_METHODS, only with ``spec_tokens``."""
+    if data["spec_method"] not in SPEC_METHODS:
+        raise ProgramError(f"`spec_method` is {json.dumps(data['spec_method'])}: one of "
+                           f"{', '.join(map(json.dumps, SPEC_METHODS))}", at("spec_method"))
+    if not spec_tokens_of(data):
+        raise ProgramError("the scenario has a `spec_method` and no `spec_tokens`: nothing is drafted",
+                           at("spec_method"))
+
+
+def spec_slots_of(data: dict) -> tuple[int, int]:
+    """The scenario's lookahead slots and draft slots per scheduled request (SPEC_METHODS): (0, 0) for n-gram,
+    (K, 1) for a draft model, (K, K) for a parallel one (PARD)."""
+    k = spec_tokens_of(data)
+    look, slots = SPEC_METHODS[data.get("spec_method", "ngram")]
+    return look * k, k if slots is None else slots * (1 if k else 0)
 
 
 def spec_tokens_of(data: dict) -> int:
@@ -502,6 +527,12 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         items = _with_limits(items, data)
     if spec_tokens_of(data):
         sets["spec_tokens"] = float(spec_tokens_of(data))
+        # the drafter's slots (SPEC_METHODS) and the model length the drafts stop short of (the driver's default
+        # when the scenario gives none): docs/design/speculative-decoding.md, section 8
+        sets["spec_lookahead"], sets["spec_slots"] = map(float, spec_slots_of(data))
+        sets["model_len"] = float(_max_model_len(data))
+        if sets["spec_lookahead"] > 0:  # vLLM allocates the lookahead with a waiting request's first tokens
+            items = replace_hold_units(items, REQUEST_DEF, KV_POOL, _with_lookahead)  # the library's KV_UNITS
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
     return _build(data, at, items, loaded, sets, verdicts)
 
@@ -518,14 +549,29 @@ def _with_speculation(items: Items, init: tuple[str, ...]) -> Items:
     init and given per session by ``_build``), and the engine's clause reads
     the pattern's value at the output tokens left (``remaining``, the decode
     run's tokens left) mod its length."""
-    index = "(remaining - accepts * floor(remaining / accepts))"
+    # vLLM's output tokens left count to max_tokens, which max_model_len may cut short (check_stop): the run's
+    # tokens left and the cut (model_len is the scenario's max_model_len: compile_scenario)
+    left = "(remaining + o - max(0, min(o, model_len - prompt)))"
+    index = f"({left} - accepts * floor({left} / accepts))"
     pick = ACCEPT_ATTRS[-1]
     for j in range(MAX_ACCEPT - 2, -1, -1):
         pick = f"{index} == {j} ? {ACCEPT_ATTRS[j]} : ({pick})"
-    items = replace_step_option(items, ENGINE, "speculate",
-                                parse_step_options(f"speculate (spec_tokens) accept ({pick});", FRAGMENT))
+    items = replace_step_option(items, ENGINE, "speculate", parse_step_options(
+        f"speculate (spec_tokens) accept ({pick}) lookahead (spec_lookahead) slots (spec_slots) within (model_len);",
+        FRAGMENT))
     sets = " ".join(f"set {a} = 0;" for a in ACCEPT_ATTRS) + f" set {ACCEPT_LENGTH} = 1;"
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
+
+
+#: lib/vllm.sq's admission units in kv (vllm_request's hold), which _with_lookahead extends.
+KV_UNITS = "hit + min(known - hit, min(budget_left(engine), chunk))"
+
+
+def _with_lookahead(units: ast.Expr) -> ast.Expr:
+    """lib/vllm.sq's admission units in kv (KV_UNITS) with the lookahead slots after them, at most up to the
+    model length (vLLM's allocate_slots for a waiting request, kv_cache_manager.py:549-552,
+    scheduler.py:1402-1446)."""
+    return parse_expr(f"{KV_UNITS} + min(spec_lookahead, max(0, model_len - ({KV_UNITS})))", FRAGMENT)
 
 
 def is_async(data: dict) -> bool:

@@ -82,6 +82,7 @@ FAMILIES = ("step/", "pool/", "stage/step", "session/hold", "session/end", "work
 #: serve exclusive prefill are not in lib/vllm.sq's engine.
 UNREACHABLE = ("pool/lease", "pool/lease-end", "pool/spill", "pool/spill-land", "pool/grow-wait",
                "pool/grow-resume", "step/select-prefill", "step/reject")  # step/reject: no space case speculates
+UNREACHABLE += ("step/pad", "step/pad-stop")  # speculate's padding (docs/design/speculative-decoding.md, section 8)
 
 
 def rules_applied(case: dict) -> dict[str, int]:

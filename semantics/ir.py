@@ -450,7 +450,19 @@ class Ps:
           "when absent, none")),
       spec_accept=Absent(Opt(Def("Expr")), None, description=(
           "serq-ref's extension of version 13 (docs/design/speculative-decoding.md): with spec_tokens, the drafts "
-          "an iteration accepts of a decoding resident, read for it when it is served (at most the drafts given)")))
+          "an iteration accepts of a decoding resident, read for it when it is served (at most the drafts given)")),
+      spec_lookahead=Absent(INDEX, 0, description=(
+          "serq-ref's extension of version 13 (docs/design/speculative-decoding.md, section 8): with spec_tokens, "
+          "the units a growing resident's hold takes past the tokens it is given (vLLM 0.33.0's "
+          "num_lookahead_tokens); 0, the default when absent, none")),
+      spec_slots=Absent(INDEX, 0, description=(
+          "serq-ref's extension of version 13 (docs/design/speculative-decoding.md, section 8): with spec_tokens, "
+          "the budget each served resident takes beyond its tokens (vLLM 0.33.0's draft slots, "
+          "max_num_new_slots_for_drafting); 0, the default when absent, none")),
+      spec_within=Absent(INDEX, 0, description=(
+          "serq-ref's extension of version 13 (docs/design/speculative-decoding.md, section 8): with spec_tokens, "
+          "the model length: a resident's position after its tokens stays below it, and its hold's growth stops "
+          "at it (vLLM 0.33.0's max_model_len); 0, the default when absent, none")))
 @dataclass(frozen=True, slots=True)
 class Step:
     budget: Expr
@@ -472,6 +484,12 @@ class Step:
     #: 0 (then ``spec_accept`` is None and the stage means what it meant)
     spec_tokens: int = 0
     spec_accept: Expr | None = None
+    #: ``speculate ... lookahead (A) slots (D) within (L)``: the lookahead slots, the draft slots and the model
+    #: length (docs/design/speculative-decoding.md, section 8); serq-ref extensions of version 13, absent from the
+    #: JSON when 0 (none)
+    spec_lookahead: int = 0
+    spec_slots: int = 0
+    spec_within: int = 0
 
 
 StageKind = Union[Fifo, Ps, Step]

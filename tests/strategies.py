@@ -17,7 +17,8 @@ construct of seed 002 §2's kernel syntax:
   preempt lifo / none, admit via (a step stage), spill (to a tier via a
   stage), and families of two;
 - stages fifo, fifo(c), ps(capacity), delay and step { budget; cost; chunk;
-  serve admission / decode first / by (keys) / exclusive prefill; memory },
+  serve admission / decode first / by (keys) / exclusive prefill; memory;
+  speculate (K) accept (e) with or without lookahead, slots and within },
   families of two, and two ps stages held by one run under share maxmin or
   bottleneck;
 - sessions of set, observe, hold (several pools, reserve, reuse, at
@@ -67,7 +68,7 @@ FEATURES = (
     "pool", "pool family", "cap inf", "block", "evict lru", "evict by", "queue fifo", "queue by", "preempt lifo",
     "preempt none", "admit via", "spill",
     "fifo", "fifo(c)", "ps", "delay", "step", "step family", "chunk", "serve admission", "serve decode first",
-    "serve by", "serve exclusive prefill", "memory", "stage family", "share",
+    "serve by", "serve exclusive prefill", "memory", "speculate", "stage family", "share",
     "set", "observe", "hold", "hold several pools", "reserve", "reuse", "at admission", "cache", "lease",
     "release lease", "grow", "load", "release", "drop", "run", "run several stages", "run prefill", "run decode",
     "growing", "step request", "branch", "branch else", "branch with", "loop", "choose", "turn", "end",
@@ -516,7 +517,25 @@ class Writer:
             settings.append(f"arrivals {self.pick((3, 6))};")
             self.use("arrivals")
         lines.append(f"run {{ {' '.join(settings)} }}")
+        if self.engine is not None:  # drawn last, so that the draws before it are those of the programs without it
+            lines = [self.speculate(line) if line.startswith("stage engine") else line for line in lines]
         return "\n".join(lines) + "\n"
+
+    def speculate(self, engine: str) -> str:
+        """The step stage's line, sometimes with speculative decoding (docs/design/speculative-decoding.md) and
+        its edges (section 8: lookahead slots, draft slots, a model length)."""
+        if not self.chance(30):
+            return engine
+        k = self.pick((1, 2, 3))
+        clause = f"speculate ({k}) accept ({self.pick(('0', '1', str(k), 'remaining > 2 ? 2 : 0'))})"
+        if self.chance(50):
+            clause += f" lookahead ({self.pick((k, 1))})"
+        if self.chance(50):
+            clause += f" slots ({self.pick((1, k))})"
+        if self.chance(40):
+            clause += f" within ({self.pick((24, 40, 200))})"
+        self.use("speculate")
+        return engine[:engine.rindex("}")] + clause + "; }"
 
 
 @st.composite

@@ -136,6 +136,18 @@ workload { arrive batch(2); }
 session { hold reqs (1), kv (10) { prefill (10) growing kv; decode (11) growing kv; } }
 run { horizon 20; seed 1; }
 """,
+    # speculative decoding's edges: a one-token prefill admitted while a decode runs is padded (step/pad), one
+    # the budget left cannot pad is not admitted (step/pad-stop); lookahead slots, draft slots and a model length
+    "speculate-edges": """
+pool kv { cap 160; block 4; preempt lifo; }
+pool reqs { cap 4; admit via engine; }
+stage gate : delay;
+stage engine : step { budget 10; cost 1; memory kv; speculate (3) accept (0) lookahead (1) slots (0) within (100); }
+workload { arrive batch(3); }
+session { run gate (serial); hold reqs (1), kv (serial == 0 ? 8 : 1) { prefill (serial == 0 ? 8 : 1) growing kv;
+          decode (serial == 0 ? 12 : 2) growing kv; } }
+run { horizon 30; seed 1; }
+""",
 }
 
 

@@ -262,6 +262,7 @@ def make_scheduler(
     async_scheduling: bool = False,
     watermark: float = 0.0,
     spec_tokens: int = 0,
+    spec_method: str = "ngram",
     kv_groups: list | None = None,
     remote_kv: bool = False,
 ):
@@ -271,7 +272,9 @@ def make_scheduler(
     picks when async_scheduling is set, vllm/config/scheduler.py:231-236)
     under ``cls``'s observation; the caller then drives it with a batch
     queue (``drive_async``). ``spec_tokens`` > 0: speculative decoding with
-    that many draft tokens per request and step (``speculative_config``).
+    that many draft tokens per request and step (``speculative_config``), the
+    drafter ``spec_method`` (SPEC_METHODS: its lookahead slots and draft-slot
+    budget).
     ``kv_groups``: the scenario's KV cache groups (``kv_cache_groups_of``);
     None, one full-attention group.
     ``remote_kv``: the decode side of P/D with the oracle's KV connector
@@ -305,7 +308,7 @@ def make_scheduler(
         scheduler_config=sched_cfg,
         cache_config=cache_cfg,
         device_config=DeviceConfig(device="cpu"),
-        **({"speculative_config": speculative_config(model, spec_tokens)} if spec_tokens else {}),
+        **({"speculative_config": speculative_config_of(model, spec_tokens, spec_method)} if spec_tokens else {}),
         **({"kv_transfer_config": remote_kv_module().transfer_config()} if remote_kv else {}),
     )
     cache_cfg.num_gpu_blocks = num_blocks
@@ -501,6 +504,28 @@ def speculative_config(model, spec_tokens: int):
 
     return SpeculativeConfig(method="ngram", num_speculative_tokens=int(spec_tokens), prompt_lookup_max=2,
                              prompt_lookup_min=1, target_model_config=model,
+                             target_parallel_config=ParallelConfig())
+
+
+#: The drafters a scenario's ``spec_method`` names (docs/design/speculative-decoding.md, section 8), each
+#: vLLM's SpeculativeConfig method and parallel_drafting: ``ngram`` (no lookahead slots, no draft-slot budget),
+#: ``draft_model`` (K lookahead slots, vllm/config/vllm.py:646-651; one draft slot per scheduled request,
+#: vllm/config/speculative.py:2094-2096) and ``parallel_draft_model`` (PARD: K lookahead slots and K draft
+#: slots, speculative.py:2085-2090). The draft model is the target's own tiny configuration: the scheduler
+#: reads only the method, K and the two counts.
+SPEC_METHODS = {"ngram": None, "draft_model": False, "parallel_draft_model": True}
+
+
+def speculative_config_of(model, spec_tokens: int, method: str = "ngram"):
+    """vLLM's SpeculativeConfig for ``method`` (SPEC_METHODS) with ``spec_tokens`` draft tokens."""
+    if method not in SPEC_METHODS:
+        raise ValueError(f"spec_method {method!r}: one of {', '.join(SPEC_METHODS)}")
+    if SPEC_METHODS[method] is None:
+        return speculative_config(model, spec_tokens)
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(method="draft_model", model=model.model, num_speculative_tokens=int(spec_tokens),
+                             parallel_drafting=SPEC_METHODS[method], target_model_config=model,
                              target_parallel_config=ParallelConfig())
 
 
@@ -1131,6 +1156,7 @@ def run_scenario(job) -> dict:
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
         spec_tokens=int(job.get("spec_tokens", 0) or 0),
+        spec_method=str(job.get("spec_method", "ngram")),
         kv_groups=job.get("kv_groups"),
         remote_kv=has_remote(job),
     )
@@ -1241,6 +1267,9 @@ def run_scenario(job) -> dict:
         answer["async"] = True
     if patterns is not None:
         answer["spec_tokens"] = scheduler.num_spec_tokens
+        if job.get("spec_method") is not None:  # the drafter's slots, as vLLM set them (SPEC_METHODS)
+            answer["spec_lookahead"] = scheduler.num_lookahead_tokens
+            answer["spec_draft_slots"] = scheduler.vllm_config.speculative_config.max_num_new_slots_for_drafting
     if job.get("kv_groups") is not None:
         answer["kv_groups"] = [kv_group_answer(scheduler, g.kv_cache_spec)
                                for g in scheduler.kv_cache_config.kv_cache_groups]

@@ -88,9 +88,10 @@ def check_invariants(c: Configuration) -> None:
         given = sum(a.tokens for a in it.assigned)
         assert all(a.tokens >= 0 for a in it.assigned), f"stage {s}: an iteration gives a resident negative tokens"
         assert given <= it.budget + tol, f"stage {s}: iteration {it.number} gives {given} tokens, over its budget {it.budget}"
-        assert it.left >= -tol, f"stage {s}: iteration {it.number} has {it.left} of its budget left"
+        slots = getattr(it, "slots", 0.0)  # speculate's draft slots: each resident served takes D more
+        assert it.left >= -slots - tol, f"stage {s}: iteration {it.number} has {it.left} of its budget left"
         if it.due is None and not it.tentative:
-            assert abs(it.left - (it.budget - given)) <= tol, \
+            assert abs(it.left - (it.budget - slots - given - slots * len(it.assigned))) <= tol, \
                 f"stage {s}: iteration {it.number} has {it.left} left of {it.budget} after giving {given}"
         if it.tentative:
             assert all(a.mode == "Decode" for a in it.assigned), f"stage {s}: a prefill given tokens beside tentative decodes"

@@ -61,7 +61,7 @@ class StepFacts:
     chunk K; serve ...; memory P; })."""
 
     __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead", "spec",
-                 "accept")
+                 "accept", "lookahead", "slots", "within")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -83,6 +83,12 @@ class StepFacts:
         #: acceptance (docs/design/speculative-decoding.md)
         self.spec = float(kind.spec_tokens)
         self.accept = compile_(kind.spec_accept) if kind.spec_accept is not None else None
+        #: ``speculate ... lookahead (A) slots (D) within (L)`` (docs/design/speculative-decoding.md, section 8):
+        #: the units a growing resident's hold takes past its tokens, the budget each served resident takes
+        #: beyond its tokens, and the model length (0: none)
+        self.lookahead = float(kind.spec_lookahead)
+        self.slots = float(kind.spec_slots)
+        self.within = float(kind.spec_within)
 
 
 class Machine:

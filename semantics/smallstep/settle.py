@@ -186,22 +186,42 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
         if it.open and it.left > 0:
             chosen = step.next_resident(m, c, s)
             if chosen is not None:
-                c = step.schedule(m, c, s, *chosen)
+                c = (step.pad if step.pads(m, c, s, chosen[0]) else step.schedule)(m, c, s, *chosen)
                 continue
             if not it.preempted:
                 head = step.next_head(m, c, s)
                 if head is not None:
                     q, a = head
-                    if a.fits:  # pool/admit, then step/admit (the session runs at once)
-                        c = drain(m, follow_up(c, ("pool/admit", q, a), ("step/admit", s, q, a.waiting.serial)))
+                    if a.fits:  # pool/admit, then step/admit (the session runs at once); speculate: or step/pad-stop
+                        c = admit_head(m, c, s, q, a)
                     else:
                         c = step.admit_stop(m, c, s, q, a)
                     continue
-        formed = it.assigned or it.preempted or c.stages[s].parked  # schedule ahead: a batch, though empty
+        # schedule ahead: a batch, though empty, while a parked session or (speculate) a roll-back waits for it
+        formed = it.assigned or it.preempted or c.stages[s].parked or c.stages[s].rejects
         c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
         if c.stages[s].parked or c.stages[s].rejects or c.stages[s].overrun:  # schedule ahead: the ended iteration's results apply now
             c = drain(m, step.apply_ended(m, c, s))
         return c
+
+
+def admit_head(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
+    """The head ``a`` of queue ``q`` fits: pool/admit, then step/admit, the session run at once until it waits;
+    under speculate, unless the configuration that admission makes is the premise of step/pad-stop (its run
+    would be padded beyond the budget or the memory: step.pad_refused), when step/pad-stop applies to ``c``
+    instead. The admission is made once to read the premise, without the step trace, and again with it when
+    a trace observes the run."""
+    work = follow_up(c, ("pool/admit", q, a), ("step/admit", s, q, a.waiting.serial))
+    if not m.steps[s].spec:
+        return drain(m, work)
+    observer, m.observer = m.observer, None
+    try:
+        after = drain(m, work)
+    finally:
+        m.observer = observer
+    if step.pad_refused(m, after, s, a.waiting.serial):
+        return step.pad_stop(m, c, s, q, a)
+    return drain(m, work) if observer is not None else after
 
 
 # -- settle --------------------------------------------------------------------------------------------------------

@@ -136,6 +136,9 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "step/apply": (_STAGE, ("sessions", SERIALS)),
     "step/preempt-parked": (_STAGE, ("session", INT), _POOL, ("grower", INT), ("by", VICTIM_BY),
                             ("candidates", SERIALS)),
+    "step/pad": (_STAGE, ("job", JOB), ("session", INT), ("tokens", REAL), ("drafts", REAL), ("grow", REAL),
+                 ("left", REAL)),
+    "step/pad-stop": (_STAGE, _POOL, ("session", INT)),
 }
 
 #: the rules whose record starts a job (and names it)

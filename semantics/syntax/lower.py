@@ -19,6 +19,7 @@ built-ins serial..forced and every attribute the workload side assigns are
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Mapping
@@ -357,14 +358,14 @@ class Lowering:
                 spec_tokens, spec_accept = self.lower_speculate(spec.name, options["speculate"])
             lowered = ir.Step(self.lower_expr(options["budget"].values[0]), self.lower_expr(options["cost"].values[0]),
                               chunk, serve, None, self_preemption, schedule_ahead, spec_tokens, spec_accept)
+            if spec_tokens:  # speculate's lookahead slots, draft slots and model length (0: none)
+                lowered = dataclasses.replace(lowered, **self.lower_spec_slots(spec.name, options["speculate"]))
         members = []
         for member in range(spec.count):
             member_kind = lowered
             if memory is not None:
                 pool = self.pair_member(memory, member, spec.count, spec.name, "memory", memory_span)
-                member_kind = ir.Step(lowered.budget, lowered.cost, lowered.chunk, lowered.serve, pool,
-                                      lowered.self_preemption, lowered.schedule_ahead, lowered.spec_tokens,
-                                      lowered.spec_accept)
+                member_kind = dataclasses.replace(lowered, memory=pool)
             members.append(ir.Stage(spec.name, member if spec.family else None, member_kind))
         return members
 
@@ -394,7 +395,7 @@ class Lowering:
         """``speculate (K) accept (e);`` (docs/design/speculative-decoding.md): K a
         constant natural number (a let, so --set switches it: examples/lib/vllm.sq's
         spec_tokens); K = 0 is no clause at all (the stage means what it meant)."""
-        tokens, accept = option.values
+        tokens, accept = option.values[:2]
         value = evaluate_constant(tokens, self.lets, f"stage `{stage}`: the draft tokens of `speculate`")
         if not (value >= 0 and float(value).is_integer()):
             raise ProgramError(f"stage `{stage}`: `speculate ({value:g})`: the draft tokens are a natural number",
@@ -402,6 +403,21 @@ class Lowering:
         if value == 0:
             return 0, None
         return int(value), self.lower_expr(accept)
+
+    def lower_spec_slots(self, stage: str, option: ast.Option) -> dict[str, int]:
+        """``speculate (K) accept (e) lookahead (A) slots (D) within (L);`` (docs/design/speculative-decoding.md,
+        section 8): A, D and L constant natural numbers (lets, so --set switches them), each 0 when not given:
+        no lookahead slots, no draft-slot budget, no model length."""
+        out = {}
+        for field, what, value in zip(("spec_lookahead", "spec_slots", "spec_within"),
+                                      ("lookahead slots", "draft slots", "model length"), option.values[2:]):
+            if value is None:
+                continue
+            n = evaluate_constant(value, self.lets, f"stage `{stage}`: the {what} of `speculate`")
+            if not (n >= 0 and float(n).is_integer()):
+                raise ProgramError(f"stage `{stage}`: `speculate`'s {what} ({n:g}) are a natural number", option.span)
+            out[field] = int(n)
+        return out
 
     def lower_arrival(self) -> ir.Arrival:
         option = self.kernel.arrival

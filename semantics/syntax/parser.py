@@ -294,8 +294,9 @@ class BuildAst(Transformer):
         return ast.Option("schedule_ahead", (c[0],), span=self.span(meta))
 
     def step_speculate(self, meta, c):
-        # values: the draft tokens K, then the acceptance expression
-        return ast.Option("speculate", (c[0], c[1]), span=self.span(meta))
+        # values: the draft tokens K, the acceptance expression, then the lookahead slots, the draft slots and
+        # the model length, each None when not given (docs/design/speculative-decoding.md, section 8)
+        return ast.Option("speculate", tuple(c[:5]), span=self.span(meta))
 
     def self_end(self, meta, c):
         return "end"

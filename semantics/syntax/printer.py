@@ -660,8 +660,15 @@ class Printer:
             condition = subtrees(t)
             return ["schedule ahead", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
         if kind == "step_speculate":
-            tokens, accept = subtrees(t)
-            return ["speculate (", self.expr(tokens), ") accept (", self.expr(accept), ");"]
+            tokens, accept, *_ = subtrees(t)
+            extra, word = [], None  # the optional parts given, each after its keyword
+            for c in t.children:
+                if isinstance(c, Token) and c.value in ("lookahead", "slots", "within"):
+                    word = c.value
+                elif isinstance(c, Tree) and word is not None:
+                    extra.append([f" {word} (", self.expr(c), ")"])
+                    word = None
+            return ["speculate (", self.expr(tokens), ") accept (", self.expr(accept), ")", extra, ";"]
         if kind == "opt_spill":
             tier, link, amount, guard = subtrees(t)
             return ["spill ", self.path(tier), " via ", self.path(link), " (", self.expr(amount), ") when (",

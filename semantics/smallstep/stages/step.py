@@ -58,7 +58,7 @@ from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, PREFILL, Conf
                              insert_event,
                              ready_from, ready_serials, replace_at, setter)
 from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
-from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, header_drawn
+from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
 from ..rules import rule
 from ..values import Env
 from .jobs import at_stage, finish_job
@@ -114,6 +114,11 @@ class Iteration(NamedTuple):
     selected: int | None  # serve exclusive prefill: the prefill (job id) selected to run alone, once one is
     context: tuple[float, float, float, float]  # residents, decoders, kv_decode, kv_prefill before it
     due: tuple[float, int] | None  # its end event, once formed
+    #: the sessions it admitted (step/admit), in order: under speculate, their runs are the ones step/pad pads
+    admitted: tuple[int, ...] = ()
+    #: speculate's draft slots D: every resident served takes its tokens and D of the budget, and ``left`` is
+    #: the budget less D less what they took (vLLM's input budget less D, below 0 once it is under D)
+    slots: float = 0.0
 
 
 class StepState(NamedTuple):
@@ -269,7 +274,8 @@ def budget_plan(m: Machine, c: Configuration, s: int) -> float:
     env = _stage_env(c, context_before(m, c, s))
     budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
     chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
-    return max(0.0, budget - sum(want_of(r, chunk, facts.spec) for r in c.stages[s].jobs))
+    slots = facts.slots  # speculate's draft slots: each resident's tokens and D more, and D for the next (vLLM's input budget)
+    return max(0.0, budget - slots - sum(want_of(r, chunk, facts.spec) + slots for r in c.stages[s].jobs))
 
 
 # -- a run joins -------------------------------------------------------------------
@@ -319,7 +325,7 @@ def withdraw(m: Machine, c: Configuration, s: int, job_id: int) -> Configuration
     k = next(k for k, a in enumerate(it.assigned) if a.job_id == job_id)
     a = it.assigned[k]
     assigned = it.assigned[:k] + it.assigned[k + 1:]
-    it = it._replace(assigned=assigned, left=it.left + a.tokens if it.due is None else it.left)
+    it = it._replace(assigned=assigned, left=it.left + a.tokens + m.steps[s].slots if it.due is None else it.left)
     c = _with_iteration(c, s, it)
     if m.observer:
         m.notify("step/withdraw", c, {"stage": m.stage_name(s), "job": job_id, "session": a.serial,
@@ -347,8 +353,9 @@ def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     budget = max(0.0, _read(m, c, s, "budget", facts.budget, env))
     chunk = max(0.0, _read(m, c, s, "chunk", facts.chunk, env))
     st = c.stages[s]
-    it = Iteration(st.count + 1, c.time, budget, chunk, budget, (), (), None, False, True, facts.exclusive, None,
-                   context, None)
+    # speculate's draft slots: the budget left is what the next resident may take (vLLM's input budget less D)
+    it = Iteration(st.count + 1, c.time, budget, chunk, budget - facts.slots, (), (), None, False, True,
+                   facts.exclusive, None, context, None, slots=facts.slots)
     if st.finishing:  # schedule ahead: the next iteration is being formed; a session that did not park goes on
         c = _with_state(c, s, st._replace(finishing=()))
     c = _with_iteration(c, s, it)
@@ -447,7 +454,7 @@ def _growing_position(m: Machine, c: Configuration, r: Resident) -> tuple[float,
     return a.position, a.units
 
 
-@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing; under serve exclusive prefill a decode's token is tentative, and a prefill asks up to the chunk of the whole budget and waits to be selected (step/select-prefill)",
+@rule("step/schedule", "the next resident in the serving order is served: one token to a decode, up to the chunk to a prefill, within the budget left; a growing run whose hold must grow first waits for step/grow; a resident whose growth waits gets nothing; under serve exclusive prefill a decode's token is tentative, and a prefill asks up to the chunk of the whole budget and waits to be selected (step/select-prefill); under speculate ... within (L) a growing resident's tokens keep its position below L - 1 (none: it is passed over), its hold covers them and the lookahead slots (at most L), and it takes the draft slots from the budget too",
       "002 §3 Stages: One token to a decoding job, up to chunk to a prefilling one, until the budget is spent; serve exclusive prefill: resident decodes are tentative: ... a waiting prefill that fits can replace them and use the full budget")
 def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = None) -> Configuration:
     it = c.stages[s].iteration
@@ -459,7 +466,10 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     position = need = 0.0
     if not waits and r.growing is not None:
         position, units = _growing_position(m, c, r)
-        need = position + tokens - units
+        tokens = within_length(m, s, position, tokens)
+        need = slots_target(m, s, position, tokens) - units
+    if tokens <= 0.0:  # speculate within (L): at the model length, nothing (vLLM: num_new_tokens == 0, the next)
+        waits = True
     a = Assignment(r.job_id, r.owner, r.mode, tokens, position)
     if spec > 0 and r.mode == DECODE and tokens > 1.0:  # speculate: its drafts, and those the iteration accepts
         a = a._replace(drafts=tokens - 1.0, accepted=_accepted(m, c, s, r, tokens - 1.0))
@@ -468,7 +478,7 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     elif need > EPSILON or alone:
         it = it._replace(served=served, pending=a)
     else:
-        it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens)
+        it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens - m.steps[s].slots)
     c = _with_iteration(c, s, it)
     if m.observer:
         order, key, runner = why
@@ -476,6 +486,98 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
                                       "mode": r.mode.lower(), "tokens": 0.0 if waits else tokens,
                                       "grow": max(0.0, need), "left": it.left, "order": order, "key": key,
                                       "runner_up": runner})
+    return c
+
+
+def within_length(m: Machine, s: int, position: float, tokens: float) -> float:
+    """Under ``speculate ... within (L)``: the tokens a resident at ``position`` is given, so that its position
+    after them stays below L less the token it samples (vLLM 0.33.0: num_new_tokens = min(num_new_tokens,
+    max_model_len - num_computed_tokens - 1), scheduler.py:851-857; its drafts are what it clamps); ``tokens``
+    without L."""
+    within = m.steps[s].within
+    return tokens if within <= 0.0 else min(tokens, within - position - 1.0)
+
+
+def slots_target(m: Machine, s: int, position: float, tokens: float) -> float:
+    """The position a growing resident's hold must cover to be given ``tokens`` at ``position``: under
+    ``speculate ... lookahead (A)`` A more, at most the model length L when given (vLLM 0.33.0's allocate_slots:
+    num_tokens_need_slot = min(computed + new + num_lookahead_tokens, max_model_len), kv_cache_manager.py:549-552,
+    called with num_lookahead_tokens at scheduler.py:914-918)."""
+    facts = m.steps[s]
+    if facts.lookahead <= 0.0:
+        return position + tokens
+    target = position + tokens + facts.lookahead
+    return min(target, facts.within) if facts.within > 0.0 else target
+
+
+def pads(m: Machine, c: Configuration, s: int, r: Resident) -> bool:
+    """The premise of step/pad: under speculate, resident ``r`` is the prefill of a session the iteration admitted
+    with one token left to compute, no resident the iteration did not admit was served a prefill, and one of
+    them was served or ``r``'s hold has computed tokens, and its padded position plus the token it samples stays
+    within the model length (vLLM 0.33.0, scheduler.py:1308-1330: a waiting request with num_new_tokens == 1,
+    not prefill_scheduled, scheduled_running_reqs or num_computed_tokens > 0)."""
+    facts = m.steps[s]
+    it = c.stages[s].iteration
+    if facts.spec <= 0 or r.mode != PREFILL or r.growing is None or abs(r.remaining - 1.0) > EPSILON \
+            or r.owner not in it.admitted or c.sessions[r.owner].status == GROWING:
+        return False
+    running = [a for a in it.assigned if a.serial not in it.admitted]
+    if any(a.mode == PREFILL for a in running):
+        return False
+    position, _ = _growing_position(m, c, r)
+    if not running and position <= EPSILON:
+        return False
+    return facts.within <= 0 or position + 1.0 + facts.spec + 1.0 <= facts.within + EPSILON
+
+
+@rule("step/pad", "under speculate, the prefill of a session the iteration admitted with one token left to compute is padded to its token and K drafts, none of them accepted, when no running resident was served a prefill and one was served or its hold has computed tokens (within the model length): its hold grows for them (step/grow), the budget left loses them (and the draft slots)",
+      "serq-ref extension (docs/design/speculative-decoding.md, section 8): vLLM 0.33.0 pads a new decode request to uniform spec decoding size, num_new_tokens = 1 + num_spec_tokens with placeholder drafts (vllm/v1/core/sched/scheduler.py:1308-1330, 1578-1582), allocates slots for them (:1429-1446) and rolls the rejected ones back (:2346-2364)")
+def pad(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = None) -> Configuration:
+    facts = m.steps[s]
+    it = c.stages[s].iteration
+    served = it.served + (r.job_id,)
+    tokens = 1.0 + facts.spec
+    position, units = _growing_position(m, c, r)
+    need = slots_target(m, s, position, tokens) - units
+    a = Assignment(r.job_id, r.owner, PREFILL, tokens, position, drafts=facts.spec, accepted=0.0)
+    if need > EPSILON:
+        it = it._replace(served=served, pending=a)
+    else:
+        it = it._replace(served=served, assigned=it.assigned + (a,), left=it.left - tokens - facts.slots)
+    c = _with_iteration(c, s, it)
+    if m.observer:
+        m.notify("step/pad", c, {"stage": m.stage_name(s), "job": r.job_id, "session": r.owner,
+                                 "tokens": tokens, "drafts": facts.spec, "grow": max(0.0, need), "left": it.left})
+    return c
+
+
+def pad_refused(m: Machine, after: Configuration, s: int, serial: int) -> bool:
+    """The premise of step/pad-stop, read in ``after``, the configuration the admission of session ``serial``
+    would make: its run is one step/pad would pad, and its token and K drafts are above the budget left, or its
+    hold's growth for them (and the lookahead) does not fit the pool (vLLM 0.33.0: "prefer to not schedule than
+    schedule un-padded", scheduler.py:1325-1328; allocate_slots returns None and the waiting loop ends,
+    :1454-1461)."""
+    r = next((x for x in after.stages[s].jobs if x.owner == serial), None)
+    if r is None or not pads(m, after, s, r):
+        return False
+    tokens = 1.0 + m.steps[s].spec
+    if tokens > after.stages[s].iteration.left + EPSILON:
+        return True
+    position, units = _growing_position(m, after, r)
+    need = slots_target(m, s, position, tokens) - units
+    if need <= EPSILON:
+        return False
+    need = growth_need(m, after, serial, r.growing, need, None)
+    return need > EPSILON and not grow_fits(m, after, r.growing, need)
+
+
+@rule("step/pad-stop", "under speculate, the head of the first queue the stage serves fits, but its admission would give it one token to compute that step/pad would pad beyond the budget left or the memory's room: it is not admitted and the iteration admits no more",
+      "serq-ref extension (docs/design/speculative-decoding.md, section 8): vLLM 0.33.0 scheduler.py:1325-1328 (padded_num_tokens > request_token_budget: break) and :1454-1461 (allocate_slots returns None: break)")
+def pad_stop(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
+    c = header_drawn(c, a)
+    c = _with_iteration(c, s, c.stages[s].iteration._replace(open=False))
+    if m.observer:
+        m.notify("step/pad-stop", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": a.waiting.serial})
     return c
 
 
@@ -503,7 +605,8 @@ def growth_for(m: Machine, c: Configuration, s: int) -> tuple:
     a = c.stages[s].iteration.pending
     r = resident_of(m, c, s, a.job_id)
     position, units = _growing_position(m, c, r)
-    return ("pool/grow", a.serial, r.growing, position + a.tokens - units, None), ("step/grow", s, a, r.growing)
+    return (("pool/grow", a.serial, r.growing, slots_target(m, s, position, a.tokens) - units, None),
+            ("step/grow", s, a, r.growing))
 
 
 def growth_outcome(c: Configuration, s: int, a: Assignment) -> str:
@@ -529,7 +632,7 @@ def grow_for(m: Machine, c: Configuration, s: int, a: Assignment, p: int) -> Con
     if outcome == GREW and it.tentative and a.mode == PREFILL:
         pass  # the chunk has its room; step/select-prefill gives it
     elif outcome == GREW:
-        it = it._replace(pending=None, assigned=it.assigned + (a,), left=it.left - a.tokens)
+        it = it._replace(pending=None, assigned=it.assigned + (a,), left=it.left - a.tokens - m.steps[s].slots)
     elif outcome == PREEMPTED and m.steps[s].continues:  # self preemption continue: the next resident is served
         it = it._replace(pending=None, preempted=True)
     elif outcome == PREEMPTED:  # "if new_blocks is None: break": this pass schedules nothing further
@@ -551,7 +654,7 @@ def pending_growth(m: Machine, c: Configuration, s: int) -> float:
     if r.growing is None:
         return 0.0
     position, units = _growing_position(m, c, r)
-    return position + a.tokens - units
+    return slots_target(m, s, position, a.tokens) - units
 
 
 @rule("step/select-prefill", "under serve exclusive prefill, the prefill served (a resident's, or a waiting one the iteration admitted), its hold grown, is selected to run alone with its chunk of the whole budget: the tentative decodes are displaced (they keep what they grew, and neither execute nor advance), and the iteration serves and admits no more",
@@ -561,7 +664,8 @@ def select_prefill(m: Machine, c: Configuration, s: int) -> Configuration:
     a = it.pending
     assert it.tentative and a.mode == PREFILL and all(d.mode == DECODE for d in it.assigned)
     displaced = it.assigned
-    it = it._replace(assigned=(a,), left=it.budget - a.tokens, pending=None, open=False, tentative=False,
+    it = it._replace(assigned=(a,), left=it.budget - m.steps[s].slots - a.tokens - m.steps[s].slots,
+                     pending=None, open=False, tentative=False,
                      selected=a.job_id)
     c = _with_iteration(c, s, it)
     if m.observer:
@@ -593,6 +697,8 @@ def admit(m: Machine, c: Configuration, s: int, q: int, serial: int) -> Configur
     session ready): the session runs at once (the follow-up ``run-session``),
     not in its turn among the ready."""
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
+    it = c.stages[s].iteration
+    c = _with_iteration(c, s, it._replace(admitted=it.admitted + (serial,)))
     if m.observer:
         m.notify("step/admit", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": serial,
                                    "left": c.stages[s].iteration.left})
@@ -621,7 +727,7 @@ def cost_context(m: Machine, c: Configuration, s: int, it: Iteration) -> Env:
     return env
 
 
-@rule("step/iteration", "the iteration is formed (it gave tokens, or it preempted: the step that only preempted; or, under schedule ahead, a session is parked: the batch formed before the ended one's results are applied, though empty): its cost C is read and its end is an event at now + C",
+@rule("step/iteration", "the iteration is formed (it gave tokens, or it preempted: the step that only preempted; or, under schedule ahead, a session is parked or, under speculate, the ended iteration's rejected drafts are still to roll back: the batch formed before the ended one's results are applied, though empty): its cost C is read and its end is an event at now + C",
       "002 §3 Stages: The iteration advances the clock by C, an expression in tokens, decoders, prefilled, residents, kv_decode, kv_prefill, attention; An iteration that schedules no token is not an iteration, unless it preempted (schedule ahead: docs/design/async-scheduling.md; vLLM 0.33.0 queues an empty batch too, vllm/v1/engine/core.py:745-768)")
 def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     it = c.stages[s].iteration
@@ -670,7 +776,7 @@ def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Confi
     return c._replace(statistics=_set_engines(stats, replace_at(stats.engines, s, new)))
 
 
-@rule("step/idle", "an iteration that gave no token, preempted nothing and (under schedule ahead) has no parked session is not an iteration: the stage stays idle until a later settle",
+@rule("step/idle", "an iteration that gave no token, preempted nothing and (under schedule ahead) has no parked session and (under speculate) no roll-back to apply is not an iteration: the stage stays idle until a later settle",
       "002 §3 Stages: An iteration that schedules no token is not an iteration, unless it preempted")
 def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     c = _with_iteration(c, s, None)
@@ -697,7 +803,7 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
         if a.job_id < 0:  # a parked session served once more (overrun_residents): its output is never applied
             continue
         produced = a.tokens
-        if spec > 0 and a.mode == DECODE:  # speculate: its token and the accepted drafts, none past its last
+        if spec > 0 and (a.mode == DECODE or a.drafts > 0):  # speculate: its token and the accepted drafts, none past its last (step/pad's: none accepted)
             produced = min(a.tokens - a.drafts + a.accepted, jobs[a.job_id].remaining)
             if a.tokens > produced and jobs[a.job_id].growing is not None:
                 rejects.append(("step/reject", s, a, jobs[a.job_id].growing, a.tokens - produced))
@@ -718,10 +824,10 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     st = st._replace(jobs=residents, iteration=None)
     if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
         st = st._replace(finishing=tuple(r.owner for r in done),
-                         decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE))
+                         decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE or a.drafts > 0))
         if spec > 0:
             st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
-                                                                 if a.mode == DECODE),
+                                                                 if a.mode == DECODE or a.drafts > 0),
                              overrun=tuple(overrun))
             rejects = []
     c = c._replace(sessions=sessions, stages=replace_at(c.stages, s, st))
@@ -856,7 +962,7 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple
         given = [a for a in it.assigned if a.job_id == -1 - serial]  # speculate: served once more, given back
         if given:
             it = it._replace(assigned=tuple(a for a in it.assigned if a.job_id != -1 - serial),
-                             left=it.left + given[0].tokens)
+                             left=it.left + given[0].tokens + m.steps[s].slots)
         st = st._replace(iteration=it)
     c = _count_preemption(m, c._replace(stages=replace_at(c.stages, s, st)), s)
     c = count_pool(make_ready(m, c, c.sessions[serial]), p, preemptions=1)
