@@ -107,6 +107,10 @@ class Machine:
         self.poisson_gap = 1.0 / program.arrival.rate if isinstance(program.arrival, ir.Poisson) else None
         self.caps = tuple(p.cap for p in program.pools)
         self.block_sizes = tuple(p.block for p in program.pools)
+        sharing = [p.name for p in program.pools if p.share_prefixes]
+        if sharing:  # not modelled yet: refused rather than run as a session's own cache
+            raise RunError(f"pool {sharing[0]} shares prefixes (docs/design/shared-prefixes.md): its rules are not "
+                           f"built yet, and running it without them would leave its sharing out")
         self.servers = tuple(s.kind.servers if isinstance(s.kind, ir.Fifo) else 0 for s in program.stages)
         self.holds: dict[tuple[int, int], CompiledHold] = {}
         self._scan_stages()
