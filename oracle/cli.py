@@ -215,7 +215,9 @@ def command_run(args: argparse.Namespace) -> int:
         if request in refused:
             print(f"request {request}: refused: {refused[request]}")
         else:
-            print(f"request {request}: first {answer['first'].get(request, '-')} done {answer['done'].get(request, '-')}")
+            cached = f" cached {answer['cached'].get(request, '-')}" if "cached" in answer else ""
+            print(f"request {request}: first {answer['first'].get(request, '-')} done "
+                  f"{answer['done'].get(request, '-')}{cached}")
     print(f"preemptions {answer['preemptions']} steps {answer['steps']}")
     return 0
 

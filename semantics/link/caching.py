@@ -58,15 +58,43 @@ def check_sharing_pool(program: ir.Program, smap: SourceMap, p: int, pool: ir.Po
         raise make_error(smap, locate_pool(program, smap, p),
                          f"pool `{pool.name}` shares prefixes and needs {' and '.join(missing)}: its cache is a "
                          f"table of blocks, freed blocks reused least recently freed first")
+    for stage in program.stages:
+        kind = stage.kind
+        if not isinstance(kind, ir.Step) or kind.memory != p:
+            continue
+        beyond = [what for what, present in (("`speculate`", kind.spec_tokens > 0),
+                                             ("`serve exclusive prefill`", kind.serve is None)) if present]
+        if beyond:
+            raise make_error(smap, locate_pool(program, smap, p),
+                             f"pool `{pool.name}` shares prefixes and is the memory of step stage `{stage.name}`, "
+                             f"which has {' and '.join(beyond)}: the sharing is modelled without drafts, and "
+                             f"with an engine that serves the decodes as they come (docs/design/shared-prefixes.md)")
 
 
 def check_content(program: ir.Program, smap: SourceMap, visit: Visit) -> None:
     """A hold's `content` clause only in a hold whose pools include one that shares prefixes: anywhere else
     nothing would read it, and the program would mean less than it says."""
     stmt = visit.stmt
+    if isinstance(stmt, ir.Drop) and any(program.pools[q].share_prefixes for q in _members(stmt.ref)):
+        raise make_error(smap, locate_statement(program, smap, visit.block, visit.index),
+                         f"`drop` of a pool that shares prefixes: its cache is no session's own prefix to discard")
+    if isinstance(stmt, ir.Hold) and stmt.lease is not None \
+            and any(program.pools[q].share_prefixes for q in _members(stmt.lease.ref)):
+        raise make_error(smap, locate_statement(program, smap, visit.block, visit.index),
+                         f"a lease on a pool that shares prefixes: a leased allocation's blocks are not modelled "
+                         f"there (docs/design/shared-prefixes.md)")
     if not isinstance(stmt, ir.Hold) or not stmt.content:
         return
-    pools = [q for held in stmt.pools for q in range(held.ref.base, held.ref.base + held.ref.count)]
+    for segment in stmt.content:
+        for e in (segment.key, segment.length):
+            for sub in list_subexpressions(e):
+                if isinstance(sub, ir.Sample) or isinstance(sub, ir.Call) and sub.fun == "CachedIn":
+                    what = "draws" if isinstance(sub, ir.Sample) else "reads `cachedin`"
+                    raise make_error(smap, locate_statement(program, smap, visit.block, visit.index),
+                                     f"a `content` segment of {describe_hold(program, stmt)} {what}: the content "
+                                     f"is what the hit is looked up by, read as often as the hit is (draw into "
+                                     f"a set above the hold instead)")
+    pools = [q for held in stmt.pools for q in _members(held.ref)]
     if not any(program.pools[q].share_prefixes for q in pools):
         raise make_error(smap, locate_statement(program, smap, visit.block, visit.index),
                          f"`content` on {describe_hold(program, stmt)}, none of whose pools shares prefixes: the "
@@ -93,3 +121,7 @@ def check_statement(program: ir.Program, smap: SourceMap, visit: Visit) -> None:
             f"`cached` is read in the body of {describe_hold(program, visit.holds[-1])}, which has no `cache` "
             "clause, so `cached` is always 0 there (add `cache (…)` to the hold, or read `cached` after one that has it)",
         )
+
+
+def _members(ref: ir.Ref) -> range:
+    return range(ref.base, ref.base + ref.count)

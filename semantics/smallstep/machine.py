@@ -40,7 +40,7 @@ class CompiledHold:
     """A Hold statement with its expressions compiled."""
 
     __slots__ = ("stmt", "refs", "indices", "units", "reserves", "reuse", "cache", "lease_ref", "lease_index",
-                 "lease_duration", "body")
+                 "lease_duration", "body", "content")
 
     def __init__(self, compiler: ExpressionCompiler, hold: ir.Hold):
         self.stmt = hold
@@ -54,6 +54,8 @@ class CompiledHold:
         self.lease_index = None if hold.lease is None else compiler.compile_ref_index(hold.lease.ref)
         self.lease_duration = None if hold.lease is None else compiler.compile(hold.lease.duration)
         self.body = hold.body
+        #: ``content (K : L, ...)``: (key, length) compiled, per segment (docs/design/shared-prefixes.md)
+        self.content = tuple((compiler.compile(x.key), compiler.compile(x.length)) for x in hold.content)
 
 
 class StepFacts:
@@ -107,10 +109,6 @@ class Machine:
         self.poisson_gap = 1.0 / program.arrival.rate if isinstance(program.arrival, ir.Poisson) else None
         self.caps = tuple(p.cap for p in program.pools)
         self.block_sizes = tuple(p.block for p in program.pools)
-        sharing = [p.name for p in program.pools if p.share_prefixes]
-        if sharing:  # not modelled yet: refused rather than run as a session's own cache
-            raise RunError(f"pool {sharing[0]} shares prefixes (docs/design/shared-prefixes.md): its rules are not "
-                           f"built yet, and running it without them would leave its sharing out")
         self.servers = tuple(s.kind.servers if isinstance(s.kind, ir.Fifo) else 0 for s in program.stages)
         self.holds: dict[tuple[int, int], CompiledHold] = {}
         self._scan_stages()
