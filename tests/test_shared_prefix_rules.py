@@ -126,3 +126,21 @@ def test_the_invariants_catch_a_block_counted_twice():
     broken = last._replace(pools=(last.pools[0], pool._replace(allocated=pool.allocated + 4)))
     with pytest.raises(AssertionError):
         RunInvariants(program.warmup, program.horizon).check(broken)
+
+
+#: Generated programs that use the extension: cases the corpus's generator draws under a seed the corpus does
+#: not hold (oracle/campaign_prefix.py), each walked rule by rule with the invariants after every rule.
+GENERATED_SEED, GENERATED = 7, 6
+
+
+@pytest.mark.parametrize("index", range(GENERATED))
+def test_generated_sharing_programs_hold_the_invariants_after_every_rule(index):
+    from oracle.campaign_prefix import draw
+
+    case, _ = draw(GENERATED_SEED, index)
+    case = {k: v for k, v in case.items() if k != "kind"}
+    program = scenario_program(case)
+    rules = walk_with_invariants(program)
+    assert "pool/admit" in rules
+    if case.get("prefix_caching"):
+        assert "pool/admit-shared" in rules and "pool/release-shared" in rules
