@@ -75,26 +75,11 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
     if shared_head:
         if not shared_head >= 1 or shared_head != int(shared_head):
             raise UsageError(f"--shared-head {shared_head:g}: a whole number of tokens, 1 or more")
-        program, smap = _shared_head_program({**sets, "head": float(shared_head)})
+        program, smap = compile_file(str(SHARED_REPLAY_PROGRAM), sets={**sets, "head": float(shared_head)})
     else:
         program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
     link(program, smap, verdicts=False)  # range warnings only: the replay program is linked with them in the tests
     return dataclasses.replace(program, trace=str(Path(trace).resolve())), trace_sessions
-
-
-def _shared_head_program(sets: dict):
-    """examples/oracle/vllm_replay_shared.sq compiled with ``sets``, lib/vllm.sq's KV pool sharing prefixes
-    and vllm_request's hold saying its content, the session's two segments (key0 : len0, key1 : len1),
-    written into the AST (oracle/ast_edit.py)."""
-    from semantics.compiler import compile_items
-    from .ast_edit import load_items, parse_content, parse_pool_options, replace_pool_option, set_hold_content
-    from .scenario import FRAGMENT, KV_POOL, REQUEST_DEF
-
-    loaded = load_items(SHARED_REPLAY_PROGRAM)
-    items = replace_pool_option(loaded.items, KV_POOL, "evict_lru",
-                                parse_pool_options("evict lru; share prefixes;", FRAGMENT))
-    items = set_hold_content(items, REQUEST_DEF, parse_content("key0 : len0, key1 : len1", FRAGMENT))
-    return compile_items(items, loaded.file, uses=loaded.uses, sets=sets)
 
 
 #: The replay protocol sends each turn as a request of `new` prompt tokens generating `out` (vLLM's

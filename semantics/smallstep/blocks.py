@@ -96,3 +96,30 @@ def hold_hit(m, c, q: int, stmt: tuple[int, int], env) -> float:
     table = c.pools[q].table
     bs = m.block_sizes[q]
     return bs * hit_run(table, evaluate_content(m, stmt, env), env.serial, bs, math.inf)
+
+
+def check_table(pool, cap: float, tol: float) -> None:
+    """The invariants of a sharing pool's table (invariants.check_invariants): allocated is the units of the
+    blocks a hold references, counted once; the holders' units are the references; cached is the free order's
+    units; every free block is registered at count 0; the index and the names agree; every hold's blocks are
+    referenced and its registered ones named."""
+    table = pool.table
+    bs = pool.block
+    live = [i for i, n in table.counts.items() if n > 0]
+    assert all(n >= 0 for n in table.counts.values()), "a negative reference count"
+    assert abs(pool.allocated - len(live) * bs) <= tol, f"allocated {pool.allocated} is not {len(live)} blocks"
+    assert abs(pool.cached - len(table.free) * bs) <= tol, "cached is not the free order's blocks"
+    assert len(set(table.free)) == len(table.free), "a block twice in the free order"
+    assert all(table.counts[i] == 0 and i in table.names for i in table.free), "a free block referenced or unnamed"
+    assert sum(1 for n in table.counts.values() if n == 0) == len(table.free), "a block at 0 outside the free order"
+    refs: dict[int, int] = {}
+    for hold in table.holds.values():
+        for b, i in enumerate(hold.blocks):
+            refs[i] = refs.get(i, 0) + 1
+            if b < hold.registered:
+                assert i in table.names, "a registered block without its identity"
+    assert refs == {i: n for i, n in table.counts.items() if n > 0}, "the counts are not the holds' references"
+    assert abs(sum(h.units for h in pool.holders) - sum(refs.values()) * bs) <= tol, "holders are not the references"
+    for name, copies in table.index.items():
+        assert copies and all(table.names.get(i) == name for i in copies), "the index and the names disagree"
+    assert sum(len(v) for v in table.index.values()) == len(table.names), "a named block outside the index"

@@ -39,7 +39,7 @@ import math
 
 from .configuration import GROWING, QUEUED, Configuration
 from .machine import EPSILON
-from .sharing import check_table
+from .blocks import check_table
 
 
 def check_invariants(c: Configuration) -> None:

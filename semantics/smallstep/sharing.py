@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 
 from .blocks import SharedHold, evaluate_content, hit_run, identity
-from .configuration import Configuration, Holding, replace_at
+from .configuration import Configuration, Holding, innermost_hold, replace_at
 from .machine import EPSILON, Machine, count_pool, is_warm, mark_dirty
 from .rules import rule
 
@@ -222,7 +222,6 @@ def register_served(m: Machine, c: Configuration, q: int | None, serial: int, po
     request's known tokens)."""
     if q is None or c.pools[q].table is None:
         return c
-    from .configuration import innermost_hold  # the hold the run grows
     s = c.sessions[serial]
     h, _ = innermost_hold(s, q)
     if h < 0:
@@ -295,30 +294,3 @@ def give_back_shared(m: Machine, c: Configuration, serial: int, q: int, units: f
             c = register(m, c, q, serial, holder_id, upto)
         keep = m.round_down(q, want)
     return release_shared(m, c, serial, q, holder_id, units, keep)
-
-
-def check_table(pool, cap: float, tol: float) -> None:
-    """The invariants of a sharing pool's table (invariants.check_invariants): allocated is the units of the
-    blocks a hold references, counted once; the holders' units are the references; cached is the free order's
-    units; every free block is registered at count 0; the index and the names agree; every hold's blocks are
-    referenced and its registered ones named."""
-    table = pool.table
-    bs = pool.block
-    live = [i for i, n in table.counts.items() if n > 0]
-    assert all(n >= 0 for n in table.counts.values()), "a negative reference count"
-    assert abs(pool.allocated - len(live) * bs) <= tol, f"allocated {pool.allocated} is not {len(live)} blocks"
-    assert abs(pool.cached - len(table.free) * bs) <= tol, "cached is not the free order's blocks"
-    assert len(set(table.free)) == len(table.free), "a block twice in the free order"
-    assert all(table.counts[i] == 0 and i in table.names for i in table.free), "a free block referenced or unnamed"
-    assert sum(1 for n in table.counts.values() if n == 0) == len(table.free), "a block at 0 outside the free order"
-    refs: dict[int, int] = {}
-    for hold in table.holds.values():
-        for b, i in enumerate(hold.blocks):
-            refs[i] = refs.get(i, 0) + 1
-            if b < hold.registered:
-                assert i in table.names, "a registered block without its identity"
-    assert refs == {i: n for i, n in table.counts.items() if n > 0}, "the counts are not the holds' references"
-    assert abs(sum(h.units for h in pool.holders) - sum(refs.values()) * bs) <= tol, "holders are not the references"
-    for name, copies in table.index.items():
-        assert copies and all(table.names.get(i) == name for i in copies), "the index and the names disagree"
-    assert sum(len(v) for v in table.index.values()) == len(table.names), "a named block outside the index"
