@@ -425,6 +425,10 @@ class _Translator:
             raise self.refuse(path + ("evict",), f"pool {pool.name} evicts by keys; the fragment's pools are LRU")
         if pool.spill is not None:
             raise self.refuse(path + ("spill",), f"pool {pool.name} spills to a tier")
+        if pool.share_prefixes:
+            raise self.refuse(path + ("share_prefixes",), f"pool {pool.name} shares prefixes across requests "
+                                                          f"(docs/design/shared-prefixes.md); the fragment's cache "
+                                                          f"is a session's own")
         requeue_key = pool.requeue == "Key"
         queue = ()
         if pool.queue is not None:

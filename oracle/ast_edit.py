@@ -73,6 +73,12 @@ def parse_stmts(text: str, label: str) -> tuple[ast.Stmt, ...]:
     return item.body
 
 
+def parse_content(text: str, label: str) -> tuple[ast.Segment, ...]:
+    """The segments of a hold's content clause, written ``K : L, ...``."""
+    (item,) = parse_text(f"session {{ hold _ (1) content ({text}) {{ }} }}", label).items
+    return item.body[0].content
+
+
 def parse_pool_options(text: str, label: str) -> tuple[ast.Option, ...]:
     """Clauses of a pool: ``queue by (priority, arrival); requeue by key;``."""
     (item,) = parse_text(f"pool _ {{ {text} }}", label).items
@@ -210,3 +216,28 @@ def _show_arg(e: ast.Expr) -> str | None:
     if isinstance(e, ast.Num):
         return e.text
     return None
+
+
+def set_hold_content(items: Items, definition: str, content: tuple[ast.Segment, ...]) -> Items:
+    """In the definition ``definition``'s one top-level hold, the content clause ``content``
+    (docs/design/shared-prefixes.md), which the hold must not have yet."""
+    decl = _only([i for i in items if isinstance(i, ast.DefBlock) and i.name == definition],
+                 f"definitions `{definition}`")
+    hold = _only([s for s in decl.body if isinstance(s, ast.Hold)], f"holds in `{definition}`")
+    if hold.content:
+        raise EditError(f"`{definition}`'s hold has a content clause already")
+    body = tuple(dataclasses.replace(s, content=content) if s is hold else s for s in decl.body)
+    return _replace_item(items, decl, dataclasses.replace(decl, body=body))
+
+
+def edit_session_call(items: Items, target: str, index: int, arg: ast.Expr, after: tuple[ast.Stmt, ...]) -> Items:
+    """The session's one call of ``target`` (among its top-level statements, whatever its arguments) with its
+    argument ``index`` replaced by ``arg``, and the statements ``after`` put after it."""
+    session = _only([i for i in items if isinstance(i, ast.SessionItem)], "sessions")
+    call = _only([s for s in session.body if isinstance(s, ast.CallStmt) and _path_name(s.target) == target],
+                 f"calls of `{target}` in the session")
+    if not index < len(call.args):
+        raise EditError(f"the session's call of `{target}` has no argument {index}")
+    changed = dataclasses.replace(call, args=tuple(arg if k == index else a for k, a in enumerate(call.args)))
+    body = tuple(x for s in session.body for x in ((changed,) + after if s is call else (s,)))
+    return _replace_item(items, session, dataclasses.replace(session, body=body))

@@ -81,6 +81,9 @@ def add_parser(commands, parser_class) -> None:
     p.add_argument("--sessions", type=positive, metavar="K", help="replay the trace's first K sessions (default: all)")
     p.add_argument("--chunk", type=number, default=0.0, metavar="C",
                    help="long_prefill_token_threshold (default 0: none)")
+    p.add_argument("--shared-head", type=int, default=0, metavar="N",
+                   help="every session's prompts begin with one system prompt of N tokens, shared across sessions "
+                        "(default 0: none; docs/design/shared-prefixes.md)")
     p.add_argument("--real", action="store_true",
                    help="replay with the real vLLM scheduler instead (the same protocol, the same CSV)")
     _vllm_python(p)
@@ -215,7 +218,9 @@ def command_run(args: argparse.Namespace) -> int:
         if request in refused:
             print(f"request {request}: refused: {refused[request]}")
         else:
-            print(f"request {request}: first {answer['first'].get(request, '-')} done {answer['done'].get(request, '-')}")
+            cached = f" cached {answer['cached'].get(request, '-')}" if "cached" in answer else ""
+            print(f"request {request}: first {answer['first'].get(request, '-')} done "
+                  f"{answer['done'].get(request, '-')}{cached}")
     print(f"preemptions {answer['preemptions']} steps {answer['steps']}")
     return 0
 
@@ -288,8 +293,10 @@ def command_replay(args: argparse.Namespace) -> int:
         return command_replay_real(args)
     if args.vllm_python is not None:
         raise UsageError("--vllm-python goes with --real (serq-ref replays without it)")
+    if args.shared_head < 0:
+        raise UsageError(f"--shared-head {args.shared_head}: a number of tokens, 0 or more")
     rows = replay(args.trace, args.spacing, args.budget, args.max_seqs, args.blocks, args.block_size, args.sessions,
-                  args.chunk)
+                  args.chunk, shared_head=args.shared_head)
     out = sys.stdout
     out.write(",".join(COLUMNS) + "\n")
     for row in rows:
@@ -330,8 +337,11 @@ def command_replay_real(args: argparse.Namespace) -> int:
         column = header.index("session")
         text = "\n".join([lines[0]] + [line for line in lines[1:]
                                         if line.strip() and int(float(line.split(",")[column])) in kept]) + "\n"
+    if args.shared_head < 0:
+        raise UsageError(f"--shared-head {args.shared_head}: a number of tokens, 0 or more")
     job = real.replay_job(text, spacing=numbers["spacing"], budget=numbers["budget"], max_seqs=numbers["max_seqs"],
-                          blocks=numbers["blocks"], block_size=numbers["block_size"], chunk=numbers["chunk"])
+                          blocks=numbers["blocks"], block_size=numbers["block_size"], chunk=numbers["chunk"],
+                          **({"shared_head": args.shared_head} if args.shared_head else {}))
     (answer,) = real.answer_all([job], args.vllm_python)
     if "error" in answer:
         print(f"serq-ref: the real scheduler could not replay it: {answer['error']}", file=sys.stderr)

@@ -148,6 +148,9 @@ def check_one(path: str) -> tuple[str, str]:
     drawn = peer.draws(loaded.program)
     if drawn:
         return "skipped", f"draws ({', '.join(drawn)})"
+    if any(p.share_prefixes for p in loaded.program.pools):
+        return "skipped", ("shares prefixes across requests (pyserq's cache is a session's own: "
+                           "docs/design/shared-prefixes.md)")
     note = ""
     if continues(loaded.program):
         # pyserq has the seed's rule only (the pass ends when a grower preempts itself); a program of

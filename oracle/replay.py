@@ -29,6 +29,8 @@ from .scenario import engine_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY_PROGRAM = ROOT / "examples" / "oracle" / "vllm_replay.sq"
+#: The replay with a system prompt every session shares (a replay job's ``shared_head``; docs/design/shared-prefixes.md)
+SHARED_REPLAY_PROGRAM = ROOT / "examples" / "oracle" / "vllm_replay_shared.sq"
 COLUMNS = ("session", "turn", "sent", "first", "done", "prompt", "cached", "out")
 
 
@@ -49,11 +51,13 @@ class Row(NamedTuple):
 
 def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float,
                    block_size: float = 16, sessions: int | None = None, chunk: float = 0, older_rule: bool = False,
-                   asynchronous: bool = False):
+                   asynchronous: bool = False, shared_head: int = 0):
     """The replay program of ``trace`` (a CSV path) and its trace's sessions; ``older_rule``: lib/vllm.sq's
     older self-preemption rule (docs/divergences.md, D1), which under its FCFS order answers the same;
     ``asynchronous``: vLLM's asynchronous scheduling (lib/vllm.sq's default), else the synchronous engine
-    (every replay recorded before async-replays.jsonl)."""
+    (every replay recorded before async-replays.jsonl); ``shared_head``: N > 0, every session's prompts begin
+    with one system prompt of N tokens (examples/oracle/vllm_replay_shared.sq, whose KV pool shares
+    prefixes)."""
     from semantics.compiler import compile_file
     from semantics.link import link
     from semantics.smallstep.workload import read_trace
@@ -68,7 +72,12 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
             raise UsageError(f"{name} {value:g}: a finite number, at least 0")
     sets = {**engine_sets(budget, max_seqs, block_size, blocks, chunk, prefix_caching=True, asynchronous=asynchronous),
             "spacing": float(spacing), "sessions": float(count), **({"older_rule": 1.0} if older_rule else {})}
-    program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
+    if shared_head:
+        if not shared_head >= 1 or shared_head != int(shared_head):
+            raise UsageError(f"--shared-head {shared_head:g}: a whole number of tokens, 1 or more")
+        program, smap = compile_file(str(SHARED_REPLAY_PROGRAM), sets={**sets, "head": float(shared_head)})
+    else:
+        program, smap = compile_file(str(REPLAY_PROGRAM), sets=sets)
     link(program, smap, verdicts=False)  # range warnings only: the replay program is linked with them in the tests
     return dataclasses.replace(program, trace=str(Path(trace).resolve())), trace_sessions
 
@@ -105,12 +114,13 @@ def trace_session_numbers(trace: str) -> list[int]:
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
-           sessions: int | None = None, chunk: float = 0, asynchronous: bool = False) -> list[Row]:
-    """The rows of the replay, by session then turn (``asynchronous``: replay_program's)."""
+           sessions: int | None = None, chunk: float = 0, asynchronous: bool = False,
+           shared_head: int = 0) -> list[Row]:
+    """The rows of the replay, by session then turn (``asynchronous``, ``shared_head``: replay_program's)."""
     from semantics.fast import run
 
     program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
-                                             asynchronous=asynchronous)
+                                             asynchronous=asynchronous, shared_head=shared_head)
     result = run(program)
     numbers = trace_session_numbers(trace)
     samples = {o.name: {(serial, turn): (time, value) for time, serial, turn, value in o.samples}

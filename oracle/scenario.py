@@ -60,10 +60,10 @@ from pathlib import Path
 
 from typing import Callable, NamedTuple
 
-from oracle.ast_edit import (Items, Loaded, append_to_init, insert_step_option, load_items, parse_expr,
-                             parse_pool_options, parse_step_options, parse_stmts, prepend_lets, replace_hold_reserve,
-                             replace_pool_option, replace_session_call, replace_step_option)
-from oracle.ast_edit import replace_hold_units
+from oracle.ast_edit import (Items, Loaded, append_to_init, edit_session_call, insert_step_option, load_items,
+                             parse_expr, parse_pool_options, parse_step_options, parse_stmts, prepend_lets,
+                             parse_content, replace_hold_reserve, replace_hold_units, replace_pool_option,
+                             replace_session_call, replace_step_option, set_hold_content)
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.syntax import ast
@@ -508,11 +508,6 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     (oracle/ast_edit.py): the map's spans are those files', but for what the
     harness wrote in, which is at ``FRAGMENT``."""
     at = check_scenario(data, path, text)
-    if has_segments(data):
-        k = next(i for i, r in enumerate(data["requests"]) if "prompt_segments" in r)
-        raise ProgramError("serq-ref does not model prefixes shared across requests yet (issue 19 section 1, "
-                           "docs/design/shared-prefixes.md): this scenario's answer would leave its sharing out",
-                           at("requests", k, "prompt_segments"))
     refuse_kv_groups(data, at)
     refuse_remote(data, at)
     loaded = load_items(SCENARIO_PROGRAM)
@@ -534,6 +529,11 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         if sets["spec_lookahead"] > 0:  # vLLM allocates the lookahead with a waiting request's first tokens
             items = replace_hold_units(items, REQUEST_DEF, KV_POOL, _with_lookahead)  # the library's KV_UNITS
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
+    if has_segments(data):
+        if spec_tokens_of(data):
+            raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
+                               "across requests without drafts (docs/design/shared-prefixes.md)", at("spec_tokens"))
+        items = _with_segments(items, data, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
     return _build(data, at, items, loaded, sets, verdicts)
 
 
@@ -572,6 +572,57 @@ def _with_lookahead(units: ast.Expr) -> ast.Expr:
     model length (vLLM's allocate_slots for a waiting request, kv_cache_manager.py:549-552,
     scheduler.py:1402-1446)."""
     return parse_expr(f"{KV_UNITS} + min(spec_lookahead, max(0, model_len - ({KV_UNITS})))", FRAGMENT)
+#: A sharing scenario's session attributes: segment j's key number and length (docs/design/shared-prefixes.md §6),
+#: and the observation of the prefix the first admission hit (lib/vllm.sq's first_cached: the answer's ``cached``).
+SEGMENT_KEY, SEGMENT_LENGTH = "seg_key", "seg_len"
+FIRST_HIT = "first_hit"
+
+
+def max_segments(data: dict) -> int:
+    """The most segments a request of the scenario gives (the program's content clause has that many)."""
+    return max(len(r.get("prompt_segments", ())) for r in data["requests"])
+
+
+def segment_keys(data: dict) -> dict:
+    """Each segment key of the scenario, numbered from 1 in order of first appearance (the driver's numbering,
+    oracle/real/driver.py)."""
+    keys: dict = {}
+    for r in data["requests"]:
+        for key, _ in r.get("prompt_segments", ()):
+            keys.setdefault(key, len(keys) + 1)
+    return keys
+
+
+def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
+    """The scenario program with its shared prompt heads written in (docs/design/shared-prefixes.md, section
+    6): with prefix caching, the KV pool shares prefixes, ``vllm_request``'s hold says its content (each
+    session's segments as attributes, ``_segment_pairs``) and its hit is capped only by vLLM's last-token
+    cap (hitmax = prompt - 1, the reuse rounding it down to blocks); with or without, the prefix the first
+    admission hit is observed (``first_hit``, the answer's ``cached``)."""
+    n = max_segments(data)
+    if data.get("prefix_caching"):
+        items = replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
+                                                                                      FRAGMENT))
+        segments = ", ".join(f"{SEGMENT_KEY}{j} : {SEGMENT_LENGTH}{j}" for j in range(n))
+        content = parse_content(segments, FRAGMENT)
+        items = set_hold_content(items, REQUEST_DEF, content)
+    hitmax = parse_expr("prompt - 1" if data.get("prefix_caching") else "0", FRAGMENT)
+    items = edit_session_call(items, REQUEST_DEF, 2, hitmax,
+                              parse_stmts(f"observe {FIRST_HIT} = first_cached;", FRAGMENT))
+    sets = " ".join(f"set {SEGMENT_KEY}{j} = 0; set {SEGMENT_LENGTH}{j} = 0;" for j in range(n))
+    return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
+
+
+def _segment_pairs(slot, data: dict, r: dict) -> tuple:
+    """A session's segments as its attributes (``_with_segments``): key numbers and lengths, 0 past its own."""
+    keys = segment_keys(data)
+    segments = list(r.get("prompt_segments", ()))
+    out = []
+    for j in range(max_segments(data)):
+        key, length = segments[j] if j < len(segments) else (None, 0)
+        out += [(slot(f"{SEGMENT_KEY}{j}"), float(keys[key]) if key is not None else 0.0),
+                (slot(f"{SEGMENT_LENGTH}{j}"), float(length))]
+    return tuple(out)
 
 
 def is_async(data: dict) -> bool:
@@ -605,11 +656,13 @@ def _build(data: dict, at: Callable[..., Span], items: Items, loaded: Loaded, se
     arrival = {i: n + 1 for n, i in enumerate(order)}
     keyed = "priority" in program.attrs and "arrival" in program.attrs
     spec = ACCEPT_LENGTH in program.attrs
+    segmented = f"{SEGMENT_LENGTH}0" in program.attrs
     sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
                                      (slot("arrive"), float(r.get("arrive", 0))))
                                     + (((slot("priority"), float(r.get("priority", 0))),
                                         (slot("arrival"), float(arrival[i]))) if keyed else ())
-                                    + (_accept_pairs(slot, r) if spec else ()), None)
+                                    + (_accept_pairs(slot, r) if spec else ())
+                                    + (_segment_pairs(slot, data, r) if segmented else ()), None)
                      for i, r in enumerate(data["requests"]))
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
@@ -720,6 +773,9 @@ def answer_of(result, program: ir.Program, data: dict | None = None) -> dict:
     answer = {"first": dict(sorted(first.items(), key=lambda kv_: int(kv_[0]))),
               "done": dict(sorted(done.items(), key=lambda kv_: int(kv_[0]))),
               "preemptions": kv.preemptions, "steps": _step(last) + flush_steps(program) if done else 0}
+    if FIRST_HIT in by_name:  # a scenario with prompt_segments: vLLM's num_cached_tokens of each request
+        hits = {serial: value for _, serial, _, value in by_name[FIRST_HIT].samples}
+        answer["cached"] = {str(serial): _step(hits[serial]) for serial in sorted(hits)}
     if "refused" in by_name and by_name["refused"].samples:
         if data is None:
             raise AssertionError("a program with refusals is answered with its scenario (answer_of's data)")

@@ -126,12 +126,17 @@ def requeue_decides(program, data: dict) -> bool:
     return keyed != answer_of(run(head), head, data)
 
 
+#: The rules of a pool that shares prefixes (docs/design/shared-prefixes.md): no space case has prompt_segments
+#: (shared-prefix.jsonl and tests/test_shared_prefix_rules.py apply them).
+UNREACHABLE_SHARING = ("pool/hit", "pool/admit-shared", "pool/evict-shared", "pool/register", "pool/release-shared")
+
+
 def relevant_rules() -> list[str]:
     from semantics.smallstep.driver import all_rules
 
     names = []
     for r in all_rules():
-        if r.name.startswith(FAMILIES) and r.name not in UNREACHABLE:
+        if r.name.startswith(FAMILIES) and r.name not in UNREACHABLE + UNREACHABLE_SHARING:
             names += [r.name] + [f"{r.name} [{variant}]" for name, variant, _ in VARIANTS if name == r.name]
             if r.name == REQUEUE_DECIDES.split(" [")[0]:
                 names.append(REQUEUE_DECIDES)

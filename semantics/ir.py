@@ -294,8 +294,24 @@ class Lease:
     duration: Expr
 
 
+@node(TUPLE, description=(
+    "serq-ref's extension of version 13 (docs/design/shared-prefixes.md): `length` units of the content of `key`"),
+      key=Def("Expr"), length=Def("Expr"))
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One segment of a hold's ``content (K : L, ...)``: the next ``length``
+    units of the hold are the content of ``key`` (both evaluated at
+    admission, as the hold's units are)."""
+
+    key: Expr
+    length: Expr
+
+
 @node(STRUCT, pools=List(Def("HoldPool")), reuse=Opt(Def("Expr")), body=INDEX, cache=Opt(Def("Expr")),
-      lease=Opt(Def("Lease")))
+      lease=Opt(Def("Lease")),
+      content=Absent(List(Def("Segment")), (), description=(
+          "serq-ref's extension of version 13 (docs/design/shared-prefixes.md): what the hold's first units are, "
+          "segment by segment, in a pool that shares prefixes; empty, the default when absent, all its own")))
 @dataclass(frozen=True, slots=True)
 class Hold:
     pools: tuple[HoldPool, ...]
@@ -303,6 +319,9 @@ class Hold:
     body: int  # a block id
     cache: Expr | None
     lease: Lease | None
+    #: ``content (K : L, ...)``: a serq-ref extension of version 13 (docs/design/shared-prefixes.md), absent from
+    #: the JSON when empty (so files without it load, and mean what they meant)
+    content: tuple[Segment, ...] = ()
 
 
 @node(TUPLE, ref=Def("Ref"), amount=Def("Expr"))
@@ -406,7 +425,11 @@ class Spill:
       queue=Opt(Def("Keys")), spill=Opt(Def("Spill")), admit_via=Opt(INDEX),
       requeue=Absent(Enum(REQUEUE), "Head", description=(
           "serq-ref's extension of version 13 (docs/design/priorities-and-limits.md): a preempted hold re-enters "
-          "the queue at its head (Head, the default when absent) or by the queue's keys as any hold joining (Key)")))
+          "the queue at its head (Head, the default when absent) or by the queue's keys as any hold joining (Key)")),
+      share_prefixes=Absent(BOOL, False, description=(
+          "serq-ref's extension of version 13 (docs/design/shared-prefixes.md): true, the pool's cache is a table "
+          "of blocks that holds share by their content (vLLM 0.33.0's prefix caching across requests); false, the "
+          "default when absent, each session's own prefix")))
 @dataclass(frozen=True, slots=True)
 class Pool:
     name: str
@@ -421,6 +444,9 @@ class Pool:
     #: one of REQUEUE; a serq-ref extension of version 13, absent from the
     #: JSON when "Head" (so files without it load, and mean the seed's rule)
     requeue: str = "Head"
+    #: ``share prefixes``: a serq-ref extension of version 13 (docs/design/shared-prefixes.md), absent from the
+    #: JSON when False (so files without it load, and mean the seed's rule)
+    share_prefixes: bool = False
 
 
 @node(NEWTYPE, servers=INDEX)

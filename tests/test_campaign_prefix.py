@@ -3,8 +3,8 @@ the scenario field ``prompt_segments`` checked and located, the corpus
 oracle/data/campaign/shared-prefix.jsonl the generator's and consistent with
 vLLM 0.33.0's rules as the design note states them, the conformance check
 comparing ``cached``, pyserq reported as not supporting it, and serq-ref
-refusing to answer such a scenario as if nothing were shared (the model is
-not built yet)."""
+answering such a scenario with its sharing (tests/test_shared_prefix_rules.py
+checks the model against the corpus)."""
 
 from __future__ import annotations
 
@@ -74,13 +74,12 @@ def test_a_bad_segment_list_is_a_located_error(change, message, capsys, tmp_path
     assert "Traceback" not in err and err.splitlines()[2].strip() == "^"
 
 
-def test_a_shared_prefix_scenario_is_refused_not_answered_without_its_sharing(capsys, tmp_path) -> None:
+def test_a_shared_prefix_scenario_is_answered_with_its_sharing(capsys, tmp_path) -> None:
     path = tmp_path / "shared.json"
     path.write_text(json.dumps(SCENARIO, indent=1))
     code, out, err = cli(capsys, "oracle", "run", str(path))
-    assert code == 1 and out == ""
-    assert "does not model prefixes shared across requests yet" in err.splitlines()[0]
-    assert '"prompt_segments"' in err.splitlines()[1]
+    # request 1's prompt is all of sys: it hits the two full blocks request 0 cached, never its last token
+    assert (code, err) == (0, "") and out.splitlines()[1] == "request 1: first 7 done 8 cached 32"
     # a scenario without segments means what it meant
     plain = json.loads(json.dumps(SCENARIO))
     for r in plain["requests"]:

@@ -341,10 +341,11 @@ PARSE_ERRORS = [
     ("pool kv { cap 10; }\nstage srv : fifo;\nsession {\n  hold kv (1) at admission (h = 1) reuse (1) { run srv (1); "
      "} cache (1);\n}\n", 4, 36,
      "`reuse` is out of place: a hold's clauses go in the order hold POOL (n) [reserve (r)], POOL (n) … [reuse (e)] "
-     "[at admission (NAME = e, …)] { … } [cache (e)] [lease POOL (t)]"),
+     "[content (K : L, …)] [at admission (NAME = e, …)] { … } [cache (e)] [lease POOL (t)]"),
     ("pool kv { cap 10; }\nstage srv : fifo;\nsession {\n  hold kv (1) { run srv (1); } lease kv (1) cache (1);\n}\n",
      4, 45, "`cache (…)` here is read as a statement after the hold it was meant for: a hold's clauses go in the order "
-            "hold POOL (n) [reserve (r)], … [reuse (e)] [at admission (…)] { … } [cache (e)] [lease POOL (t)]"),
+            "hold POOL (n) [reserve (r)], … [reuse (e)] [content (K : L, …)] [at admission (…)] { … } [cache (e)] "
+            "[lease POOL (t)]"),
 ]
 
 

@@ -170,7 +170,19 @@ def test_pool_program_gives_its_expected_values(path: Path):
         assert samples[name] == [value] * len(samples[name]), f"observe {name}"
 
 
-@pytest.mark.parametrize("path", POOL_PROGRAMS, ids=name_of)
+#: Pool programs that use a serq-ref extension the reference implementation does not have: prefixes shared
+#: across requests (docs/design/shared-prefixes.md; pyserq's cache is a session's own, docs/conformance.md).
+#: tests/test_shared_prefix_example.py checks this one against the real vLLM scheduler's recorded answer.
+BEYOND_THE_REFERENCE = ("pools/shared_prefix.sq",)
+
+
+def test_the_programs_beyond_the_reference_use_the_extension():
+    for name in BEYOND_THE_REFERENCE:
+        program = compile_checked(EXAMPLES_DIR / name)
+        assert any(p.share_prefixes for p in program.pools), name
+
+
+@pytest.mark.parametrize("path", [p for p in POOL_PROGRAMS if name_of(p) not in BEYOND_THE_REFERENCE], ids=name_of)
 def test_pool_program_gives_its_expected_values_on_the_reference_engine(path: Path):
     """The same expect lines, run by the reference implementation's engine:
     the hand computation, this project's engine and the reference agree."""

@@ -92,7 +92,7 @@ def g() { turn ; }
 pool kv [ 2 ] { cap 10 ; block 16; evict lru; preempt lifo; queue fifo; admit via e; }
 pool host { cap inf; evict by ( size , -age ); preempt none; queue by (waited);
   spill kv via link (size/100) when (size>=64); }
-pool pq { preempt by ( - priority , admission ) ; queue by (priority); requeue  by key ; }
+pool pq { preempt by ( - priority , admission ) ; queue by (priority); requeue  by key ; share  prefixes ; }
 stage s1 : fifo ; stage s2[2]:fifo(2); stage s3 : ps(1/present); stage s4:delay;
 stage e : step { budget 64; cost 0.01+0.001*tokens; chunk 8; serve admission; serve by (age);
   serve decode first; serve exclusive prefill; memory kv; self  preemption continue when(x==1); self preemption end;
@@ -100,7 +100,7 @@ stage e : step { budget 64; cost 0.01+0.001*tokens; chunk 8; serve admission; se
 workload { arrive poisson(1); arrive renewal(~exp(1)); arrive closed(2); arrive batch(3); arrive none;
   trace "t.csv" ordered; trace "u.csv"; init { set k = 0; } turn { set n = 1; } session { turn; } hidden o, p; }
 session { request; request q; set x = !a || b && c == d; observe y = a < b ? -a : a != b ? c : d;
-  hold kv[0] (1) reserve (2), host (3) reuse (4) at admission (h = cachedin(kv[0]), i = 2) {
+  hold kv[0] (1) reserve (2), host (3) reuse (4) content (5 : 6, i : 7) at admission (h = cachedin(kv[0]), i = 2) {
     grow kv[0] (1); drop kv[0]; release host; load host (2); } cache (5) lease kv[0] (inf);
   hold kv[1] (1) { } ;
   run s1, s2[1] (1); run e prefill (2) growing kv[0]; run e decode (3); run (4);
@@ -151,6 +151,7 @@ pool pq {
   preempt by (-priority, admission);
   queue by (priority);
   requeue by key;
+  share prefixes;
 }
 stage s1 : fifo;
 stage s2[2] : fifo(2);
@@ -195,7 +196,10 @@ session {
   request q;
   set x = !a || b && c == d;
   observe y = a < b ? -a : a != b ? c : d;
-  hold kv[0] (1) reserve (2), host (3) reuse (4) at admission (h = cachedin(kv[0]), i = 2) {
+  hold kv[0] (1) reserve (2), host (3)
+       reuse (4)
+       content (5 : 6, i : 7)
+       at admission (h = cachedin(kv[0]), i = 2) {
     grow kv[0] (1);
     drop kv[0];
     release host;

@@ -73,6 +73,28 @@ session {
 }
 run { horizon 40; seed 2; }
 """,
+    # a pool that shares prefixes (docs/design/shared-prefixes.md): hit, admit-shared, register, release-shared,
+    # evict-shared
+    "sharing": """
+pool reqs { cap 2; queue fifo; admit via engine; }
+pool kv { cap 40; block 4; evict lru; preempt lifo; share prefixes; }
+stage engine : step { budget 16; cost 1; chunk 0; serve admission; memory kv; }
+stage gate : delay;
+workload { arrive batch(4); hidden o; }
+session {
+  run gate (serial * 2);
+  set prompt = 10 + 2 * serial; set o = 4; set key = serial < 3 ? 1 : 2;
+  hold reqs (1), kv (hit + min(prompt - hit, budget_left(engine))) reserve (prompt)
+       reuse (prompt - 1) content (key : 8)
+       at admission (hit = min(cachedin(kv), prompt - 1)) {
+    prefill (prompt - cached) growing kv;
+    decode (o - 1) growing kv;
+  } cache (prompt + o - 1);
+  observe hit = cached;
+  end;
+}
+run { horizon 100; seed 1; }
+""",
     # growth under preempt lifo: grow, preempt (the victim's job leaves its stage)
     "growth": """
 pool kv { cap 12; block 4; preempt lifo; }

@@ -151,7 +151,10 @@ def make_room_by(m: Machine, c: Configuration, q: int, need: float, stmt=None) -
 
 
 def make_room_fast(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
-    """The fast form of make_room that fits pool ``q``: make_room_by, make_room_lru, or the definition."""
+    """The fast form of make_room that fits pool ``q``: make_room_by, make_room_lru, or the definition (a pool
+    that shares prefixes: its free order's evictions are the definition's, pool/evict-shared)."""
+    if c.pools[q].table is not None:
+        return make_room(m, c, q, need, stmt)
     if m.spill[q] is None and m.evict_local[q]:
         return make_room_by(m, c, q, need, stmt)
     return make_room_lru(m, c, q, need, stmt)

@@ -153,6 +153,8 @@ def list_parts(stmt: ir.Stmt) -> list[Part]:
                 parts.append(Part("reserve", HEADER, held.reserve))
         if stmt.reuse is not None:
             parts.append(Part("reuse", HEADER, stmt.reuse))
+        for segment in stmt.content:
+            parts += [Part("a content key", HEADER, segment.key), Part("a content length", HEADER, segment.length)]
         if stmt.cache is not None:
             parts.append(Part("cache", SESSION, stmt.cache))
         if stmt.lease is not None:

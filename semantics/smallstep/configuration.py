@@ -161,6 +161,9 @@ class PoolState(NamedTuple):
     entries: tuple[CacheEntry, ...]  # release order
     queue: tuple[Waiting, ...]  # preempted holds first (latest first), then join order
     growers: tuple[int, ...]  # serials in the order they stalled
+    #: ``share prefixes``: the cache as a table of blocks (sharing.SharedTable; docs/design/shared-prefixes.md);
+    #: None for every other pool, whose cache is its entries
+    table: object = None
 
 
 class PoolStats(NamedTuple):

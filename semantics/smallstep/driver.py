@@ -33,6 +33,7 @@ from .pools import expire_lease, make_room
 from .rules import REGISTRY
 from .sessions import compile_ops
 from .settle import settle
+from .blocks import empty_table
 from .steptrace import Tracer
 from .workload import arrival_event, load_trace, start_workload
 
@@ -64,7 +65,8 @@ def initial_configuration(m: Machine) -> Configuration:
         gauges=(None,) * len(program.gauges))
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=EMPTY_READY,
-        pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), ()) for p in program.pools),
+        pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), (), empty_table() if p.share_prefixes else None)
+                    for p in program.pools),
         stages=tuple(kind.initial_state(m, s) for s, kind in enumerate(m.stage_kinds)),
         flows=stages.flows.EMPTY, events=(), sequence=0,
         workload=Workload(0, 0, 0, 0, 0, (-1.0, 0)), statistics=statistics,

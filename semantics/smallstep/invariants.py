@@ -39,6 +39,7 @@ import math
 
 from .configuration import GROWING, QUEUED, Configuration
 from .machine import EPSILON
+from .blocks import check_table
 
 
 def check_invariants(c: Configuration) -> None:
@@ -55,6 +56,10 @@ def check_invariants(c: Configuration) -> None:
     for p, pool in enumerate(c.pools):
         tol = EPSILON * max(1.0, abs(caps[p]) if math.isfinite(caps[p]) else 1.0) * 10
         assert pool.allocated + pool.cached <= caps[p] + tol, f"pool {p}: allocated {pool.allocated} + cached {pool.cached} > cap {caps[p]}"
+        if pool.table is not None:  # a pool that shares prefixes: a block is counted once (docs/design/shared-prefixes.md)
+            assert not pool.entries, f"pool {p}: a sharing pool with a session's own entry"
+            check_table(pool, caps[p], tol)
+            continue
         assert abs(pool.allocated - sum(h.units for h in pool.holders)) <= tol, f"pool {p}: allocated is not the holders' sum"
         assert abs(pool.allocated - held[p]) <= tol, f"pool {p}: allocated {pool.allocated} but sessions hold {held[p]}"
         assert abs(pool.cached - sum(e.units for e in pool.entries)) <= tol, f"pool {p}: cached is not the entries' sum"

@@ -40,7 +40,7 @@ class CompiledHold:
     """A Hold statement with its expressions compiled."""
 
     __slots__ = ("stmt", "refs", "indices", "units", "reserves", "reuse", "cache", "lease_ref", "lease_index",
-                 "lease_duration", "body")
+                 "lease_duration", "body", "content")
 
     def __init__(self, compiler: ExpressionCompiler, hold: ir.Hold):
         self.stmt = hold
@@ -54,6 +54,8 @@ class CompiledHold:
         self.lease_index = None if hold.lease is None else compiler.compile_ref_index(hold.lease.ref)
         self.lease_duration = None if hold.lease is None else compiler.compile(hold.lease.duration)
         self.body = hold.body
+        #: ``content (K : L, ...)``: (key, length) compiled, per segment (docs/design/shared-prefixes.md)
+        self.content = tuple((compiler.compile(x.key), compiler.compile(x.length)) for x in hold.content)
 
 
 class StepFacts:

@@ -16,6 +16,7 @@ the pool records, the stage queries go through each stage's kind
 
 from __future__ import annotations
 
+from .blocks import hold_hit
 from .configuration import Configuration, own_entry_index
 
 
@@ -30,6 +31,10 @@ def make_observables(m) -> dict:
         return m.caps[p] - env.config.pools[p].allocated
 
     def cachedin(env, p: int) -> float:
+        if env.config.pools[p].table is not None:  # shares prefixes: the admission's hit, else 0
+            if env.stmt is None or env.stmt not in m.holds:
+                return 0.0
+            return hold_hit(m, env.config, p, env.stmt, env)
         entries = env.config.pools[p].entries
         k = own_entry_index(entries, env.serial)
         return entries[k].units if k >= 0 else 0.0

@@ -40,6 +40,7 @@ from .configuration import (AT_STAGE, DECODE, ENDED, FINISHING, GROWING, HOLD, Q
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, follow_up, is_warm, make_ready, mark_dirty,
                       runner_up, session_env, with_draws)
 from .rules import rule
+from . import sharing
 from .values import Env, resolve_index
 
 
@@ -167,6 +168,8 @@ class Admission(NamedTuple):
     draws: int  # the session's stream position after the header (a header may draw)
     fits: bool  # every pool has room: allocated + round_up(need) <= cap (cached prefixes never block)
     why: tuple | None  # with a step trace: (order, key, runner_up) of the head's choice (select_head), else None
+    #: the hold's content clause read now, when one of its pools shares prefixes (docs/design/shared-prefixes.md)
+    content: tuple = ()
 
 
 def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> Admission | None:
@@ -186,9 +189,20 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     units = tuple([max(0.0, f(env)) for f in hold.units])
     needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
     reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
-    fits = all(c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
-               for q, need in zip(s.pending.pools, needs))
-    return Admission(waiting, units, needs, reuse, env.draws, fits, why)
+    if not any(c.pools[q].table is not None for q in s.pending.pools):
+        fits = all(c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
+                   for q, need in zip(s.pending.pools, needs))
+        return Admission(waiting, units, needs, reuse, env.draws, fits, why)
+    # a pool that shares prefixes: the hit's blocks another hold references take no free unit (vLLM 0.33.0's
+    # admission check, kv_cache_manager.py:531-548: the new blocks and the hit's blocks in the free queue)
+    content = sharing.evaluate_content(m, stmt, env)
+    fits = True
+    for q, u, need in zip(s.pending.pools, units, needs):
+        room = m.round_up(q, need)
+        if c.pools[q].table is not None and hold.cache is not None:
+            room -= sharing.live_units(m, c, q, sharing.hit_blocks(m, c, q, s.serial, content, reuse, u))
+        fits = fits and c.pools[q].allocated + room <= m.caps[q] + EPSILON
+    return Admission(waiting, units, needs, reuse, env.draws, fits, why, content)
 
 
 def header_drawn(c: Configuration, a: Admission) -> Configuration:
@@ -218,6 +232,23 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
     cached = 0.0
     for q, u in zip(pending.pools, units):
         consumed = 0.0
+        if c.pools[q].table is not None:  # a pool that shares prefixes: pool/hit, pool/admit-shared
+            need = m.round_up(q, u)
+            if need == math.inf:
+                fail_infinite(m, c, q, "the hold's units", pending.stmt)
+            ids = ()
+            if hold.cache is not None:
+                c, ids = sharing.hit(m, c, q, serial, a.content, reuse, u)
+                consumed = len(ids) * m.block_sizes[q]
+                cached = max(cached, consumed)
+            c = sharing.admit_shared(m, c, q, serial, admission, a.content, hold.cache is not None, ids, need,
+                                     pending.stmt)
+            c = mark_dirty(m, count_pool(c, q, admissions=1), q) if is_warm(m, c) else mark_dirty(m, c, q)
+            s = c.sessions[serial]
+            active = s.holds[-1]
+            active = active._replace(allocations=active.allocations + (Allocation(q, need, consumed, False),))
+            c = c._replace(sessions=c.sessions.set(serial, s._replace(holds=s.holds[:-1] + (active,))))
+            continue
         if hold.cache is not None:
             c, consumed = consume_prefix(m, c, q, serial, reuse)
             cached = max(cached, consumed)
@@ -282,7 +313,10 @@ def make_room(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> C
     (seed 000: "An entry is evicted from its tail, block by block"), so room
     for more than MAX_EVICTIONS blocks at once is a LimitError naming the pool
     (and ``stmt``, the statement that needs the room), where it would run for
-    ever (1e308 units in blocks of 1)."""
+    ever (1e308 units in blocks of 1). A pool that shares prefixes evicts
+    from its free order (sharing.make_room_shared)."""
+    if c.pools[q].table is not None:
+        return sharing.make_room_shared(m, c, q, need, stmt)
     check_evictions(m, c, q, need, stmt)
     while True:
         pool = c.pools[q]
@@ -471,6 +505,19 @@ def give_back(m: Machine, c: Configuration, serial: int, q: int, units: float, c
     stay cached for the session, rounded down to blocks (the session's
     previous entry there is replaced). Returns the units kept cached."""
     pool = c.pools[q]
+    if pool.table is not None:  # a pool that shares prefixes: pool/register, pool/release-shared
+        hold = m.holds[stmt]
+        s = c.sessions[serial]
+        want = None
+        if hold.cache is not None:
+            env = session_env(m, c, s, stmt)
+            want = max(0.0, hold.cache(env))
+            s = with_draws(s, env)
+            c = c._replace(sessions=c.sessions.set(serial, s))
+        c, kept = sharing.give_back_shared(m, c, serial, q, units, computed, holder_id, want)
+        if m.keeps_ended_attrs:
+            c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
+        return mark_dirty(m, c, q), kept
     pool = pool._replace(allocated=pool.allocated - units,
                          holders=tuple(h for h in pool.holders if not (h.serial == serial and h.hold_id == holder_id)))
     kept = 0.0
@@ -601,9 +648,14 @@ def end_lease(m: Machine, c: Configuration, serial: int, lease_id: int, expired:
 
 
 def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: float, stmt=None) -> Configuration:
-    c = m.make_room(m, c, p, need, stmt)
     s = c.sessions[serial]
     h, k = innermost_hold(s, p)
+    if c.pools[p].table is not None:  # new blocks at the end of the hold's (they count in allocated there)
+        c = sharing.grow_hold(m, c, p, serial, s.holds[h].hold_id, need, stmt)
+        c = _set_pool(c, p, c.pools[p]._replace(allocated=c.pools[p].allocated - need))
+    else:
+        c = m.make_room(m, c, p, need, stmt)
+    s = c.sessions[serial]
     hold = s.holds[h]
     a = hold.allocations[k]
     hold = hold._replace(allocations=replace_at(hold.allocations, k, a._replace(units=a.units + need)))

@@ -31,7 +31,7 @@ and each rule emits its own step-trace record (docs/semantics.md,
 
 from __future__ import annotations
 
-from . import pools, sessions, workload
+from . import pools, sessions, sharing, workload
 from .configuration import EMPTY_READY, READY, Configuration, Session, ready_pop, setter
 from .machine import EPSILON, MAX_QUIET_STATEMENTS, Machine, fail, follow_up
 from .stages import enter_stage, leave_stage, step
@@ -67,6 +67,7 @@ FOLLOW_UPS = {
     "pool/lease-end": pools.end_lease,
     "pool/release": pools.release_next,
     "pool/spill-land": pools.land_spill,
+    "pool/register": sharing.register_served,
     "enter-stage": lambda m, c, stages, work, spill: enter_stage(m, c, stages, None, work, spill=spill),
     "stage/leave": leave_stage,
     "stage/step-complete": step.complete_run,
@@ -187,6 +188,8 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
             chosen = step.next_resident(m, c, s)
             if chosen is not None:
                 c = (step.pad if step.pads(m, c, s, chosen[0]) else step.schedule)(m, c, s, *chosen)
+                if c.work:  # a pool that shares prefixes registers the tokens given (pool/register)
+                    c = drain(m, c)
                 continue
             if not it.preempted:
                 head = step.next_head(m, c, s)

@@ -105,6 +105,12 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "pool/grow-wait": (_SESSION, _POOL, ("units", REAL)),
     "pool/grow-resume": (_SESSION, _POOL, ("units", REAL)),
     "pool/preempt": (_SESSION, _POOL, ("computed", REAL), ("grower", INT), ("by", VICTIM_BY), ("candidates", SERIALS)),
+    # a pool that shares prefixes (docs/design/shared-prefixes.md)
+    "pool/hit": (_SESSION, _POOL, ("blocks", INT), ("units", REAL), ("freed", INT)),
+    "pool/admit-shared": (_SESSION, _POOL, ("hit", INT), ("revived", INT), ("new", INT)),
+    "pool/evict-shared": (_POOL, ("block", INT), ("copies", INT), ("free", INT)),
+    "pool/register": (_SESSION, _POOL, ("from", INT), ("to", INT)),
+    "pool/release-shared": (_SESSION, _POOL, ("blocks", INT), ("freed", INT), ("cached", INT)),
     "stage/fifo-enter": _ENTER,
     "stage/ps-enter": _ENTER + (("present", INT),),
     "stage/delay-enter": _ENTER,

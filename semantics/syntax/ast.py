@@ -203,6 +203,17 @@ class Hold:
     lease: Lease | None
     span: Span = field(kw_only=True)
     side: str = field(default=WORKLOAD, kw_only=True)
+    #: ``content (K : L, ...)`` (docs/design/shared-prefixes.md): read with the header, as the units are
+    content: tuple["Segment", ...] = field(default=(), kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """``K : L`` of a hold's content clause: the next L units are key K's content."""
+
+    key: Expr
+    length: Expr
+    span: Span = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)

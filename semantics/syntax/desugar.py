@@ -232,6 +232,9 @@ def iterate_stmt_exprs(stmt: ast.Stmt):
         for extra in (stmt.reuse, stmt.cache):
             if extra is not None:
                 yield extra
+        for segment in stmt.content:
+            yield segment.key
+            yield segment.length
         if stmt.lease is not None:
             yield make_path_name(stmt.lease.pool)
             yield stmt.lease.duration
@@ -624,6 +627,7 @@ class Desugarer:
             if isinstance(stmt, ast.Hold):
                 inner = in_scope | {s.name for s in stmt.body if isinstance(s, ast.Set) and id(s) in generated}
                 outside = [p.units for p in stmt.pools] + [p.reserve for p in stmt.pools] + [stmt.reuse]
+                outside += [x for segment in stmt.content for x in (segment.key, segment.length)]
                 inside = [stmt.cache, stmt.lease.duration if stmt.lease else None]
                 checks = [(e, in_scope) for e in outside if e is not None]
                 checks += [(e, inner) for e in inside if e is not None]
@@ -802,8 +806,9 @@ class Desugarer:
             set_stmt = ast.Set(name, value, span=binding.span, side=scope.side)
             self.binding_sets.append((name, id(set_stmt)))
             sets.append(set_stmt)
+        content = tuple(ast.Segment(header(x.key), header(x.length), span=x.span) for x in hold.content)
         return ast.Hold(pools, header(hold.reuse), (), tuple(sets) + body, cache, lease, span=hold.span,
-                        side=scope.side)
+                        side=scope.side, content=content)
 
     def check_binding_name(self, name: str, span: Span) -> None:
         what = None
@@ -843,7 +848,7 @@ class Desugarer:
             if name in ("reserve", "reuse", "cache", "lease"):  # `… } lease kv (t) cache (e);`: the hold ended
                 raise ProgramError(f"`{name} (…)` here is read as a statement after the hold it was meant for: "
                                    "a hold's clauses go in the order hold POOL (n) [reserve (r)], … [reuse (e)] "
-                                   "[at admission (…)] { … } [cache (e)] [lease POOL (t)]", call.span)
+                                   "[content (K : L, …)] [at admission (…)] { … } [cache (e)] [lease POOL (t)]", call.span)
             near = difflib.get_close_matches(name, sorted(self.block_defs), n=1, cutoff=0.6)
             raise ProgramError(f"no def named `{name}`" + (f" (did you mean `{near[0]}`?)" if near else ""),
                                call.span)
@@ -962,6 +967,7 @@ class Desugarer:
                 bound: set[str] = set()
                 header = [p.units for p in stmt.pools] + [p.reserve for p in stmt.pools if p.reserve is not None]
                 header += [stmt.reuse] if stmt.reuse is not None else []
+                header += [x for segment in stmt.content for x in (segment.key, segment.length)]
                 for binding in stmt.bindings:
                     self.check_entry_reads(info, binding.expr, own | bound, "header")
                     bound.add(binding.name)

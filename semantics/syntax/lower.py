@@ -286,7 +286,8 @@ class Lowering:
             if admit is not None:
                 admit_via = self.pair_member(admit, member, spec.count, spec.name, "admit via", options["admit"].span)
             members.append(ir.Pool(spec.name, member if spec.family else None, cap, block, evict, preempt, queue,
-                                   spill, admit_via, "Key" if "requeue" in options else "Head"))
+                                   spill, admit_via, "Key" if "requeue" in options else "Head",
+                                   "share" in options))
         return members
 
     def pair_member(self, target: Family, member: int, count: int, who: str, what: str, span: Span) -> int:
@@ -546,7 +547,8 @@ class Lowering:
                 raise ProgramError(f"`lease {hold.lease.pool.dotted}`: the hold does not take that pool (write it as "
                                    f"the hold does, index included)", hold.lease.span)
             lease = ir.Lease(lease_ref, self.lower_expr(hold.lease.duration))
-        return ir.Hold(tuple(pools), reuse, body, cache, lease)
+        content = tuple(ir.Segment(self.lower_expr(x.key), self.lower_expr(x.length)) for x in hold.content)
+        return ir.Hold(tuple(pools), reuse, body, cache, lease, content)
 
     def enclosed_pool(self, path: ast.Path, word: str, leased_too: bool) -> ir.Ref:
         """A pool a statement acts on through an enclosing hold (grow, load,

@@ -234,6 +234,9 @@ class BuildAst(Transformer):
     def opt_requeue_key(self, meta, c):
         return ast.Option("requeue_key", (), span=self.span(meta))
 
+    def opt_share_prefixes(self, meta, c):
+        return ast.Option("share_prefixes", (), span=self.span(meta))
+
     def opt_queue_fifo(self, meta, c):
         return ast.Option("queue_fifo", (), span=self.span(meta))
 
@@ -445,8 +448,9 @@ class BuildAst(Transformer):
     def hold(self, meta, c):
         pools = tuple(x for x in c if isinstance(x, ast.HoldPool))
         rest = [x for x in c if not isinstance(x, ast.HoldPool)]
-        reuse, bindings, body, cache, lease = rest[0], rest[1], rest[2], rest[3], rest[4]
-        return ast.Hold(pools, reuse, bindings or (), body, cache, lease, span=self.span(meta))
+        reuse, content, bindings, body, cache, lease = rest[0], rest[1], rest[2], rest[3], rest[4], rest[5]
+        return ast.Hold(pools, reuse, bindings or (), body, cache, lease, span=self.span(meta),
+                        content=content or ())
 
     def hold_pool(self, meta, c):
         return ast.HoldPool(c[0], c[1], c[2], span=self.span(meta))
@@ -456,6 +460,12 @@ class BuildAst(Transformer):
 
     def hold_admission(self, meta, c):
         return tuple(c)
+
+    def hold_content(self, meta, c):
+        return tuple(c)
+
+    def segment(self, meta, c):
+        return ast.Segment(c[0], c[1], span=self.span(meta))
 
     def binding(self, meta, c):
         return ast.Binding(str(c[0]), c[1], span=self.token_span(c[0]))

@@ -466,7 +466,7 @@ VALUE_OPTIONS = {"opt_cap": "cap", "opt_block": "block", "step_budget": "budget"
 #: Option clauses that are fixed words.
 WORD_OPTIONS = {"opt_evict_lru": "evict lru;", "opt_preempt_none": "preempt none;",
                 "opt_preempt_lifo": "preempt lifo;", "opt_queue_fifo": "queue fifo;",
-                "opt_requeue_key": "requeue by key;",
+                "opt_requeue_key": "requeue by key;", "opt_share_prefixes": "share prefixes;",
                 "step_serve_admission": "serve admission;", "step_serve_decode_first": "serve decode first;",
                 "step_serve_exclusive": "serve exclusive prefill;", "wl_none": "arrive none;"}
 #: Options with a parenthesised list of keys.
@@ -713,6 +713,10 @@ class Printer:
         reuse = subtree(t, "hold_reuse")
         if reuse is not None:
             clauses += [LINE, "reuse (", self.expr(subtrees(reuse)[0]), ")"]
+        content = subtree(t, "hold_content")
+        if content is not None:
+            segments = [[self.expr(subtrees(s)[0]), " : ", self.expr(subtrees(s)[1])] for s in subtrees(content, "segment")]
+            clauses += [LINE, "content (", listing(segments), ")"]
         admission = subtree(t, "hold_admission")
         if admission is not None:
             bindings = [[words(b)[0], " = ", self.expr(subtrees(b)[0])] for b in subtrees(admission, "binding")]

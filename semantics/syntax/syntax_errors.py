@@ -39,9 +39,9 @@ from ..errors import ProgramError, Span
 #: statement (stmt and serving), and a hold's clauses in their order.
 ITEM_WORDS = ("let", "use", "def", "pool", "stage", "workload", "session", "server", "queue", "run", "share",
               "gauge")
-HOLD_CLAUSES = ("reserve", "reuse", "at", "cache", "lease")
-HOLD_ORDER = ("hold POOL (n) [reserve (r)], POOL (n) … [reuse (e)] [at admission (NAME = e, …)] { … } "
-              "[cache (e)] [lease POOL (t)]")
+HOLD_CLAUSES = ("reserve", "reuse", "content", "at", "cache", "lease")
+HOLD_ORDER = ("hold POOL (n) [reserve (r)], POOL (n) … [reuse (e)] [content (K : L, …)] "
+              "[at admission (NAME = e, …)] { … } [cache (e)] [lease POOL (t)]")
 #: How many tokens back a missing `;` is looked for.
 LOOKBACK = 4
 

@@ -486,6 +486,8 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
                                       "mode": r.mode.lower(), "tokens": 0.0 if waits else tokens,
                                       "grow": max(0.0, need), "left": it.left, "order": order, "key": key,
                                       "runner_up": runner})
+    if not waits and not need > EPSILON and not alone:  # given its tokens: a pool that shares registers them
+        c = _registers(m, c, s, r, r.growing, r.owner, position, tokens - a.drafts)
     return c
 
 
@@ -579,6 +581,24 @@ def pad_stop(m: Machine, c: Configuration, s: int, q: int, a) -> Configuration:
     if m.observer:
         m.notify("step/pad-stop", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": a.waiting.serial})
     return c
+def _registers(m: Machine, c: Configuration, s: int, r: Resident | None, p: int | None, serial: int,
+               position: float, tokens: float) -> Configuration:
+    """``c`` with the follow-up ``pool/register`` of the tokens an iteration gave a run growing ``p`` from
+    ``position``, when ``p`` shares prefixes (docs/design/shared-prefixes.md; under schedule ahead less the
+    token in flight: _in_flight)."""
+    if p is None or c.pools[p].table is None:
+        return c
+    return follow_up(c, ("pool/register", p, serial, position, tokens - _in_flight(m, c, s, r)))
+
+
+def _in_flight(m: Machine, c: Configuration, s: int, r: Resident | None) -> float:
+    """Under schedule ahead: 1 when decoding resident ``r`` feeds a token the last ended iteration sampled
+    (it gave it a decode token, or its prefill completed then: its run entered now), whose id is not known
+    while this iteration is formed, so that its block is not cached yet (kv_cache_manager.py:621-625 caps
+    the cached tokens at the request's known ones); else 0."""
+    if r is None or not m.steps[s].ahead or r.mode != DECODE:
+        return 0.0
+    return 1.0 if r.owner in c.stages[s].decoded or r.arrived == c.time else 0.0
 
 
 def _accepted(m: Machine, c: Configuration, s: int, r: Resident, drafts: float) -> float:
@@ -643,6 +663,8 @@ def grow_for(m: Machine, c: Configuration, s: int, a: Assignment, p: int) -> Con
     if m.observer:
         m.notify("step/grow", c, {"stage": m.stage_name(s), "job": a.job_id, "session": a.serial,
                                   "pool": m.pool_name(p), "outcome": outcome, "left": it.left})
+    if outcome == GREW and it.pending is None:  # given its tokens: a pool that shares registers them
+        c = _registers(m, c, s, resident_of(m, c, s, a.job_id), p, a.serial, a.position, a.tokens - a.drafts)
     return c
 
 

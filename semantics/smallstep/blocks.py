@@ -1,0 +1,125 @@
+"""The table of blocks of a pool that shares prefixes (docs/design/shared-prefixes.md): its values and the
+reading of it that needs no rule (a block's identity, a hold's hit), which the rules of sharing.py change and
+the pool observables read (``cachedin``)."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import immutables
+
+from .configuration import records
+
+#: Units compared with this tolerance (the machine's EPSILON).
+EPSILON = 1e-9
+
+#: The key of a session's own units: ``(OWN, serial)``, never equal to a content key (a number).
+OWN = "own"
+
+
+class SharedHold(NamedTuple):
+    """A hold's part of a sharing pool's table: its content (segments (key, length), lengths positive), its
+    session (whose own units follow the content), its blocks in order, how many of them (from the first)
+    are registered, and whether it takes part in the cache (a cache clause)."""
+
+    content: tuple[tuple[object, float], ...]
+    serial: int
+    blocks: tuple[int, ...]
+    registered: int
+    caching: bool
+
+
+class SharedTable(NamedTuple):
+    """A sharing pool's cache as a table of blocks: ``counts`` every block a hold references or the free order
+    keeps (block id -> reference count); ``names`` the registered ones' identities; ``index`` identity -> the
+    registered copies, in registration order; ``free`` the free order (registered blocks at count 0, the head
+    the next evicted); ``holds`` (serial, hold id) -> SharedHold; ``next_id`` the next block's id."""
+
+    counts: immutables.Map
+    names: immutables.Map
+    index: immutables.Map
+    free: tuple[int, ...]
+    holds: immutables.Map
+    next_id: int
+
+
+records(SharedHold, SharedTable)
+
+
+def empty_table() -> SharedTable:
+    return SharedTable(immutables.Map(), immutables.Map(), immutables.Map(), (), immutables.Map(), 0)
+
+
+# -- identities ------------------------------------------------------------------------------------------------
+
+
+def evaluate_content(m, stmt: tuple[int, int], env) -> tuple[tuple[object, float], ...]:
+    """The hold's content clause read in ``env`` (its admission's): the segments of positive length, each
+    (key, length); the link check has made sure the expressions neither draw nor read a pool's hit."""
+    out = []
+    for key, length in m.holds[stmt].content:
+        n = length(env)
+        if n > EPSILON:
+            out.append((key(env), n))
+    return tuple(out)
+
+
+def identity(content: tuple, serial: int, b: int, bs: float) -> tuple:
+    """Block ``b``'s identity: the content cut at (b + 1) x bs, the units past it the session's own."""
+    end = (b + 1) * bs
+    out = []
+    acc = 0.0
+    for key, length in content:
+        if acc + length >= end - EPSILON:
+            out.append((key, end - acc))
+            return tuple(out)
+        out.append((key, length))
+        acc += length
+    out.append(((OWN, serial), end - acc))
+    return tuple(out)
+
+
+def hit_run(table: SharedTable, content: tuple, serial: int, bs: float, limit: float) -> int:
+    """The longest run of blocks 0, 1, ... of a hold with ``content`` that ``table`` has registered, at most
+    ``limit`` blocks (vLLM's find_longest_cache_hit)."""
+    b = 0
+    index = table.index
+    while b < limit and identity(content, serial, b, bs) in index:
+        b += 1
+    return b
+
+
+def hold_hit(m, c, q: int, stmt: tuple[int, int], env) -> float:
+    """``cachedin(q)`` of the hold ``stmt`` in its admission's ``env``: bs x the run of its blocks the table
+    has (the program caps it: reuse)."""
+    table = c.pools[q].table
+    bs = m.block_sizes[q]
+    return bs * hit_run(table, evaluate_content(m, stmt, env), env.serial, bs, math.inf)
+
+
+def check_table(pool, cap: float, tol: float) -> None:
+    """The invariants of a sharing pool's table (invariants.check_invariants): allocated is the units of the
+    blocks a hold references, counted once; the holders' units are the references; cached is the free order's
+    units; every free block is registered at count 0; the index and the names agree; every hold's blocks are
+    referenced and its registered ones named."""
+    table = pool.table
+    bs = pool.block
+    live = [i for i, n in table.counts.items() if n > 0]
+    assert all(n >= 0 for n in table.counts.values()), "a negative reference count"
+    assert abs(pool.allocated - len(live) * bs) <= tol, f"allocated {pool.allocated} is not {len(live)} blocks"
+    assert abs(pool.cached - len(table.free) * bs) <= tol, "cached is not the free order's blocks"
+    assert len(set(table.free)) == len(table.free), "a block twice in the free order"
+    assert all(table.counts[i] == 0 and i in table.names for i in table.free), "a free block referenced or unnamed"
+    assert sum(1 for n in table.counts.values() if n == 0) == len(table.free), "a block at 0 outside the free order"
+    refs: dict[int, int] = {}
+    for hold in table.holds.values():
+        for b, i in enumerate(hold.blocks):
+            refs[i] = refs.get(i, 0) + 1
+            if b < hold.registered:
+                assert i in table.names, "a registered block without its identity"
+    assert refs == {i: n for i, n in table.counts.items() if n > 0}, "the counts are not the holds' references"
+    assert abs(sum(h.units for h in pool.holders) - sum(refs.values()) * bs) <= tol, "holders are not the references"
+    for name, copies in table.index.items():
+        assert copies and all(table.names.get(i) == name for i in copies), "the index and the names disagree"
+    assert sum(len(v) for v in table.index.values()) == len(table.names), "a named block outside the index"
