@@ -366,6 +366,32 @@ def refresh_manifest() -> None:
 # Prefixes shared across requests (issue 19 section 1; the cases: oracle/campaign_prefix.py)
 
 
+def write_answered(out: Path, name: str, cases: list[dict], seed: int, start: int, keep: tuple[str, ...],
+                   python=None, processes: int = 1, before: tuple[str, ...] = (), append: bool = False,
+                   with_mode: bool = False) -> float:
+    """Ask the real scheduler for ``cases`` (cases ``start`` .. of ``seed``) on ``processes`` driver processes
+    and write each as a corpus line {seed, index, case, answer: the ``keep`` fields (and the mode when
+    ``with_mode``)}, after the lines ``before`` (or after the file's own lines when ``append``); a case the
+    driver answers with an error stops the recording, named ``name`` seed/index. Returns the seconds taken."""
+    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
+    answers = (next(streams[k % processes]) for k in range(len(cases)))
+    started = time.perf_counter()
+    with out.open("a" if append else "w") as f:
+        for line in before:
+            f.write(line + "\n")
+        for index, case in enumerate(cases, start=start):
+            answer = next(answers)
+            if "error" in answer:
+                raise SystemExit(f"{name} {seed}/{index}: {answer['error']}")
+            kept = {k: answer[k] for k in keep if k in answer}
+            if with_mode:
+                kept["mode"] = "async" if answer.get("async") else "sync"
+            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
+                               separators=(",", ":")) + "\n")
+            f.flush()
+    return time.perf_counter() - started
+
+
 #: The answer's fields the shared-prefix corpus keeps.
 SHARED_PREFIX_KEEP = ("first", "done", "preemptions", "steps", "cached", "status", "unfinished", "features")
 
@@ -377,19 +403,8 @@ def record_shared_prefix(count: int, seed: int, python=None, processes: int = 1,
     manifest)."""
     out = DATA / "campaign" / campaign_prefix.CORPUS
     cases = [campaign_prefix.scenario(seed, index) for index in range(start, count)]
-    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
-    answers = (next(streams[k % processes]) for k in range(len(cases)))
-    started = time.perf_counter()
-    with out.open("a" if append else "w") as f:
-        for index, case in enumerate(cases, start=start):
-            answer = next(answers)
-            if "error" in answer:
-                raise SystemExit(f"shared-prefix {seed}/{index}: {answer['error']}")
-            kept = {k: answer[k] for k in SHARED_PREFIX_KEEP if k in answer}
-            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
-                               separators=(",", ":")) + "\n")
-            f.flush()
-    elapsed = time.perf_counter() - started
+    elapsed = write_answered(out, "shared-prefix", cases, seed, start, SHARED_PREFIX_KEEP, python, processes,
+                             append=append)
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record shared-prefix --count {count} --seed {seed}"
              + (f" --processes {processes}" if processes > 1 else ""),
@@ -413,24 +428,11 @@ def record_kv_connector(count: int, seed: int, python=None, processes: int = 1, 
     before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
     if len(before) != start:
         raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
+    if any(json.loads(line)["seed"] != seed for line in before):
+        raise SystemExit(f"{out.name}: a case of another seed before case {start}")
     cases = [campaign_kv.scenario(seed, index) for index in range(start, count)]
-    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
-    answers = (next(streams[k % processes]) for k in range(len(cases)))
-    started = time.perf_counter()
-    with out.open("w") as f:
-        for line in before:
-            if json.loads(line)["seed"] != seed:
-                raise SystemExit(f"{out.name}: a case of another seed before case {start}")
-            f.write(line + "\n")
-        for index, case in enumerate(cases, start=start):
-            answer = next(answers)
-            if "error" in answer:
-                raise SystemExit(f"kv-connector {seed}/{index}: {answer['error']}")
-            kept = {k: answer[k] for k in KV_CONNECTOR_KEEP if k in answer}
-            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
-                               separators=(",", ":")) + "\n")
-            f.flush()
-    elapsed = time.perf_counter() - started
+    elapsed = write_answered(out, "kv-connector", cases, seed, start, KV_CONNECTOR_KEEP, python, processes,
+                             before=tuple(before))
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record kv-connector --count {count} --seed {seed}"
              + (f" --processes {processes}" if processes > 1 else ""),
@@ -525,20 +527,8 @@ def record_sliding_window(count: int, seed: int, python=None, processes: int = 1
     scheduler's answers in oracle/data/campaign/sliding-window.jsonl (and the manifest)."""
     out = DATA / "campaign" / campaign_sliding.CORPUS
     cases = [campaign_sliding.scenario(seed, index) for index in range(start, count)]
-    streams = [real.iter_answers(cases[k::processes], python) for k in range(processes)]
-    answers = (next(streams[k % processes]) for k in range(len(cases)))
-    started = time.perf_counter()
-    with out.open("a" if append else "w") as f:
-        for index, case in enumerate(cases, start=start):
-            answer = next(answers)
-            if "error" in answer:
-                raise SystemExit(f"sliding-window {seed}/{index}: {answer['error']}")
-            kept = {k: answer[k] for k in SLIDING_WINDOW_KEEP if k in answer}
-            kept["mode"] = "async" if answer.get("async") else "sync"
-            f.write(json.dumps({"seed": seed, "index": index, "case": case, "answer": kept},
-                               separators=(",", ":")) + "\n")
-            f.flush()
-    elapsed = time.perf_counter() - started
+    elapsed = write_answered(out, "sliding-window", cases, seed, start, SLIDING_WINDOW_KEEP, python, processes,
+                             append=append, with_mode=True)
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record sliding-window --count {count} --seed {seed}"
              + (f" --processes {processes}" if processes > 1 else "") + (f" --start {start}" if start else ""),
