@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import random
 
+from . import campaign_regions as regions
 from .campaign_cases import blocks_needed
 
 #: Added to a case's stream so that no case shares another generator's stream.
@@ -74,14 +75,6 @@ KNOBS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _block(r: random.Random, region: str) -> int:
-    if region == "small":
-        return r.randint(1, 7)
-    if region == "common":
-        return r.choice((8, 16, 32))
-    return r.choice([b for b in range(9, 41) if b not in (16, 32)])
-
-
 def _remote(r: random.Random, region: str, prompt: int) -> int | None:
     """A request's remote tokens under ``region`` (None: a local request)."""
     if region == "mixed":
@@ -104,22 +97,14 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     r = random.Random(seed * 1_000_003 + index + KV_OFFSET)
     region = {knob: r.choice(regions) for knob, regions in KNOBS.items()}
     region["shared"] = "system" if r.random() < 0.2 else "none"
-    bs = _block(r, region["block"])
-    max_seqs = {"one": 1, "few": r.randint(2, 4), "some": r.randint(5, 16)}[region["max_seqs"]]
-    budget = r.randint(max_seqs, 64) if region["budget"] == "small" else r.randint(65, 512)
-    budget = max(budget, max_seqs)
-    threshold = {"off": 0, "below_budget": r.randint(1, max(1, budget - 1)),
-                 "above_budget": r.randint(budget + 1, 2 * budget)}[region["threshold"]]
-    n = {"few": r.randint(2, 4), "several": r.randint(5, 12), "many": r.randint(13, 24)}[region["requests"]]
+    e = regions.engine(r, region)
+    bs, max_seqs, budget, threshold, n = e.block_size, e.max_seqs, e.budget, e.threshold, e.requests
     system = r.randint(1, 4 * bs + 20) if region["shared"] == "system" else 0
     requests = []
     for _ in range(n):
         prompt = system + r.randint(1, 6 * bs + 40)
         req = {"prompt": prompt, "out": r.randint(1, 8) if region["outs"] == "short" else r.randint(9, 60)}
-        if region["arrivals"] == "staggered":
-            req["arrive"] = r.randint(0, 10)
-        elif region["arrivals"] == "spread":
-            req["arrive"] = r.randint(0, 150)
+        regions.arrive(r, region["arrivals"], req)
         if system:
             req["prompt_segments"] = [["sys", system]]
         remote = _remote(r, region["remote"], prompt)
@@ -135,8 +120,7 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     requests = [{k: q[k] for k in order if k in q} for q in requests]
     need = max(blocks_needed(q["prompt"], q["out"], bs) for q in requests)
     total = sum(blocks_needed(q["prompt"], q["out"], bs) for q in requests)
-    usable = {"tight": r.randint(need, need + 3), "some": r.randint(need, max(need, (need + total) // 2)),
-              "loose": r.randint(total + 1, total + 20)}[region["pool"]]
+    usable = regions.usable_blocks(r, region["pool"], need, total)
     case = {"kind": "scenario", "budget": budget, "max_seqs": max_seqs, "block_size": bs, "num_blocks": usable + 1,
             "chunk": threshold, "prefix_caching": region["prefix_caching"] == "on", "requests": requests}
     if region["mode"] == "async":

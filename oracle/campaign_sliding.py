@@ -56,6 +56,8 @@ from __future__ import annotations
 import math
 import random
 
+from . import campaign_regions as regions
+
 #: Added to a case's stream so that no case shares another generator's stream.
 SLIDING_OFFSET = 727_000_000
 #: The corpus's file under oracle/data/campaign/.
@@ -109,25 +111,12 @@ def need_of(case: dict, request: dict) -> int:
     return need
 
 
-def _block(r: random.Random, region: str) -> int:
-    if region == "small":
-        return r.randint(1, 7)
-    if region == "common":
-        return r.choice((8, 16, 32))
-    return r.choice([b for b in range(9, 41) if b not in (16, 32)])
-
-
 def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     """Case ``index`` of ``seed`` and the region of each knob it drew."""
     r = random.Random(seed * 1_000_003 + index + SLIDING_OFFSET)
     region = {knob: r.choice(regions) for knob, regions in KNOBS.items()}
-    bs = _block(r, region["block"])
-    max_seqs = {"one": 1, "few": r.randint(2, 4), "some": r.randint(5, 16)}[region["max_seqs"]]
-    budget = r.randint(max_seqs, 64) if region["budget"] == "small" else r.randint(65, 512)
-    budget = max(budget, max_seqs)
-    threshold = {"off": 0, "below_budget": r.randint(1, max(1, budget - 1)),
-                 "above_budget": r.randint(budget + 1, 2 * budget)}[region["threshold"]]
-    n = {"few": r.randint(2, 4), "several": r.randint(5, 12), "many": r.randint(13, 24)}[region["requests"]]
+    e = regions.engine(r, region)
+    bs, max_seqs, budget, threshold, n = e.block_size, e.max_seqs, e.budget, e.threshold, e.requests
     longest = 2 * bs + 8 if region["prompts"] == "short" else 12 * bs + 100
     system = r.randint(1, longest) if region["sharing"] == "system" else 0
     requests = []
@@ -135,10 +124,7 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
         prompt = r.randint(1, longest)
         req: dict = {"prompt": max(prompt, system + r.choice((0, 1, r.randint(1, 2 * bs))))}
         req["out"] = r.randint(1, 8) if region["outs"] == "short" else r.randint(9, 120)
-        if region["arrivals"] == "staggered":
-            req["arrive"] = r.randint(0, 10)
-        elif region["arrivals"] == "spread":
-            req["arrive"] = r.randint(0, 150)
+        regions.arrive(r, region["arrivals"], req)
         if system:
             req["prompt_segments"] = [["sys", system]]
         requests.append(req)
@@ -156,8 +142,7 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
         case["async"] = True
     needs = [need_of(case, q) for q in requests]
     need, total = max(needs), sum(needs)
-    usable = {"tight": r.randint(need, need + 3), "some": r.randint(need, max(need, (need + total) // 2)),
-              "loose": r.randint(total + 1, total + 20)}[region["pool"]]
+    usable = regions.usable_blocks(r, region["pool"], need, total)
     case["num_blocks"] = usable + 1
     return case, region
 
