@@ -316,7 +316,9 @@ def test_a_loop_that_can_pass_its_family_is_still_warned_of(capsys, tmp_path):
 
 @pytest.mark.parametrize("guard, bound", [("turn_no < turns", 4.0), ("!(turn_no >= turns)", 4.0),
                                           ("turns > turn_no && ~bernoulli(0.5)", 4.0),
-                                          ("~bernoulli(0.5)", float("inf"))])
+                                          # no guard bounds it, but `kv[turn_no - 1]` stops every run that
+                                          # comes to it with turn_no 5 (a statement passed had no fault)
+                                          ("~bernoulli(0.5)", 5.0)])
 def test_a_loops_head_invariant_bounds_what_its_guards_bound(guard, bound):
     from semantics.link.loops import compute_loop_heads
     from semantics.link.ranges import compute_attribute_ranges
@@ -363,10 +365,12 @@ def test_a_loop_bounded_through_a_copy_that_can_pass_its_family_is_still_warned_
     ("set t = turn_no - 1; branch (t + 1 < turns + 1)", 5.0),
     # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked); after a
     # turn calls is turn_no - 1 (a turn shifts the relation: badin4), so turn_no goes to 5 (this loop is
-    # warned of, truly: kv[4] at the hold)
-    ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", float("inf")),
+    # warned of, truly: kv[4] at the hold); where no guard bounds turn_no, the hold's `kv[turn_no - 1]` does:
+    # a run that comes to it with turn_no 5 stops there, so no head sees 6 (badin5: a statement passed had no
+    # fault)
+    ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", 5.0),
     ("set calls = turn_no; turn; branch (calls < turns)", 5.0),
-    ("set calls = 2 - turn_no; branch (calls > 0)", float("inf")),  # not a sum with a constant: not tracked
+    ("set calls = 2 - turn_no; branch (calls > 0)", 5.0),  # not a sum with a constant: not tracked
 ])
 def test_a_guard_on_a_related_attribute_narrows_the_loops_head(statements, bound):
     from semantics.link.loops import compute_loop_heads
@@ -783,3 +787,80 @@ def test_a_fault_z3_cannot_decide_as_a_whole_disjunction_is_warned_of(capsys, tm
     assert len(found) == 1 and found[0].startswith(f"the index of `h[{index}]` can be"), found
     code, _, err = run_cli(capsys, "run", path)
     assert code == 1 and "stage index 4 is out of range" in err, err  # the warning is true
+
+
+# --------------------------------------------------------------------------
+# No false warning: the three classes a second sample still showed (issue 23, badin5; docs/campaigns.md,
+# "Warnings exactly where a run reaches a fault"), a test each
+# --------------------------------------------------------------------------
+
+LOOPING = "pool mem {{ cap 100; }}\nstage g : delay;\nstage h[2] : delay;\nworkload {{ arrive batch(4); }}\n" \
+          "session {{\n  set x = 0;\n  loop {{\n{body}\n    turn;\n    branch (turn_no > 5) {{ end; }}\n  }}\n}}\n" \
+          "run {{ horizon 100; }}\n"
+
+
+@pytest.mark.parametrize("body, warns, stops", [
+    # the second iteration's guard is 2 in every run, which stops there: no run reaches h[floor(turn_no / 2)]
+    # with turn_no 4 (a later iteration starts where an earlier one passed its whole body; the head's
+    # interval of turn_no, 0 to 5, alone had it)
+    ("    run h[floor(turn_no / 2)] (1);\n    branch (turn_no * 2) { run g (1); } else { run g (2); }",
+     ["the guard of this branch can be 2"], "the branch guard is 2"),
+    # a guard that passes: turn_no 4 reaches h[2], truly
+    ("    run h[floor(turn_no / 2)] (1);\n    branch (turn_no < 9) { run g (1); } else { run g (2); }",
+     ["the index of `h[floor(turn_no / 2)]` can be 2"], "stage index 2 is out of range"),
+])
+def test_a_later_iteration_starts_where_an_earlier_one_passed_its_body(capsys, tmp_path, body, warns, stops):
+    path = write(tmp_path, LOOPING.format(body=body))
+    found = warnings_of(capsys, path)
+    assert len(found) == len(warns) and all(f.startswith(w) for f, w in zip(found, warns)), found
+    code, _, err = run_cli(capsys, "run", path)
+    assert code == 1 and stops in err, err  # each warning is true: the run stops there
+
+
+@pytest.mark.parametrize("body, warns", [
+    # x is 0 or 0.5 at the loop's head (loops.State.values), never 0.25, which its interval [0, 0.5] has
+    ("    branch (x * 2) { run g (1); } else { run g (2); }\n"
+     "    branch (serial == 1) { set x = 0.5; } else { set x = 0; }", False),
+    ("    branch (x * 2) { run g (1); } else { run g (2); }\n"
+     "    branch (serial == 1) { set x = 0.25; } else { set x = 0; }", True),  # serial 1: 0.5, truly
+])
+def test_a_loops_head_knows_the_few_values_an_attribute_takes(capsys, tmp_path, body, warns):
+    from semantics.link.loops import compute_loop_heads
+    from semantics.link.ranges import compute_attribute_ranges
+    from strategies import load_text
+
+    text = LOOPING.format(body=body)
+    program = load_text(text)
+    (head,) = compute_loop_heads(program, compute_attribute_ranges(program), {}).values()
+    assert head.values_of(program.attrs.index("x")) == ({0.0, 0.25} if warns else {0.0, 0.5})
+    found = warnings_of(capsys, write(tmp_path, text))
+    assert (len(found) == 1 and found[0].startswith("the guard of this branch can be 0.5")) if warns else found == []
+    code, _, err = run_cli(capsys, "run", write(tmp_path, text))
+    assert (code == 1 and "the branch guard is 0.5" in err) if warns else code == 0, err
+
+
+NOT_A_NUMBER = "pool mem {{ cap 100; }}\nstage g : delay;\nstage h[2] : delay;\nworkload {{ arrive batch(2); }}\n" \
+               "session {{\n  set c = serial;\n{body}\n}}\nrun {{ horizon 100; }}\n"
+
+
+@pytest.mark.parametrize("body, warns", [
+    # c / c is NaN for serial 0, whose run stops at the guard (NaN is neither 0 nor 1); serial 1 passes it
+    # with c = 1 and reaches h[0]: no run reaches h[-1] (0 / 0 had been any number, 0 or 1 among them)
+    ("  branch (c / c) { run g (1); } else { run g (2); }\n  run h[c - 1] (1);",
+     ["the guard of this branch can be NaN when `c` = 0"]),
+    # NaN is not below 0: a hold of c / c - 1 is NaN or 0, never negative
+    ("  hold mem (c / c - 1) {\n    grow mem (c / c - 1);\n    run g (1);\n  }", []),
+    # a comparison with NaN is false (`!=` true) and never NaN: no run takes the first block (it had been
+    # any number, 2 among them); min and max give the other operand
+    ("  branch ((c / c) >= 2) { run h[c - 1] (1); } else { run h[c] (1); }", []),
+    ("  branch ((c / c) != 1) { run h[c] (1); } else { run h[c - 1] (1); }", []),
+    ("  run h[min(c / c, 0)] (1);", []),
+    ("  run h[max(c / c, 0)] (1);", []),
+    ("  run h[abs(c / c)] (1);", ["the index of `h[abs(c / c)]` can be NaN when `c` = 0"]),
+])
+def test_nan_is_neither_a_number_nor_any_number(capsys, tmp_path, body, warns):
+    path = write(tmp_path, NOT_A_NUMBER.format(body=body))
+    found = warnings_of(capsys, path)
+    assert len(found) == len(warns) and all(f.startswith(w) for f, w in zip(found, warns)), found
+    code, _, err = run_cli(capsys, "run", path)
+    assert (code == 1 and "nan" in err) if warns else (code == 0 and err == ""), err
