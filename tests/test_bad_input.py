@@ -580,13 +580,16 @@ def test_a_generated_program_that_runs_gets_no_warning_but_a_true_one(generated_
 # --------------------------------------------------------------------------
 
 TWO_KINDS = """\
-pool kv { cap 100; }
+pool kv {{ cap 100; }}
 stage srv : fifo;
-stage eng : step { budget 8; cost 1; }
+stage eng : step {{ budget 8; cost 1; }}
+stage fam[2] : fifo;
 gauge busy = queue(srv);
-workload { arrive poisson(0.5); }
-session {
+workload {{ arrive poisson(0.5);{trace} }}
+session {{
 """
+#: the line of the session's first statement
+FIRST_LINE = 8
 
 #: An error in one statement, by the pass that finds it, and what its message says; {k} is the statement's
 #: own number, so that two of one kind are two errors of their own.
@@ -600,18 +603,27 @@ STATEMENT_ERRORS = {
     "a guard that is no test (link)": ("branch (0.5) {{ run srv ({k}); }}", "is not a test"),
     "a probability above 1 (link)": ("branch with (1.{k}) {{ run srv (1); }} else {{ end; }}",
                                      "~bernoulli's probability is 1.{k}"),
+    # the verdicts' (Z3's): a fault in every run that comes to the statement (badin5: an earlier one had
+    # made every later statement unreachable, and a statement the lowering refused was an `end;` to them)
+    "an index never a member (verdict)": ("run fam[serial + {k} + 1] (1);", "is never a member index 0..1"),
+    "a hold always negative (verdict)": ("hold kv (-{k} - serial) {{ run srv (1); }}",
+                                         "is negative for every admissible value"),
+    "a guard never 0 or 1 (verdict)": ("branch (serial + {k} + 1) {{ run srv (1); }}", "is never 0 or 1"),
 }
+#: a trace file with an error (its line 3), beside the program's
+BAD_TRACE = "session,turn,new,out,think,forced\n0,1,20,4,1.5,0\n0,2,-3,4,1.0,0\n"
 CORRECT = "run srv (~exp(1));"
 
 
 @settings(max_examples=30, deadline=None)
 @given(kinds=st.lists(st.sampled_from(sorted(STATEMENT_ERRORS)), min_size=2, max_size=2),
-       slots=st.lists(st.integers(0, 4), min_size=2, max_size=2, unique=True))
-def test_two_independent_errors_in_different_statements_are_both_reported(kinds, slots):
+       slots=st.lists(st.integers(0, 4), min_size=2, max_size=2, unique=True), trace=st.booleans())
+def test_two_independent_errors_in_different_statements_are_both_reported(kinds, slots, trace):
     """Issue 23: a program with an unknown context variable in a `set` and an unknown pool in a gauge reported
     only the pool (the front end's errors stopped before the linker). For every pair of errors of the kinds
-    above (the front end's, the lowering's, the linker's) in two of five statements, the others correct, both
-    are reported, each at its statement's line, and nothing else."""
+    above (the front end's, the lowering's, the linker's checks, the verdicts') in two of five statements, the
+    others correct, both are reported, each at its statement's line, and nothing else; with ``trace``, the
+    program reads a trace file with an error too, which is reported beside them, located in the file."""
     import os
     import tempfile
 
@@ -621,20 +633,28 @@ def test_two_independent_errors_in_different_statements_are_both_reported(kinds,
     statements = [CORRECT] * 5
     for k, (kind, slot) in enumerate(zip(kinds, slots), start=1):
         statements[slot] = STATEMENT_ERRORS[kind][0].format(k=k)
-    text = TWO_KINDS + "".join(f"  {s}\n" for s in statements) + "}\nrun { horizon 10; }\n"
+    text = TWO_KINDS.format(trace=' trace "t.csv";' if trace else "") + "".join(f"  {s}\n" for s in statements) \
+        + "}\nrun { horizon 10; }\n"
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "prog.sq")
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
+        with open(os.path.join(directory, "t.csv"), "w", encoding="utf-8") as f:
+            f.write(BAD_TRACE)
         with pytest.raises(ProgramError) as caught:
             load(path)
     errors = getattr(caught.value, "errors", (caught.value,))
-    expected = sorted((7 + slot, STATEMENT_ERRORS[kind][1].format(k=k))
+    expected = sorted(("prog.sq", FIRST_LINE + slot, STATEMENT_ERRORS[kind][1].format(k=k))
                       for k, (kind, slot) in enumerate(zip(kinds, slots), start=1))
-    found = [(e.span.line, e.message) for e in errors]
-    assert len(found) == 2, (text, found)
-    for (line, fragment), (found_line, message) in zip(expected, sorted(found)):
-        assert found_line == line and fragment in message, (text, found)
+    if trace:
+        expected.append(("t.csv", 3, "the trace's column `new` is -3"))
+    found = sorted((os.path.basename(e.span.file), e.span.line, e.message) for e in errors)
+    assert len(found) == len(expected), (text, found)
+    for (file, line, fragment), (found_file, found_line, message) in zip(expected, found):
+        assert (found_file, found_line) == (file, line) and fragment in message, (text, found)
+    if trace:  # the trace's error also names the program's `trace`
+        (error,) = [e for e in errors if e.span.file.endswith("t.csv")]
+        assert error.notes == (f"{path}:6:33: the program reads the trace here",), error.notes
 
 
 def test_an_unknown_context_variable_and_an_unknown_pool_in_a_gauge_are_both_reported(capsys, tmp_path):

@@ -99,8 +99,11 @@ class State:
 class LoopHeads:
     """The invariant of every loop's head, by the loop statement's (block, index)."""
 
-    def __init__(self, program: ir.Program, ranges: tuple[Interval, ...], columns: dict[int, Interval]):
+    def __init__(self, program: ir.Program, ranges: tuple[Interval, ...], columns: dict[int, Interval],
+                 holes: frozenset[tuple[int, int]] = frozenset()):
         self.program = program
+        #: statements the lowering could not lower (SourceMap.holes): any attribute may change there
+        self.holes = holes
         self.ranges = ranges
         self.columns = columns
         self.heads: dict[tuple[int, int], State] = {}
@@ -140,6 +143,8 @@ class LoopHeads:
         if isinstance(stmt, ir.Turn):
             return self.turn(state)
         if isinstance(stmt, ir.End):
+            if (block, index) in self.holes:
+                return self.forget(state, set(range(len(program.attrs))) | {TURN})
             return None
         if isinstance(stmt, ir.Hold):
             again = list_assigned(program, stmt.body) if (block, index) in self.restartable else set()
@@ -233,7 +238,7 @@ class LoopHeads:
         indices members and its guard 0 or 1 (seed 002 §3 Branching; solver.Encoder.pass_without_fault):
         issue 23, a loop whose first iteration stops every run at `h[turn_no - 1]` had a head that a
         second iteration, which no run starts, reaches. An index or a guard that is an attribute, or one
-        plus or minus a constant, narrows it. None when no value is left."""
+        plus or minus a constant, narrows it; one that leaves no value narrows nothing."""
         from .questions import list_expression_refs
         from .walk import list_parts, list_statement_refs
 
@@ -253,9 +258,10 @@ class LoopHeads:
                 continue
             if c != 0.0:  # y + c within [low, high]: y within it less c, rounded outwards (solve_low, solve_high)
                 low, high = solve_low(low, c), solve_high(high, c)
-            state = self.restrict(state, slot, low, high)
-            if state is None:
-                return None
+            narrowed = self.restrict(state, slot, low, high)
+            # none left: every run that comes to it stops there, a link error (questions), and the errors
+            # after it are looked for as if it were mended (issue 23: one error must not hide another)
+            state = narrowed if narrowed is not None else state
         return state
 
     def relate(self, state: State, slot: int, e: ir.Expr) -> frozenset[Relation]:
@@ -425,7 +431,7 @@ FLIPPED = {"Lt": "Gt", "Le": "Ge", "Gt": "Lt", "Ge": "Le", "Eq": "Eq", "Ne": "Ne
 NEGATED = {"Lt": "Ge", "Le": "Gt", "Gt": "Le", "Ge": "Lt", "Eq": "Ne", "Ne": "Eq"}
 
 
-def compute_loop_heads(program: ir.Program, ranges: tuple[Interval, ...],
-                       columns: dict[int, Interval]) -> dict[tuple[int, int], State]:
+def compute_loop_heads(program: ir.Program, ranges: tuple[Interval, ...], columns: dict[int, Interval],
+                       holes: frozenset[tuple[int, int]] = frozenset()) -> dict[tuple[int, int], State]:
     """Each loop's (and while's) head invariant, by its statement's (block, index)."""
-    return LoopHeads(program, ranges, columns).analyse()
+    return LoopHeads(program, ranges, columns, holes).analyse()

@@ -55,8 +55,15 @@ class Encoder:
 
     def __init__(self, program: ir.Program, ranges: tuple[Interval, ...],
                  columns: dict[int, Interval] | None = None, heads: dict | None = None,
-                 iterations: dict[tuple[int, int], str] | None = None):
+                 iterations: dict[tuple[int, int], str] | None = None,
+                 holes: frozenset[tuple[int, int]] = frozenset(), faulty: frozenset[tuple[int, int]] = frozenset()):
         self.program = program
+        #: statements found to fault in every run that comes to them (a link error each): the errors after
+        #: one are looked for as if it were mended, so it is passed without its fault's constraints (issue
+        #: 23: one error must not hide another)
+        self.faulty = faulty
+        #: statements the lowering could not lower (SourceMap.holes): passed, any attribute may have changed
+        self.holes = holes
         self.ranges = ranges
         #: each loop's head invariant (loops.py), by the loop statement's (block, index)
         self.heads = heads or {}
@@ -190,7 +197,11 @@ class Encoder:
         header's values: ``enter_hold``), then `cached` and `computed` forgotten."""
         program = self.program
         self.next_instant()
-        self.pass_without_fault(stmt)
+        if at is not None and at in self.holes:  # a statement with an error: what it would do is not known
+            self.forget(set(range(len(program.attrs))) | {TURN, HOLD})
+            return True
+        if at not in self.faulty:
+            self.pass_without_fault(stmt)
         if isinstance(stmt, ir.End):
             self.constraints.append(z3.BoolVal(False, self.context))
             return False
@@ -326,7 +337,7 @@ class Encoder:
         """The site is inside ``stmt``'s block ``child`` (``stmt`` at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
-        if isinstance(stmt, ir.Hold):  # admitted: its header's indices were members
+        if isinstance(stmt, ir.Hold) and at not in self.faulty:  # admitted: its header's indices were members
             self.pass_without_fault(stmt)
         if isinstance(stmt, ir.Branch):
             guard = self.encode(stmt.guard)  # (a NaN guard stops the run)

@@ -116,6 +116,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
     evaluator = RangeEvaluator(program, list(ranges))
     warnings: list[Warning_] = []
     heads = None
+    faulty: set[tuple[int, int]] = set()  # the statements found to fault in every run (solver.Encoder.faulty)
     for question in list_questions(program, smap):
         expr = strip_cost(question.expr)
         interval = evaluator.evaluate(expr)
@@ -124,7 +125,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
         from .solver import Encoder, decide, decide_by_iterations, formulate
 
         def encode(loop_heads: dict | None, iterations: dict | None = None):
-            encoder = Encoder(program, ranges, columns, loop_heads, iterations)
+            encoder = Encoder(program, ranges, columns, loop_heads, iterations, smap.holes, frozenset(faulty))
             if question.path is not None:
                 encoder.walk(question.path)
             term = encoder.encode(expr)
@@ -140,7 +141,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
             if heads is None:
                 from .loops import compute_loop_heads
 
-                heads = compute_loop_heads(program, ranges, columns)
+                heads = compute_loop_heads(program, ranges, columns, smap.holes)
             if heads:
                 verdict = ask(heads)
             loops = list_entered_loops(program, question.path)
@@ -150,6 +151,8 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
                 verdict = decide_by_iterations(loops, lambda iterations: encode(heads, iterations)) or verdict
         if verdict.answer == ALWAYS:
             log.add(make_error(smap, question.site, phrase_finding(question, verdict)))
+            if question.path is not None:
+                faulty.add(question.path.steps[-1])
         if verdict.answer == SOMETIMES and question.warns:
             warnings.append(make_warning(smap, question.site, phrase_finding(question, verdict)))
     return warnings
