@@ -314,6 +314,22 @@ def test_a_loop_that_can_pass_its_family_is_still_warned_of(capsys, tmp_path):
     assert code == 1 and "index 4 is out of range" in err, err
 
 
+def test_a_while_over_tool_calls_with_a_kv_pool_per_turn_is_warned_of_only_one_turn_longer(capsys, tmp_path):
+    # the agent with its loop a `while` (IR only): `while (turn_no <= 4)` keeps kv[turn_no - 1] in
+    # kv[0..3] (test_diagnostics: no warning); `while (turn_no <= 5)` reaches kv[4], warned and the run stops
+    import json
+
+    program = json.loads((ROOT / "tests/programs/warnings/kv_per_turn_while.json").read_text(encoding="utf-8"))
+    (loop,) = [stmt for stmt in program["blocks"][program["session"]] if isinstance(stmt, dict) and "While" in stmt]
+    assert loop["While"][0] == {"Binary": ["Le", {"Attr": program["slot_turn"]}, {"Num": 4.0}]}
+    loop["While"][0]["Binary"][2]["Num"] = 5.0
+    path = write(tmp_path, json.dumps(program), "longer.json")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 0 and "the index of `kv[turn_no - 1]` can be 4 when `turn_no` = 5" in err, err
+    code, _, err = run_cli(capsys, "run", path, "--horizon", "300")
+    assert code == 1 and "pool index 4 is out of range" in err, err
+
+
 @pytest.mark.parametrize("guard, bound", [("turn_no < turns", 4.0), ("!(turn_no >= turns)", 4.0),
                                           ("turns > turn_no && ~bernoulli(0.5)", 4.0),
                                           # no guard bounds it, but `kv[turn_no - 1]` stops every run that
