@@ -607,16 +607,21 @@ def _format_float(x) -> str:
 
 def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
     """``-1 when `o` = 0, `prompt` = 2``: the site's value and what it read."""
-    value = format_model_value(model.eval(term, model_completion=True))
-    if z3.is_true(model.eval(encoder.is_nan(term), model_completion=True)):
-        value = "NaN"
+    value = show_model_value(encoder, model, term)
     read = list_constants(term) | encoder.site_reads
     listed = [(name, q) for name, q in encoder.named.items() if q.get_id() in read]
     # `x`' (an attribute the path forgot, read again) is `x` when the witness names no other `x`
     stems = [name.rstrip("'") for name, _ in listed]
-    named = [f"{stem if stems.count(stem) == 1 else name} = {format_model_value(model.eval(q, model_completion=True))}"
+    named = [f"{stem if stems.count(stem) == 1 else name} = {show_model_value(encoder, model, q)}"
              for (name, q), stem in zip(listed, stems)]
     return value + (f" when {', '.join(named)}" if named else "")
+
+
+def show_model_value(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
+    """``term``'s value in ``model``: NaN where the model makes it NaN (its real value then means nothing)."""
+    if z3.is_true(model.eval(encoder.is_nan(term), model_completion=True)):
+        return "NaN"
+    return format_model_value(model.eval(term, model_completion=True))
 
 
 def list_constants(term: z3.ExprRef) -> set[int]:
