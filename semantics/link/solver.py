@@ -94,6 +94,8 @@ class Encoder:
         #: NaN (docs/arithmetic.md); a term's real value then means nothing (issue 23: `branch (calls /
         #: 0 * 2)` with calls 0 stops every run, and what follows it was warned of as if it passed)
         self.nans: dict[int, tuple[z3.ExprRef, z3.BoolRef]] = {}
+        #: the constants made so far, by value (one term each: making one is most of encoding a path)
+        self.constants: dict[float, z3.ArithRef] = {}
 
     def is_nan(self, term: z3.ExprRef) -> z3.BoolRef:
         """When ``term`` is NaN (never: false)."""
@@ -102,10 +104,23 @@ class Encoder:
 
     def mark_nan(self, term: z3.ArithRef, when: z3.BoolRef) -> z3.ArithRef:
         """``term``, NaN when ``when`` holds."""
-        when = z3.simplify(when)
         if not z3.is_false(when):
             self.nans[term.get_id()] = (term, when)
         return term
+
+    def either_nan(self, *terms: z3.ArithRef) -> z3.BoolRef:
+        """When any of ``terms`` is NaN (false, itself, when none can be)."""
+        flags = [flag for flag in map(self.is_nan, terms) if not z3.is_false(flag)]
+        if not flags:
+            return z3.BoolVal(False, self.context)
+        return flags[0] if len(flags) == 1 else z3.Or(*flags)
+
+    def choose_nan(self, test: z3.BoolRef, a: z3.ArithRef, b: z3.ArithRef) -> z3.BoolRef:
+        """When ``If(test, a, b)`` is NaN."""
+        x, y = self.is_nan(a), self.is_nan(b)
+        if z3.is_false(x) and z3.is_false(y):
+            return x
+        return z3.If(test, x, y)
 
     def is_true(self, term: z3.ArithRef) -> z3.BoolRef:
         """``term`` as a test: true when it is not 0 (NaN is true: smallstep/values.py, ``x != 0``)."""
@@ -120,7 +135,10 @@ class Encoder:
         return z3.Real(f"{stem}!{self.count}", self.context)
 
     def make_constant(self, x: float) -> z3.ArithRef:
-        return make_constant(x, self.context)
+        found = self.constants.get(x)
+        if found is None:
+            found = self.constants[x] = make_constant(x, self.context)
+        return found
 
     def bound(self, term: z3.ArithRef, interval: Interval) -> None:
         """``term`` within ``interval``: a fact about a quantity (an attribute's range), true whichever
@@ -269,7 +287,7 @@ class Encoder:
             b = b if b is not None else self.encode(ir.Attr(slot))
             named = self.make_named(f"`{name_attribute(self.program, slot)}`", EVERYTHING)
             self.constraints.append(named == z3.If(guard == 1, a, b))
-            merged[slot] = self.mark_nan(named, z3.If(guard == 1, self.is_nan(a), self.is_nan(b)))
+            merged[slot] = self.mark_nan(named, self.choose_nan(guard == 1, a, b))
         self.state = merged
         return True
 
@@ -451,7 +469,7 @@ class Encoder:
         assert isinstance(e, ir.Cond)
         test = self.is_true(self.encode(e.test))
         a, b = self.encode(e.then), self.encode(e.otherwise)
-        return self.mark_nan(z3.If(test, a, b), z3.If(test, self.is_nan(a), self.is_nan(b)))
+        return self.mark_nan(z3.If(test, a, b), self.choose_nan(test, a, b))
 
     def encode_test(self, e: ir.Expr, truth: bool) -> z3.BoolRef:
         """That ``e``, as a test, is true (``truth``) or false."""
@@ -462,7 +480,7 @@ class Encoder:
         if e.op == "Pow":
             return self.encode_power(e, e.left, e.right)
         a, b = self.encode(e.left), self.encode(e.right)
-        either = z3.simplify(z3.Or(self.is_nan(a), self.is_nan(b)))
+        either = self.either_nan(a, b)
         if e.op in ("And", "Or"):  # never NaN: a NaN operand is true
             both = z3.And if e.op == "And" else z3.Or
             return z3.If(both(self.is_true(a), self.is_true(b)), self.make_constant(1), self.make_constant(0))
@@ -480,7 +498,9 @@ class Encoder:
             self.constraints.append(beyond > BEYOND_FINITE)
             zero = self.make_constant(0)
             by_zero = z3.If(a > zero, beyond, z3.If(a < zero, -beyond, self.make_fresh("nan")))
-            return self.mark_nan(z3.If(b == zero, by_zero, a / b), z3.Or(either, z3.And(a == zero, b == zero)))
+            zero_by_zero = z3.And(a == zero, b == zero)
+            return self.mark_nan(z3.If(b == zero, by_zero, a / b),
+                                 zero_by_zero if z3.is_false(either) else z3.Or(either, zero_by_zero))
         arithmetic = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b}
         return self.mark_nan(arithmetic[e.op](), either)
 
@@ -541,6 +561,8 @@ class Encoder:
         if e.fun in ("Min", "Max"):  # a NaN operand gives the other (arithmetic.minimum, maximum)
             a, b = args
             which = z3.If(a <= b, a, b) if e.fun == "Min" else z3.If(a >= b, a, b)
+            if z3.is_false(nan[0]) and z3.is_false(nan[1]):
+                return which
             return self.mark_nan(z3.If(nan[0], b, z3.If(nan[1], a, which)), z3.And(nan[0], nan[1]))
         if e.fun == "Abs":
             return self.mark_nan(z3.If(args[0] >= 0, args[0], -args[0]), nan[0])
@@ -555,7 +577,7 @@ class Encoder:
         if e.fun == "Sqrt":  # NaN of a negative number
             root = self.make_fresh("sqrt")
             self.constraints.append(root >= 0)
-            return self.mark_nan(root, z3.Or(nan[0], args[0] < 0))
+            return self.mark_nan(root, args[0] < 0 if z3.is_false(nan[0]) else z3.Or(nan[0], args[0] < 0))
         if e.fun == "Exp":  # at least 0, not above: a float's exp underflows to 0 below about -745
             power = self.make_fresh("exp")
             self.constraints.append(power >= 0)

@@ -145,7 +145,7 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
             if heads:
                 verdict = ask(heads)
             loops = list_entered_loops(program, question.path)
-            if loops and (verdict.answer == ALWAYS or (verdict.answer == SOMETIMES and question.warns)):
+            if loops and verdict.answer == SOMETIMES and question.warns:
                 # and again in the first iteration and in the later ones apart (solver.Encoder.enter_loop):
                 # a witness only a state after an iteration no run passes could give goes (issue 23)
                 verdict = decide_by_iterations(loops, lambda iterations: encode(heads, iterations)) or verdict
