@@ -900,3 +900,20 @@ def test_nan_is_neither_a_number_nor_any_number(capsys, tmp_path, body, warns):
     assert len(found) == len(warns) and all(f.startswith(w) for f, w in zip(found, warns)), found
     code, _, err = run_cli(capsys, "run", path)
     assert (code == 1 and "nan" in err) if warns else (code == 0 and err == ""), err
+
+
+def test_a_loops_head_is_found_whatever_its_relations_do(capsys, tmp_path):
+    """A program of the warning campaign (seed 2) whose loop head's iteration never ended: the relation y =
+    calls came and went round after round (a statement passed narrows through it, and `h[y - 1]` faults for
+    every value the first iteration has). After some rounds the head keeps only relations it had (loops.py),
+    and the linker finds what every run does: each stops at h[-1] in the first iteration."""
+    body = ("  set x = serial - 1;\n  set y = 0;\n  set z = 0;\n  set calls = turn_no;\n  set next = turn_no + 1;\n"
+            "  set i = 0;\n  set y = max(z - (x), serial);\n  hold mem (x - 1) {\n    turn;\n  }\n  loop {\n"
+            "    set y = calls;\n    set x = calls;\n    branch with ((serial) >= (3)) {\n      set z = 3;\n"
+            "      run g (1);\n    } else {\n      hold mem (abs(min(next, y))) {\n        set z = 2;\n      }\n"
+            "      set x = y;\n    }\n    run h[y - 1] (1);\n    run g (1);\n    set calls = turn_no;\n"
+            "    branch (calls < 2) { turn; } else { end; }\n  }")
+    path = write(tmp_path, "pool mem { cap 1000000; }\nstage g : delay;\nstage h[4] : delay;\n"
+                           f"workload {{ arrive batch(3); }}\nsession {{\n{body}\n}}\nrun {{ horizon 1000; }}\n")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and ":28:5: error: the index of `h[y - 1]` is never a member index 0..3" in err, err

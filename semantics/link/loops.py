@@ -171,8 +171,12 @@ class LoopHeads:
             if rounds >= ROUNDS_BEFORE_WIDENING:  # (the relations only ever go: they need no widening)
                 after = State(tuple(widen(old, new) for old, new in zip(head.intervals, after.intervals)),
                               after.relations, after.values)  # (a set of values grows to MAX_VALUES, then goes)
-            if rounds >= ROUNDS_BEFORE_DROPPING_VALUES:  # (a transfer need not be monotone in the sets: an end)
-                after = State(after.intervals, after.relations)
+            if rounds >= ROUNDS_BEFORE_DROPPING_VALUES:
+                # a transfer need not be monotone in the sets of values nor in the relations (a relation a
+                # narrowing by a statement passed gives back can come and go, round after round): from
+                # here no values, and only relations the head had, so that the iteration ends (the
+                # intervals only grow, the relations only go)
+                after = State(after.intervals, after.relations & head.relations)
             if after == head:
                 break
             head, rounds = after, rounds + 1
