@@ -157,7 +157,7 @@ def raise_with_the_rests_errors(file: str, program: ir.Program | None, smap: Sou
         log.add(error)
     if program is not None:
         with log.recover():
-            link(program, smap)
+            link(program, smap, errors_elsewhere=True)
     log.raise_errors()
 
 

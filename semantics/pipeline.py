@@ -145,7 +145,7 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
         check_run_settings(program, overrides, smap, command)  # a UsageError is raised at once
     warnings: list[Warning_] = []
     with log.recover():
-        warnings = link(program, smap)
+        warnings = link(program, smap, errors_elsewhere=bool(log.errors))
     for error in log.errors:  # one in a used file is located there and at the uses that read it
         add_use_notes(error, smap.uses)
     log.raise_errors()

@@ -35,6 +35,10 @@ class SourceMap:
     #: each file a `use` reads (its path as errors name it) -> the `use` that reads it, in the main file or
     #: in another used file: an error of a used file is located in it and at the uses that lead to it
     uses: dict[str, Span] = field(default_factory=dict)
+    #: the statements the lowering could not lower (an error of each is reported), an `end;` in the IR: the
+    #: linker of the rest of the program reads one as a statement that may assign anything and goes on, so
+    #: that the errors after it are found (issue 23: one error must not hide another)
+    holes: frozenset[tuple[int, int]] = frozenset()
 
     def use_notes(self, path: str | None) -> tuple[str, ...]:
         """Where the program reads ``path`` through `use`s, from the nearest use back to the main file."""

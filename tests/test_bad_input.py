@@ -314,9 +314,27 @@ def test_a_loop_that_can_pass_its_family_is_still_warned_of(capsys, tmp_path):
     assert code == 1 and "index 4 is out of range" in err, err
 
 
+def test_a_while_over_tool_calls_with_a_kv_pool_per_turn_is_warned_of_only_one_turn_longer(capsys, tmp_path):
+    # the issue's agent with its loop a `while` (IR only): `while (turn_no <= 4)` keeps kv[turn_no - 1] in
+    # kv[0..3] (test_diagnostics: no warning); `while (turn_no <= 5)` reaches kv[4], warned and the run stops
+    import json
+
+    program = json.loads((ROOT / "tests/programs/warnings/kv_per_turn_while.json").read_text(encoding="utf-8"))
+    (loop,) = [stmt for stmt in program["blocks"][program["session"]] if isinstance(stmt, dict) and "While" in stmt]
+    assert loop["While"][0] == {"Binary": ["Le", {"Attr": program["slot_turn"]}, {"Num": 4.0}]}
+    loop["While"][0]["Binary"][2]["Num"] = 5.0
+    path = write(tmp_path, json.dumps(program), "longer.json")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 0 and "the index of `kv[turn_no - 1]` can be 4 when `turn_no` = 5" in err, err
+    code, _, err = run_cli(capsys, "run", path, "--horizon", "300")
+    assert code == 1 and "pool index 4 is out of range" in err, err
+
+
 @pytest.mark.parametrize("guard, bound", [("turn_no < turns", 4.0), ("!(turn_no >= turns)", 4.0),
                                           ("turns > turn_no && ~bernoulli(0.5)", 4.0),
-                                          ("~bernoulli(0.5)", float("inf"))])
+                                          # no guard bounds it, but `kv[turn_no - 1]` stops every run that
+                                          # comes to it with turn_no 5 (a statement passed had no fault)
+                                          ("~bernoulli(0.5)", 5.0)])
 def test_a_loops_head_invariant_bounds_what_its_guards_bound(guard, bound):
     from semantics.link.loops import compute_loop_heads
     from semantics.link.ranges import compute_attribute_ranges
@@ -363,10 +381,12 @@ def test_a_loop_bounded_through_a_copy_that_can_pass_its_family_is_still_warned_
     ("set t = turn_no - 1; branch (t + 1 < turns + 1)", 5.0),
     # an assignment of either side ends a relation: calls + 1 is related to nothing (not tracked); after a
     # turn calls is turn_no - 1 (a turn shifts the relation: badin4), so turn_no goes to 5 (this loop is
-    # warned of, truly: kv[4] at the hold)
-    ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", float("inf")),
+    # warned of, truly: kv[4] at the hold); where no guard bounds turn_no, the hold's `kv[turn_no - 1]` does:
+    # a run that comes to it with turn_no 5 stops there, so no head sees 6 (badin5: a statement passed had no
+    # fault)
+    ("set calls = turn_no; set calls = calls + 1; branch (calls < turns)", 5.0),
     ("set calls = turn_no; turn; branch (calls < turns)", 5.0),
-    ("set calls = 2 - turn_no; branch (calls > 0)", float("inf")),  # not a sum with a constant: not tracked
+    ("set calls = 2 - turn_no; branch (calls > 0)", 5.0),  # not a sum with a constant: not tracked
 ])
 def test_a_guard_on_a_related_attribute_narrows_the_loops_head(statements, bound):
     from semantics.link.loops import compute_loop_heads
@@ -576,13 +596,16 @@ def test_a_generated_program_that_runs_gets_no_warning_but_a_true_one(generated_
 # --------------------------------------------------------------------------
 
 TWO_KINDS = """\
-pool kv { cap 100; }
+pool kv {{ cap 100; }}
 stage srv : fifo;
-stage eng : step { budget 8; cost 1; }
+stage eng : step {{ budget 8; cost 1; }}
+stage fam[2] : fifo;
 gauge busy = queue(srv);
-workload { arrive poisson(0.5); }
-session {
+workload {{ arrive poisson(0.5);{trace} }}
+session {{
 """
+#: the line of the session's first statement
+FIRST_LINE = 8
 
 #: An error in one statement, by the pass that finds it, and what its message says; {k} is the statement's
 #: own number, so that two of one kind are two errors of their own.
@@ -596,18 +619,27 @@ STATEMENT_ERRORS = {
     "a guard that is no test (link)": ("branch (0.5) {{ run srv ({k}); }}", "is not a test"),
     "a probability above 1 (link)": ("branch with (1.{k}) {{ run srv (1); }} else {{ end; }}",
                                      "~bernoulli's probability is 1.{k}"),
+    # the verdicts' (Z3's): a fault in every run that comes to the statement (badin5: an earlier one had
+    # made every later statement unreachable, and a statement the lowering refused was an `end;` to them)
+    "an index never a member (verdict)": ("run fam[serial + {k} + 1] (1);", "is never a member index 0..1"),
+    "a hold always negative (verdict)": ("hold kv (-{k} - serial) {{ run srv (1); }}",
+                                         "is negative for every admissible value"),
+    "a guard never 0 or 1 (verdict)": ("branch (serial + {k} + 1) {{ run srv (1); }}", "is never 0 or 1"),
 }
+#: a trace file with an error (its line 3), beside the program's
+BAD_TRACE = "session,turn,new,out,think,forced\n0,1,20,4,1.5,0\n0,2,-3,4,1.0,0\n"
 CORRECT = "run srv (~exp(1));"
 
 
 @settings(max_examples=30, deadline=None)
 @given(kinds=st.lists(st.sampled_from(sorted(STATEMENT_ERRORS)), min_size=2, max_size=2),
-       slots=st.lists(st.integers(0, 4), min_size=2, max_size=2, unique=True))
-def test_two_independent_errors_in_different_statements_are_both_reported(kinds, slots):
+       slots=st.lists(st.integers(0, 4), min_size=2, max_size=2, unique=True), trace=st.booleans())
+def test_two_independent_errors_in_different_statements_are_both_reported(kinds, slots, trace):
     """Issue 23: a program with an unknown context variable in a `set` and an unknown pool in a gauge reported
     only the pool (the front end's errors stopped before the linker). For every pair of errors of the kinds
-    above (the front end's, the lowering's, the linker's) in two of five statements, the others correct, both
-    are reported, each at its statement's line, and nothing else."""
+    above (the front end's, the lowering's, the linker's checks, the verdicts') in two of five statements, the
+    others correct, both are reported, each at its statement's line, and nothing else; with ``trace``, the
+    program reads a trace file with an error too, which is reported beside them, located in the file."""
     import os
     import tempfile
 
@@ -617,20 +649,28 @@ def test_two_independent_errors_in_different_statements_are_both_reported(kinds,
     statements = [CORRECT] * 5
     for k, (kind, slot) in enumerate(zip(kinds, slots), start=1):
         statements[slot] = STATEMENT_ERRORS[kind][0].format(k=k)
-    text = TWO_KINDS + "".join(f"  {s}\n" for s in statements) + "}\nrun { horizon 10; }\n"
+    text = TWO_KINDS.format(trace=' trace "t.csv";' if trace else "") + "".join(f"  {s}\n" for s in statements) \
+        + "}\nrun { horizon 10; }\n"
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "prog.sq")
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
+        with open(os.path.join(directory, "t.csv"), "w", encoding="utf-8") as f:
+            f.write(BAD_TRACE)
         with pytest.raises(ProgramError) as caught:
             load(path)
     errors = getattr(caught.value, "errors", (caught.value,))
-    expected = sorted((7 + slot, STATEMENT_ERRORS[kind][1].format(k=k))
+    expected = sorted(("prog.sq", FIRST_LINE + slot, STATEMENT_ERRORS[kind][1].format(k=k))
                       for k, (kind, slot) in enumerate(zip(kinds, slots), start=1))
-    found = [(e.span.line, e.message) for e in errors]
-    assert len(found) == 2, (text, found)
-    for (line, fragment), (found_line, message) in zip(expected, sorted(found)):
-        assert found_line == line and fragment in message, (text, found)
+    if trace:
+        expected.append(("t.csv", 3, "the trace's column `new` is -3"))
+    found = sorted((os.path.basename(e.span.file), e.span.line, e.message) for e in errors)
+    assert len(found) == len(expected), (text, found)
+    for (file, line, fragment), (found_file, found_line, message) in zip(expected, found):
+        assert (found_file, found_line) == (file, line) and fragment in message, (text, found)
+    if trace:  # the trace's error also names the program's `trace`
+        (error,) = [e for e in errors if e.span.file.endswith("t.csv")]
+        assert error.notes == (f"{path}:6:33: the program reads the trace here",), error.notes
 
 
 def test_an_unknown_context_variable_and_an_unknown_pool_in_a_gauge_are_both_reported(capsys, tmp_path):
@@ -786,3 +826,97 @@ def test_a_fault_z3_cannot_decide_as_a_whole_disjunction_is_warned_of(capsys, tm
     assert len(found) == 1 and found[0].startswith(f"the index of `h[{index}]` can be"), found
     code, _, err = run_cli(capsys, "run", path)
     assert code == 1 and "stage index 4 is out of range" in err, err  # the warning is true
+
+
+# --------------------------------------------------------------------------
+# No false warning: the three classes a second sample still showed (issue 23, badin5; docs/campaigns.md,
+# "Warnings exactly where a run reaches a fault"), a test each
+# --------------------------------------------------------------------------
+
+LOOPING = "pool mem {{ cap 100; }}\nstage g : delay;\nstage h[2] : delay;\nworkload {{ arrive batch(4); }}\n" \
+          "session {{\n  set x = 0;\n  loop {{\n{body}\n    turn;\n    branch (turn_no > 5) {{ end; }}\n  }}\n}}\n" \
+          "run {{ horizon 100; }}\n"
+
+
+@pytest.mark.parametrize("body, warns, stops", [
+    # the second iteration's guard is 2 in every run, which stops there: no run reaches h[floor(turn_no / 2)]
+    # with turn_no 4 (a later iteration starts where an earlier one passed its whole body; the head's
+    # interval of turn_no, 0 to 5, alone had it)
+    ("    run h[floor(turn_no / 2)] (1);\n    branch (turn_no * 2) { run g (1); } else { run g (2); }",
+     ["the guard of this branch can be 2"], "the branch guard is 2"),
+    # a guard that passes: turn_no 4 reaches h[2], truly
+    ("    run h[floor(turn_no / 2)] (1);\n    branch (turn_no < 9) { run g (1); } else { run g (2); }",
+     ["the index of `h[floor(turn_no / 2)]` can be 2"], "stage index 2 is out of range"),
+])
+def test_a_later_iteration_starts_where_an_earlier_one_passed_its_body(capsys, tmp_path, body, warns, stops):
+    path = write(tmp_path, LOOPING.format(body=body))
+    found = warnings_of(capsys, path)
+    assert len(found) == len(warns) and all(f.startswith(w) for f, w in zip(found, warns)), found
+    code, _, err = run_cli(capsys, "run", path)
+    assert code == 1 and stops in err, err  # each warning is true: the run stops there
+
+
+@pytest.mark.parametrize("body, warns", [
+    # x is 0 or 0.5 at the loop's head (loops.State.values), never 0.25, which its interval [0, 0.5] has
+    ("    branch (x * 2) { run g (1); } else { run g (2); }\n"
+     "    branch (serial == 1) { set x = 0.5; } else { set x = 0; }", False),
+    ("    branch (x * 2) { run g (1); } else { run g (2); }\n"
+     "    branch (serial == 1) { set x = 0.25; } else { set x = 0; }", True),  # serial 1: 0.5, truly
+])
+def test_a_loops_head_knows_the_few_values_an_attribute_takes(capsys, tmp_path, body, warns):
+    from semantics.link.loops import compute_loop_heads
+    from semantics.link.ranges import compute_attribute_ranges
+    from strategies import load_text
+
+    text = LOOPING.format(body=body)
+    program = load_text(text)
+    (head,) = compute_loop_heads(program, compute_attribute_ranges(program), {}).values()
+    assert head.values_of(program.attrs.index("x")) == ({0.0, 0.25} if warns else {0.0, 0.5})
+    found = warnings_of(capsys, write(tmp_path, text))
+    assert (len(found) == 1 and found[0].startswith("the guard of this branch can be 0.5")) if warns else found == []
+    code, _, err = run_cli(capsys, "run", write(tmp_path, text))
+    assert (code == 1 and "the branch guard is 0.5" in err) if warns else code == 0, err
+
+
+NOT_A_NUMBER = "pool mem {{ cap 100; }}\nstage g : delay;\nstage h[2] : delay;\nworkload {{ arrive batch(2); }}\n" \
+               "session {{\n  set c = serial;\n{body}\n}}\nrun {{ horizon 100; }}\n"
+
+
+@pytest.mark.parametrize("body, warns", [
+    # c / c is NaN for serial 0, whose run stops at the guard (NaN is neither 0 nor 1); serial 1 passes it
+    # with c = 1 and reaches h[0]: no run reaches h[-1] (0 / 0 had been any number, 0 or 1 among them)
+    ("  branch (c / c) { run g (1); } else { run g (2); }\n  run h[c - 1] (1);",
+     ["the guard of this branch can be NaN when `c` = 0"]),
+    # NaN is not below 0: a hold of c / c - 1 is NaN or 0, never negative
+    ("  hold mem (c / c - 1) {\n    grow mem (c / c - 1);\n    run g (1);\n  }", []),
+    # a comparison with NaN is false (`!=` true) and never NaN: no run takes the first block (it had been
+    # any number, 2 among them); min and max give the other operand
+    ("  branch ((c / c) >= 2) { run h[c - 1] (1); } else { run h[c] (1); }", []),
+    ("  branch ((c / c) != 1) { run h[c] (1); } else { run h[c - 1] (1); }", []),
+    ("  run h[min(c / c, 0)] (1);", []),
+    ("  run h[max(c / c, 0)] (1);", []),
+    ("  run h[abs(c / c)] (1);", ["the index of `h[abs(c / c)]` can be NaN when `c` = 0"]),
+])
+def test_nan_is_neither_a_number_nor_any_number(capsys, tmp_path, body, warns):
+    path = write(tmp_path, NOT_A_NUMBER.format(body=body))
+    found = warnings_of(capsys, path)
+    assert len(found) == len(warns) and all(f.startswith(w) for f, w in zip(found, warns)), found
+    code, _, err = run_cli(capsys, "run", path)
+    assert (code == 1 and "nan" in err) if warns else (code == 0 and err == ""), err
+
+
+def test_a_loops_head_is_found_whatever_its_relations_do(capsys, tmp_path):
+    """A program of the warning campaign (seed 2) whose loop head's iteration never ended: the relation y =
+    calls came and went round after round (a statement passed narrows through it, and `h[y - 1]` faults for
+    every value the first iteration has). After some rounds the head keeps only relations it had (loops.py),
+    and the linker finds what every run does: each stops at h[-1] in the first iteration."""
+    body = ("  set x = serial - 1;\n  set y = 0;\n  set z = 0;\n  set calls = turn_no;\n  set next = turn_no + 1;\n"
+            "  set i = 0;\n  set y = max(z - (x), serial);\n  hold mem (x - 1) {\n    turn;\n  }\n  loop {\n"
+            "    set y = calls;\n    set x = calls;\n    branch with ((serial) >= (3)) {\n      set z = 3;\n"
+            "      run g (1);\n    } else {\n      hold mem (abs(min(next, y))) {\n        set z = 2;\n      }\n"
+            "      set x = y;\n    }\n    run h[y - 1] (1);\n    run g (1);\n    set calls = turn_no;\n"
+            "    branch (calls < 2) { turn; } else { end; }\n  }")
+    path = write(tmp_path, "pool mem { cap 1000000; }\nstage g : delay;\nstage h[4] : delay;\n"
+                           f"workload {{ arrive batch(3); }}\nsession {{\n{body}\n}}\nrun {{ horizon 1000; }}\n")
+    code, _, err = run_cli(capsys, "check", path)
+    assert code == 1 and ":28:5: error: the index of `h[y - 1]` is never a member index 0..3" in err, err

@@ -470,6 +470,10 @@ def test_a_pools_nan_wait_says_why(capsys, tmp_path):
 
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/*.sq"))
 USER_PROGRAMS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/programs").rglob("*.sq"))  # every one
+# and the IR files: kv_per_turn_while.json is kv_per_turn.sq's agent with its tool-call loop a `while`
+# (`While` is IR only; version-13 files compiled elsewhere loop so: issue 23, "sessions that loop over tool
+# calls with a `while`, a pool of KV per turn")
+USER_PROGRAMS += sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests/programs").rglob("*.json"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES + USER_PROGRAMS)

@@ -5,7 +5,8 @@
 #     bash oracle/real/setup-vllm.sh [VENV]      (default: $SERQ_VLLM_VENV,
 #                                                 else ../vllm-env beside the repo)
 #
-# About 150 s and 3.1 GB the first time. Idempotent: a venv that already
+# 3.1 GB; about 100 s of CPU the first time (the wall clock is the network's and the load's: 124 s
+# idle with pip's cache, 556 s at a load of 6-17 without it; README.md). Idempotent: a venv that already
 # imports vllm 0.33.0 and the scheduler chain is left as it is. The venv is
 # kept OUT of the repository; nothing in CI or the default tests needs it.
 # Afterwards point serq-ref at it:  export SERQ_VLLM_PYTHON=VENV/bin/python

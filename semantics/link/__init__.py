@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .. import ir
-from ..errors import ErrorLog, Warning_
+from ..errors import ErrorLog, ProgramError, Warning_
 from ..sourcemap import SourceMap
 from .caching import check_caching
 from .lints import check_lints
@@ -60,11 +60,15 @@ def allow_deep_expressions() -> Iterator[None]:
         sys.setrecursionlimit(previous)
 
 
-def link(program: ir.Program, smap: SourceMap | None = None, verdicts: bool = True) -> list[Warning_]:
+def link(program: ir.Program, smap: SourceMap | None = None, verdicts: bool = True,
+         errors_elsewhere: bool = False) -> list[Warning_]:
     """Raise the program's errors, every one; return the warnings. With
     ``verdicts`` false the range verdicts Z3 decides are left out (the oracle
     harness links one program with thousands of engines' constants, each
-    linked with them in the tests: docs/linking.md)."""
+    linked with them in the tests: docs/linking.md). ``errors_elsewhere``: the
+    caller has errors of the program already (the front end's, the run
+    settings'); with those, or the linker's own, an error of the trace file
+    the program reads joins them (``check_trace_file``)."""
     smap = smap if smap is not None else SourceMap()
     log = ErrorLog([smap.file] if smap.file else [])
     with allow_deep_expressions():
@@ -81,5 +85,36 @@ def link(program: ir.Program, smap: SourceMap | None = None, verdicts: bool = Tr
         check_lints(program, smap, log)
         warnings = list_inert_self_preemption(program, smap)
         warnings += check_verdicts(program, smap, log) if verdicts else []
+        if log.errors or errors_elsewhere:
+            check_trace_file(program, smap, log)
     log.raise_errors()
     return warnings
+
+
+def check_trace_file(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
+    """An error of the trace file the program reads (a cell, a turn given twice: located in the file, with a
+    note at the program's `trace`), beside the program's own errors (issue 23: one error must not hide
+    another; a program with errors is not run, and the run is where a trace is read). A program with no
+    other error is run, and the run reports the trace's error as it reads it (a RunError); a file that is
+    missing or unreadable here is left to the run too (it may be read elsewhere)."""
+    import os
+
+    from ..errors import RunError
+    from ..smallstep.workload import read_trace
+
+    if program.trace is None:
+        return
+    path = program.trace
+    if not os.path.isabs(path):
+        base = os.path.dirname(os.path.abspath(smap.file)) if smap.file else os.getcwd()
+        path = os.path.join(base, path)
+        shown = os.path.relpath(path)  # as the run names it (smallstep.workload.load_trace)
+        path = shown if not shown.startswith("..") else path
+    try:
+        read_trace(path)
+    except RunError as e:
+        if e.span is None:
+            return
+        trace = smap.trace
+        notes = (f"{trace.file}:{trace.line}:{trace.col}: the program reads the trace here",) if trace else ()
+        log.add(ProgramError(e.message, span=e.span, notes=notes))

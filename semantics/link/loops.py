@@ -58,6 +58,12 @@ from .. import ir
 from .paths import HOLD, TURN, find_restartable_holds, list_assigned, list_assigned_slots
 from .ranges import Interval, RangeEvaluator, join, start_turn, widen
 
+#: The most values an attribute's set of values holds (``State.values``); more: its interval alone.
+MAX_VALUES = 8
+
+#: Rounds at a loop's head after which the sets of values are dropped, so that the iteration ends.
+ROUNDS_BEFORE_DROPPING_VALUES = 16
+
 #: Rounds of plain iteration at a loop's head before an endpoint that still moves is widened.
 ROUNDS_BEFORE_WIDENING = 4
 
@@ -72,16 +78,32 @@ class State:
 
     intervals: tuple[Interval, ...]
     relations: frozenset[Relation] = frozenset()
+    #: per attribute, the few values it can have (at most MAX_VALUES; None: any in its interval): issue 23,
+    #: `x` is 0, or 0.5 where a branch set it, and the interval [0, 0.5] alone read as 0.25 gave a witness
+    #: no run reaches; () when no attribute has a set
+    values: tuple[frozenset[float] | None, ...] = ()
 
     def __getitem__(self, slot: int) -> Interval:
         return self.intervals[slot]
+
+    def values_of(self, slot: int) -> frozenset[float] | None:
+        return self.values[slot] if self.values else None
+
+    def with_values(self, slot: int, values: frozenset[float] | None) -> tuple[frozenset[float] | None, ...]:
+        if not self.values and values is None:
+            return self.values
+        current = self.values or (None,) * len(self.intervals)
+        return current[:slot] + (values,) + current[slot + 1:]
 
 
 class LoopHeads:
     """The invariant of every loop's head, by the loop statement's (block, index)."""
 
-    def __init__(self, program: ir.Program, ranges: tuple[Interval, ...], columns: dict[int, Interval]):
+    def __init__(self, program: ir.Program, ranges: tuple[Interval, ...], columns: dict[int, Interval],
+                 holes: frozenset[tuple[int, int]] = frozenset()):
         self.program = program
+        #: statements the lowering could not lower (SourceMap.holes): any attribute may change there
+        self.holes = holes
         self.ranges = ranges
         self.columns = columns
         self.heads: dict[tuple[int, int], State] = {}
@@ -107,14 +129,22 @@ class LoopHeads:
 
     def statement(self, block: int, index: int, stmt: ir.Stmt, state: State) -> State | None:
         program = self.program
+        state = self.without_fault(state, stmt)
+        if state is None:
+            return None
         if isinstance(stmt, ir.Set):
             value = self.evaluate(state, stmt.expr)
-            return self.assign(state, stmt.slot, value, self.relate(state, stmt.slot, stmt.expr))
+            return self.assign(state, stmt.slot, value, self.relate(state, stmt.slot, stmt.expr),
+                               self.list_values(state, stmt.expr, value))
         if isinstance(stmt, ir.Choose):
-            return self.assign(state, stmt.var, Interval(0.0, float(max(stmt.count - 1, 0)), True))
+            last = max(stmt.count - 1, 0)
+            return self.assign(state, stmt.var, Interval(0.0, float(last), True),
+                               values=frozenset(float(k) for k in range(last + 1)) if last < MAX_VALUES else None)
         if isinstance(stmt, ir.Turn):
             return self.turn(state)
         if isinstance(stmt, ir.End):
+            if (block, index) in self.holes:
+                return self.forget(state, set(range(len(program.attrs))) | {TURN})
             return None
         if isinstance(stmt, ir.Hold):
             again = list_assigned(program, stmt.body) if (block, index) in self.restartable else set()
@@ -140,7 +170,13 @@ class LoopHeads:
             after = self.join(entry, body(head))
             if rounds >= ROUNDS_BEFORE_WIDENING:  # (the relations only ever go: they need no widening)
                 after = State(tuple(widen(old, new) for old, new in zip(head.intervals, after.intervals)),
-                              after.relations)
+                              after.relations, after.values)  # (a set of values grows to MAX_VALUES, then goes)
+            if rounds >= ROUNDS_BEFORE_DROPPING_VALUES:
+                # a transfer need not be monotone in the sets of values nor in the relations (a relation a
+                # narrowing by a statement passed gives back can come and go, round after round): from
+                # here no values, and only relations the head had, so that the iteration ends (the
+                # intervals only grow, the relations only go)
+                after = State(after.intervals, after.relations & head.relations)
             if after == head:
                 break
             head, rounds = after, rounds + 1
@@ -159,7 +195,9 @@ class LoopHeads:
         t = program.slot_turn
         shifted = frozenset((x, y, c - 1.0) if y == t else (x, y, c + 1.0) for x, y, c in state.relations
                             if t in (x, y) and c == math.floor(c) and abs(c) < 2.0 ** 52)
-        state = self.assign(state, t, Interval(turn.low + 1, turn.high + 1, turn.whole), shifted)
+        values = state.values_of(t)
+        state = self.assign(state, t, Interval(turn.low + 1, turn.high + 1, turn.whole), shifted,
+                            None if values is None else frozenset(v + 1 for v in values))
         if program.trace is not None:
             for slot in (program.slot_new, program.slot_out, program.slot_think, program.slot_more,
                          program.slot_forced):
@@ -174,15 +212,61 @@ class LoopHeads:
         value = RangeEvaluator(self.program, list(state.intervals)).evaluate(e)
         return Interval(-math.inf, math.inf, False) if value is None else value
 
-    def assign(self, state: State, slot: int, value: Interval, relations: frozenset[Relation] = frozenset()) -> State:
-        """``state`` with attribute ``slot`` assigned a value in ``value``: every relation naming it
-        goes, and ``relations`` (of its new value) come."""
+    def assign(self, state: State, slot: int, value: Interval, relations: frozenset[Relation] = frozenset(),
+               values: frozenset[float] | None = None) -> State:
+        """``state`` with attribute ``slot`` assigned a value in ``value`` (one of ``values`` when given):
+        every relation naming it goes, and ``relations`` (of its new value) come."""
         program = self.program
         if slot in (program.slot_cached, program.slot_computed):
-            value, relations = self.ranges[slot], frozenset()
+            value, relations, values = self.ranges[slot], frozenset(), None
         intervals = state.intervals[:slot] + (value,) + state.intervals[slot + 1:]
         kept = frozenset(r for r in state.relations if slot not in r[:2])
-        return State(intervals, kept | relations)
+        return State(intervals, kept | relations, state.with_values(slot, values))
+
+    def list_values(self, state: State, e: ir.Expr, value: Interval) -> frozenset[float] | None:
+        """The few values ``e`` can have: a point's, a copy's of an attribute with few values, or a
+        conditional's arms' (None: any in ``value``)."""
+        if value.low == value.high and math.isfinite(value.low):
+            return frozenset({value.low + 0.0})
+        if isinstance(e, ir.Attr):
+            return state.values_of(e.slot)
+        if isinstance(e, ir.Cond):
+            a = self.list_values(state, e.then, self.evaluate(state, e.then))
+            b = self.list_values(state, e.otherwise, self.evaluate(state, e.otherwise))
+            if a is not None and b is not None and len(a | b) <= MAX_VALUES:
+                return a | b
+        return None
+
+    def without_fault(self, state: State, stmt: ir.Stmt) -> State | None:
+        """``state`` where ``stmt`` has no fault: a run goes on past a statement only with its family
+        indices members and its guard 0 or 1 (seed 002 §3 Branching; solver.Encoder.pass_without_fault):
+        issue 23, a loop whose first iteration stops every run at `h[turn_no - 1]` had a head that a
+        second iteration, which no run starts, reaches. An index or a guard that is an attribute, or one
+        plus or minus a constant, narrows it; one that leaves no value narrows nothing."""
+        from .questions import list_expression_refs
+        from .walk import list_parts, list_statement_refs
+
+        refs = list_statement_refs(stmt) + list(list_expression_refs([p.expr for p in list_parts(stmt)]))
+        bounds = [(ref.index, 0.0, float(ref.count - 1)) for _, ref in refs if ref.index is not None]
+        if isinstance(stmt, ir.Branch):
+            bounds.append((stmt.guard, 0.0, 1.0))
+        for e, low, high in bounds:
+            if isinstance(e, ir.Attr):
+                slot, c = e.slot, 0.0
+            else:
+                shifted = split_shift(e)
+                if shifted is None:
+                    continue
+                slot, c = shifted
+            if slot in (self.program.slot_cached, self.program.slot_computed):
+                continue
+            if c != 0.0:  # y + c within [low, high]: y within it less c, rounded outwards (solve_low, solve_high)
+                low, high = solve_low(low, c), solve_high(high, c)
+            narrowed = self.restrict(state, slot, low, high)
+            # none left: every run that comes to it stops there, a link error (questions), and the errors
+            # after it are looked for as if it were mended (issue 23: one error must not hide another)
+            state = narrowed if narrowed is not None else state
+        return state
 
     def relate(self, state: State, slot: int, e: ir.Expr) -> frozenset[Relation]:
         """The relations ``set slot = e`` gives the attribute: a copy of an attribute (and of what that
@@ -218,7 +302,12 @@ class LoopHeads:
             return b
         if b is None:
             return a
-        return State(tuple(join(x, y) for x, y in zip(a.intervals, b.intervals)), a.relations & b.relations)
+        values: tuple[frozenset[float] | None, ...] = ()
+        if a.values and b.values:
+            values = tuple(None if x is None or y is None or len(x | y) > MAX_VALUES else x | y
+                           for x, y in zip(a.values, b.values))
+            values = values if any(v is not None for v in values) else ()
+        return State(tuple(join(x, y) for x, y in zip(a.intervals, b.intervals)), a.relations & b.relations, values)
 
     def refine(self, state: State, guard: ir.Expr, holds: bool) -> State | None:
         """The states of ``state`` in which ``guard`` is true (``holds``) or false: a comparison of an
@@ -271,10 +360,18 @@ class LoopHeads:
             low, high = max(low, x.low), min(high, x.high)
             if low > high:
                 return None
+            values = state.values_of(slot)
+            if values is not None:
+                kept = frozenset(v for v in values if low <= v <= high)
+                if not kept:
+                    return None
+                if kept != values:
+                    state = State(state.intervals, state.relations, state.with_values(slot, kept))
+                low, high = max(low, min(kept)), min(high, max(kept))
             if (low, high) == (x.low, x.high):
                 continue
             state = State(state.intervals[:slot] + (Interval(low, high, x.whole),) + state.intervals[slot + 1:],
-                          state.relations)
+                          state.relations, state.values)
             for related, source, c in state.relations:
                 if source == slot:  # related = source + c, and a float sum is monotone in its operand
                     pending.append((related, low + c, high + c))
@@ -338,7 +435,7 @@ FLIPPED = {"Lt": "Gt", "Le": "Ge", "Gt": "Lt", "Ge": "Le", "Eq": "Eq", "Ne": "Ne
 NEGATED = {"Lt": "Ge", "Le": "Gt", "Gt": "Le", "Ge": "Lt", "Eq": "Ne", "Ne": "Eq"}
 
 
-def compute_loop_heads(program: ir.Program, ranges: tuple[Interval, ...],
-                       columns: dict[int, Interval]) -> dict[tuple[int, int], State]:
+def compute_loop_heads(program: ir.Program, ranges: tuple[Interval, ...], columns: dict[int, Interval],
+                       holes: frozenset[tuple[int, int]] = frozenset()) -> dict[tuple[int, int], State]:
     """Each loop's (and while's) head invariant, by its statement's (block, index)."""
-    return LoopHeads(program, ranges, columns).analyse()
+    return LoopHeads(program, ranges, columns, holes).analyse()

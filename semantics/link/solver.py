@@ -12,7 +12,9 @@ an unknown answer is no finding, so a verdict never depends on the machine.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 
 import z3
@@ -37,6 +39,10 @@ def make_constant(x: float, context: z3.Context) -> z3.ArithRef:
     return z3.Q(fraction.numerator, fraction.denominator, context)
 
 
+#: Which iteration of a loop a site is asked in (``Encoder.iterations``).
+FIRST = "first"
+LATER = "later"
+
 #: The greatest whole exponent a power is encoded as a product for (``Encoder.encode_power``).
 MAX_PRODUCT_EXPONENT = 4
 
@@ -48,11 +54,22 @@ class Encoder:
     shared one would let one query's witness depend on the queries before it)."""
 
     def __init__(self, program: ir.Program, ranges: tuple[Interval, ...],
-                 columns: dict[int, Interval] | None = None, heads: dict | None = None):
+                 columns: dict[int, Interval] | None = None, heads: dict | None = None,
+                 iterations: dict[tuple[int, int], str] | None = None,
+                 holes: frozenset[tuple[int, int]] = frozenset(), faulty: frozenset[tuple[int, int]] = frozenset()):
         self.program = program
+        #: statements found to fault in every run that comes to them (a link error each): the errors after
+        #: one are looked for as if it were mended, so it is passed without its fault's constraints (issue
+        #: 23: one error must not hide another)
+        self.faulty = faulty
+        #: statements the lowering could not lower (SourceMap.holes): passed, any attribute may have changed
+        self.holes = holes
         self.ranges = ranges
         #: each loop's head invariant (loops.py), by the loop statement's (block, index)
         self.heads = heads or {}
+        #: for a loop the path enters, by its (block, index): which of its iterations the site is asked in
+        #: (``enter_loop``); a loop not named: any, as its head says
+        self.iterations = iterations or {}
         #: the holds a preemption can run again (paths.find_restartable_holds), found when first asked
         self.restartable: frozenset[tuple[int, int]] | None = None
         #: the trace's columns as a `turn;` loads them (the file's values), by slot
@@ -72,13 +89,56 @@ class Encoder:
         self.instant = 0
         #: the quantities the site's own expression reads (ids): a witness names them
         self.site_reads: set[int] = set()
+        #: when a term is NaN, by the term's id (with the term, which keeps its id): a term not here is a
+        #: number. A run's float is NaN after 0 / 0, sqrt or ln of a negative number, or an operation on a
+        #: NaN (docs/arithmetic.md); a term's real value then means nothing (issue 23: `branch (calls /
+        #: 0 * 2)` with calls 0 stops every run, and what follows it was warned of as if it passed)
+        self.nans: dict[int, tuple[z3.ExprRef, z3.BoolRef]] = {}
+        #: the constants made so far, by value (one term each: making one is most of encoding a path)
+        self.constants: dict[float, z3.ArithRef] = {}
+
+    def is_nan(self, term: z3.ExprRef) -> z3.BoolRef:
+        """When ``term`` is NaN (never: false)."""
+        found = self.nans.get(term.get_id())
+        return found[1] if found is not None else z3.BoolVal(False, self.context)
+
+    def mark_nan(self, term: z3.ArithRef, when: z3.BoolRef) -> z3.ArithRef:
+        """``term``, NaN when ``when`` holds."""
+        if not z3.is_false(when):
+            self.nans[term.get_id()] = (term, when)
+        return term
+
+    def either_nan(self, *terms: z3.ArithRef) -> z3.BoolRef:
+        """When any of ``terms`` is NaN (false, itself, when none can be)."""
+        flags = [flag for flag in map(self.is_nan, terms) if not z3.is_false(flag)]
+        if not flags:
+            return z3.BoolVal(False, self.context)
+        return flags[0] if len(flags) == 1 else z3.Or(*flags)
+
+    def choose_nan(self, test: z3.BoolRef, a: z3.ArithRef, b: z3.ArithRef) -> z3.BoolRef:
+        """When ``If(test, a, b)`` is NaN."""
+        x, y = self.is_nan(a), self.is_nan(b)
+        if z3.is_false(x) and z3.is_false(y):
+            return x
+        return z3.If(test, x, y)
+
+    def is_true(self, term: z3.ArithRef) -> z3.BoolRef:
+        """``term`` as a test: true when it is not 0 (NaN is true: smallstep/values.py, ``x != 0``)."""
+        nan = self.is_nan(term)
+        return term != 0 if z3.is_false(nan) else z3.Or(nan, term != 0)
+
+    def is_number(self, term: z3.ArithRef) -> z3.BoolRef:
+        return z3.Not(self.is_nan(term))
 
     def make_fresh(self, stem: str) -> z3.ArithRef:
         self.count += 1
         return z3.Real(f"{stem}!{self.count}", self.context)
 
     def make_constant(self, x: float) -> z3.ArithRef:
-        return make_constant(x, self.context)
+        found = self.constants.get(x)
+        if found is None:
+            found = self.constants[x] = make_constant(x, self.context)
+        return found
 
     def bound(self, term: z3.ArithRef, interval: Interval) -> None:
         """``term`` within ``interval``: a fact about a quantity (an attribute's range), true whichever
@@ -155,7 +215,11 @@ class Encoder:
         header's values: ``enter_hold``), then `cached` and `computed` forgotten."""
         program = self.program
         self.next_instant()
-        self.pass_without_fault(stmt)
+        if at is not None and at in self.holes:  # a statement with an error: what it would do is not known
+            self.forget(set(range(len(program.attrs))) | {TURN, HOLD})
+            return True
+        if at not in self.faulty:
+            self.pass_without_fault(stmt)
         if isinstance(stmt, ir.End):
             self.constraints.append(z3.BoolVal(False, self.context))
             return False
@@ -163,7 +227,7 @@ class Encoder:
             value = self.encode(stmt.expr)
             named = self.make_named(f"`{name_attribute(program, stmt.slot)}`", EVERYTHING)
             self.constraints.append(named == value)
-            self.state[stmt.slot] = named
+            self.state[stmt.slot] = self.mark_nan(named, self.is_nan(value))
         elif isinstance(stmt, ir.Choose):
             self.forget({stmt.var})
         elif isinstance(stmt, ir.Turn):
@@ -180,7 +244,7 @@ class Encoder:
             if isinstance(stmt, ir.Loop):  # left only by `end;`
                 self.constraints.append(z3.BoolVal(False, self.context))
                 return False
-            self.constraints.append(self.encode(stmt.guard) == 0)
+            self.constraints.append(self.encode_test(stmt.guard, False))
         return True
 
     def pass_block(self, block: int) -> bool:
@@ -223,7 +287,7 @@ class Encoder:
             b = b if b is not None else self.encode(ir.Attr(slot))
             named = self.make_named(f"`{name_attribute(self.program, slot)}`", EVERYTHING)
             self.constraints.append(named == z3.If(guard == 1, a, b))
-            merged[slot] = named
+            merged[slot] = self.mark_nan(named, self.choose_nan(guard == 1, a, b))
         self.state = merged
         return True
 
@@ -236,12 +300,13 @@ class Encoder:
         for _, ref in refs:
             if ref.index is not None:
                 index = self.encode(ref.index)
-                self.constraints += [index >= 0, index <= self.make_constant(ref.count - 1), z3.IsInt(index)]
+                self.constraints += [self.is_number(index), index >= 0, index <= self.make_constant(ref.count - 1),
+                                     z3.IsInt(index)]
         if isinstance(stmt, (ir.Branch, ir.While)):
             guard = self.encode(stmt.guard)
-            self.constraints.append(z3.Or(guard == 0, guard == 1))
+            self.constraints += [self.is_number(guard), z3.Or(guard == 0, guard == 1)]
         for question in list_draw_questions(None, [p.expr for p in list_parts(stmt)]):  # its draws' arguments too
-            tests = [self.encode(test) != 0 if truth else self.encode(test) == 0 for test, truth in question.conditions]
+            tests = [self.encode_test(test, truth) for test, truth in question.conditions]
             within = encode_domain(self, question.domain, self.encode(question.expr))
             self.constraints.append(z3.Implies(z3.And(*tests), within) if tests else within)
 
@@ -263,6 +328,9 @@ class Encoder:
                 self.constraints.append(term >= self.make_constant(interval.low))
             if interval.high < known.high and math.isfinite(interval.high):
                 self.constraints.append(term <= self.make_constant(interval.high))
+            values = head.values_of(slot)
+            if values is not None:  # one of a few values (loops.State.values)
+                self.constraints.append(z3.Or(*[term == self.make_constant(v) for v in sorted(values)]))
         # x = y + c at the head, for an x or y forgotten (the other, not assigned in the body, is what it
         # was at the loop's entry): reals, as every `set` on the path is encoded (docs/arithmetic.md)
         for x, y, c in sorted(head.relations):
@@ -287,17 +355,37 @@ class Encoder:
         """The site is inside ``stmt``'s block ``child`` (``stmt`` at ``at``, its (block, index))."""
         program = self.program
         self.next_instant()
-        if isinstance(stmt, ir.Hold):  # admitted: its header's indices were members
+        if isinstance(stmt, ir.Hold) and at not in self.faulty:  # admitted: its header's indices were members
             self.pass_without_fault(stmt)
         if isinstance(stmt, ir.Branch):
-            guard = self.encode(stmt.guard)
-            self.constraints.append(guard == (1 if child == stmt.then_block else 0))
+            guard = self.encode(stmt.guard)  # (a NaN guard stops the run)
+            self.constraints += [self.is_number(guard), guard == (1 if child == stmt.then_block else 0)]
         elif isinstance(stmt, (ir.Loop, ir.While)):
-            self.forget_to_the_head(list_assigned(program, stmt.block), at)
-            if isinstance(stmt, ir.While):
-                self.constraints.append(self.encode(stmt.guard) == 1)
+            self.enter_loop(stmt, at)
         elif isinstance(stmt, ir.Hold):
             self.enter_hold(stmt, at)
+
+    def enter_loop(self, stmt: ir.Loop | ir.While, at: tuple[int, int] | None) -> None:
+        """The site is in an iteration of the loop at ``at``. ``iterations`` may say which: (FIRST, n), the
+        n+1-th iteration, from the state the path brought (nothing forgotten) after n whole iterations
+        passed; (LATER, n), any iteration after the n-th, from a state the head's invariant allows (an
+        earlier iteration's) after n whole iterations passed. An iteration passed is its whole body,
+        every statement of it without a fault and none ending the session (issue 23: a witness only a
+        state after an iteration that stops every run could give, `h[next]` with next = 3 where the
+        second iteration's guard is 4 in every run). (FIRST, 0) .. (FIRST, n - 1) and (LATER, n) cover
+        every iteration. Not said: any iteration, as the head's invariant allows."""
+        program = self.program
+        which, passed = self.iterations.get(at, (None, 0))
+        if which != FIRST:
+            self.forget_to_the_head(list_assigned(program, stmt.block), at)
+        for _ in range(passed):
+            if isinstance(stmt, ir.While):
+                self.constraints.append(self.encode_test(stmt.guard, True))
+            if not self.pass_block(stmt.block):
+                self.constraints.append(z3.BoolVal(False, self.context))
+            self.next_instant()
+        if isinstance(stmt, ir.While):
+            self.constraints.append(self.encode_test(stmt.guard, True))
 
     def enter_hold(self, stmt: ir.Hold, at: tuple[int, int] | None) -> None:
         """The start of a hold's body: what a preemption's earlier run of it assigned forgotten (when
@@ -353,7 +441,8 @@ class Encoder:
                 self.constraints.append(beyond > BEYOND_FINITE)
                 return beyond if e.value > 0 else -beyond
             if math.isnan(e.value):
-                return self.make_fresh("nan")
+                nan = self.make_fresh("nan")
+                return self.mark_nan(nan, z3.BoolVal(True, self.context))
             return self.make_constant(e.value)
         if isinstance(e, ir.Attr):
             if e.slot in self.state:
@@ -372,16 +461,35 @@ class Encoder:
             return self.encode_call(e)
         if isinstance(e, ir.Unary):
             a = self.encode(e.operand)
-            return -a if e.op == "Neg" else z3.If(a == 0, self.make_constant(1), self.make_constant(0))
+            if e.op == "Neg":
+                return self.mark_nan(-a, self.is_nan(a))
+            return z3.If(self.is_true(a), self.make_constant(0), self.make_constant(1))  # (!NaN is 0)
         if isinstance(e, ir.Binary):
             return self.encode_binary(e)
         assert isinstance(e, ir.Cond)
-        return z3.If(self.encode(e.test) != 0, self.encode(e.then), self.encode(e.otherwise))
+        test = self.is_true(self.encode(e.test))
+        a, b = self.encode(e.then), self.encode(e.otherwise)
+        return self.mark_nan(z3.If(test, a, b), self.choose_nan(test, a, b))
+
+    def encode_test(self, e: ir.Expr, truth: bool) -> z3.BoolRef:
+        """That ``e``, as a test, is true (``truth``) or false."""
+        test = self.is_true(self.encode(e))
+        return test if truth else z3.Not(test)
 
     def encode_binary(self, e: ir.Binary) -> z3.ArithRef:
         if e.op == "Pow":
             return self.encode_power(e, e.left, e.right)
         a, b = self.encode(e.left), self.encode(e.right)
+        either = self.either_nan(a, b)
+        if e.op in ("And", "Or"):  # never NaN: a NaN operand is true
+            both = z3.And if e.op == "And" else z3.Or
+            return z3.If(both(self.is_true(a), self.is_true(b)), self.make_constant(1), self.make_constant(0))
+        if e.op in ("Lt", "Le", "Gt", "Ge", "Eq", "Ne"):  # never NaN: a comparison with NaN is false (!= true)
+            tests = {"Lt": lambda: a < b, "Le": lambda: a <= b, "Gt": lambda: a > b, "Ge": lambda: a >= b,
+                     "Eq": lambda: a == b, "Ne": lambda: a != b}
+            holds = tests[e.op]() if z3.is_false(either) else \
+                z3.If(either, z3.BoolVal(e.op == "Ne", self.context), tests[e.op]())
+            return z3.If(holds, self.make_constant(1), self.make_constant(0))
         if e.op == "Div":
             # a float division by 0 is ±inf (or NaN for 0 / 0), as IEEE 754 says (docs/arithmetic.md); Z3's
             # a / 0 is any value, which gave witnesses no run reaches ("the work can be negative: -1 when
@@ -390,21 +498,11 @@ class Encoder:
             self.constraints.append(beyond > BEYOND_FINITE)
             zero = self.make_constant(0)
             by_zero = z3.If(a > zero, beyond, z3.If(a < zero, -beyond, self.make_fresh("nan")))
-            return z3.If(b == zero, by_zero, a / b)
-        arithmetic = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b, "Div": lambda: a / b}
-        if e.op in arithmetic:
-            return arithmetic[e.op]()
-        tests = {
-            "Lt": lambda: a < b,
-            "Le": lambda: a <= b,
-            "Gt": lambda: a > b,
-            "Ge": lambda: a >= b,
-            "Eq": lambda: a == b,
-            "Ne": lambda: a != b,
-            "And": lambda: z3.And(a != 0, b != 0),
-            "Or": lambda: z3.Or(a != 0, b != 0),
-        }
-        return z3.If(tests[e.op](), self.make_constant(1), self.make_constant(0))
+            zero_by_zero = z3.And(a == zero, b == zero)
+            return self.mark_nan(z3.If(b == zero, by_zero, a / b),
+                                 zero_by_zero if z3.is_false(either) else z3.Or(either, zero_by_zero))
+        arithmetic = {"Add": lambda: a + b, "Sub": lambda: a - b, "Mul": lambda: a * b}
+        return self.mark_nan(arithmetic[e.op](), either)
 
     def encode_sample(self, e: ir.Sample) -> z3.ArithRef:
         if e.dist == "Empirical":  # one of the column's values (numbers): between the least and the greatest
@@ -438,7 +536,7 @@ class Encoder:
             product = a
             for _ in range(int(n) - 1):
                 product = product * a
-            return product
+            return self.mark_nan(product, self.is_nan(a))
         return self.encode_constant_or_fresh(e, "pow")
 
     def encode_constant_or_fresh(self, e: ir.Expr, stem: str) -> z3.ArithRef:
@@ -449,6 +547,8 @@ class Encoder:
         if value is not None and math.isfinite(value):
             return self.make_constant(value)
         fresh = self.make_fresh(stem)
+        # NaN or not as it may (a negative base to a fraction, ln of a negative number, an operand's NaN)
+        self.mark_nan(fresh, z3.Bool(f"{stem}!{self.count}!nan", self.context))
         interval = RangeEvaluator(self.program, list(self.ranges)).evaluate(e)
         if interval is not None and math.isfinite(interval.low):  # (ln(0) is -inf: no bound Z3 takes)
             self.constraints.append(fresh >= self.make_constant(interval.low))
@@ -458,12 +558,15 @@ class Encoder:
 
     def encode_call(self, e: ir.Call) -> z3.ArithRef:
         args = [self.encode(a.expr) for a in e.args if isinstance(a, ir.ExprArg)]
-        if e.fun == "Min":
-            return z3.If(args[0] <= args[1], args[0], args[1])
-        if e.fun == "Max":
-            return z3.If(args[0] >= args[1], args[0], args[1])
+        nan = [self.is_nan(a) for a in args]
+        if e.fun in ("Min", "Max"):  # a NaN operand gives the other (arithmetic.minimum, maximum)
+            a, b = args
+            which = z3.If(a <= b, a, b) if e.fun == "Min" else z3.If(a >= b, a, b)
+            if z3.is_false(nan[0]) and z3.is_false(nan[1]):
+                return which
+            return self.mark_nan(z3.If(nan[0], b, z3.If(nan[1], a, which)), z3.And(nan[0], nan[1]))
         if e.fun == "Abs":
-            return z3.If(args[0] >= 0, args[0], -args[0])
+            return self.mark_nan(z3.If(args[0] >= 0, args[0], -args[0]), nan[0])
         if e.fun in ("Floor", "Ceil"):
             self.count += 1
             whole = z3.ToReal(z3.Int(f"{e.fun.lower()}!{self.count}", self.context))
@@ -471,15 +574,15 @@ class Encoder:
                 self.constraints += [whole <= args[0], args[0] < whole + 1]
             else:
                 self.constraints += [whole - 1 < args[0], args[0] <= whole]
-            return whole
-        if e.fun == "Sqrt":
+            return self.mark_nan(whole, nan[0])
+        if e.fun == "Sqrt":  # NaN of a negative number
             root = self.make_fresh("sqrt")
             self.constraints.append(root >= 0)
-            return root
+            return self.mark_nan(root, args[0] < 0 if z3.is_false(nan[0]) else z3.Or(nan[0], args[0] < 0))
         if e.fun == "Exp":  # at least 0, not above: a float's exp underflows to 0 below about -745
             power = self.make_fresh("exp")
             self.constraints.append(power >= 0)
-            return power
+            return self.mark_nan(power, nan[0])
         if e.fun == "Pow":
             return self.encode_power(e, e.args[0].expr, e.args[1].expr)
         if e.fun == "Ln":
@@ -527,14 +630,21 @@ def _format_float(x) -> str:
 
 def describe_witness(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
     """``-1 when `o` = 0, `prompt` = 2``: the site's value and what it read."""
-    value = format_model_value(model.eval(term, model_completion=True))
+    value = show_model_value(encoder, model, term)
     read = list_constants(term) | encoder.site_reads
     listed = [(name, q) for name, q in encoder.named.items() if q.get_id() in read]
     # `x`' (an attribute the path forgot, read again) is `x` when the witness names no other `x`
     stems = [name.rstrip("'") for name, _ in listed]
-    named = [f"{stem if stems.count(stem) == 1 else name} = {format_model_value(model.eval(q, model_completion=True))}"
+    named = [f"{stem if stems.count(stem) == 1 else name} = {show_model_value(encoder, model, q)}"
              for (name, q), stem in zip(listed, stems)]
     return value + (f" when {', '.join(named)}" if named else "")
+
+
+def show_model_value(encoder: Encoder, model: z3.ModelRef, term: z3.ArithRef) -> str:
+    """``term``'s value in ``model``: NaN where the model makes it NaN (its real value then means nothing)."""
+    if z3.is_true(model.eval(encoder.is_nan(term), model_completion=True)):
+        return "NaN"
+    return format_model_value(model.eval(term, model_completion=True))
 
 
 def list_constants(term: z3.ExprRef) -> set[int]:
@@ -571,8 +681,8 @@ def make_solver(encoder: Encoder) -> z3.Solver:
     return solver
 
 
-def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
-    """Does ``bad`` hold for every admissible value, some, or none?"""
+def check_bad(encoder: Encoder, bad: z3.BoolRef) -> tuple[z3.CheckSatResult, z3.Solver]:
+    """Whether ``bad`` can hold on the encoder's path: Z3's answer, and the solver (its model when sat)."""
     solver = make_solver(encoder)
     solver.add(bad)
     answer = solver.check()
@@ -586,33 +696,83 @@ def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
             if solver.check() == z3.sat:
                 answer = z3.sat
                 break
-    if answer != z3.sat:
-        return Verdict(NEVER, "")
+    return answer, solver
+
+
+def find_witness(encoder: Encoder, solver: z3.Solver, term: z3.ArithRef) -> str:
     model = solver.model()
     # a witness in whole numbers reads better (`known` = 2, not 1.5), when there is one
     solver.add(*[z3.IsInt(quantity) for quantity in encoder.named.values()])
     if solver.check() == z3.sat:
         model = solver.model()
-    witness = describe_witness(encoder, model, term)
+    return describe_witness(encoder, model, term)
+
+
+def decide(encoder: Encoder, term: z3.ArithRef, bad: z3.BoolRef) -> Verdict:
+    """Does ``bad`` hold for every admissible value, some, or none?"""
+    answer, solver = check_bad(encoder, bad)
+    if answer != z3.sat:
+        return Verdict(NEVER, "")
+    witness = find_witness(encoder, solver, term)
     solver = make_solver(encoder)
     solver.add(z3.Not(bad))
     return Verdict(ALWAYS if solver.check() == z3.unsat else SOMETIMES, witness)
+
+
+#: The most loops on a site's path whose iterations are asked apart, and for 1, 2, 3 loops how many of each
+#: one's first iterations are asked one by one (then all the later ones together): at most 7, 9, 8 questions.
+MAX_SPLIT_LOOPS = 3
+FIRST_ITERATIONS = {1: 6, 2: 2, 3: 1}
+
+
+def list_iteration_choices(loops: list[tuple[int, int]]) -> Iterator[dict]:
+    """Every way of choosing, for each loop of ``loops``, which of its iterations the site is in
+    (``Encoder.enter_loop``): its first, second, ... FIRST_ITERATIONS one, or any later one."""
+    n = FIRST_ITERATIONS[len(loops)]
+    options = [(FIRST, k) for k in range(n)] + [(LATER, n)]
+    for choice in itertools.product(options, repeat=len(loops)):
+        yield dict(zip(loops, choice))
+
+
+def decide_by_iterations(loops: list[tuple[int, int]],
+                         ask: Callable[[dict], tuple[Encoder, z3.ArithRef, z3.BoolRef]]) -> Verdict | None:
+    """The verdict with the site asked in each of the first iterations of each loop of ``loops`` and in
+    the later ones apart (``list_iteration_choices``), the first witness found the verdict's. ``ask
+    (iterations)`` encodes the question so. None when Z3 cannot decide one of them (the verdict asked as
+    a whole then stands: an unknown is never taken for "no fault")."""
+    loops = loops[-MAX_SPLIT_LOOPS:]  # (the innermost: the others any iteration, as their heads say)
+    witness, always = None, True
+    for iterations in list_iteration_choices(loops):
+        encoder, term, bad = ask(iterations)
+        answer, solver = check_bad(encoder, bad)
+        if answer == z3.unknown:
+            return None
+        if answer == z3.sat and witness is None:
+            witness = find_witness(encoder, solver, term)
+        if always:
+            solver = make_solver(encoder)
+            solver.add(z3.Not(bad))
+            always = solver.check() == z3.unsat  # (unknown: some values may be good, a warning)
+    if witness is None:
+        return Verdict(NEVER, "")
+    return Verdict(ALWAYS if always else SOMETIMES, witness)
 
 
 def formulate(question: Question, encoder: Encoder, term: z3.ArithRef, whole: bool = False) -> z3.BoolRef:
     """The fault as a formula of ``term``. ``whole``: the range of the site's expression holds whole
     numbers only (``ranges.RangeEvaluator``), so a fraction is no index: Z3 asked ``Not(IsInt(2 * z))``
     of a whole ``z`` gives up (unknown, which is no finding: the fault beside it went unwarned)."""
+    nan, number = encoder.is_nan(term), encoder.is_number(term)
     if question.fault == "domain":  # asked where the run evaluates the draw (questions.list_draws)
-        tests = [encoder.encode(test) != 0 if truth else encoder.encode(test) == 0
-                 for test, truth in question.conditions]
-        return z3.And(*tests, z3.Not(encode_domain(encoder, question.domain, term)))
-    if question.fault == "index":
-        if whole:
-            return z3.Or(term < 0, term > encoder.make_constant(question.limit))
-        return z3.Or(term < 0, term > encoder.make_constant(question.limit), z3.Not(z3.IsInt(term)))
+        tests = [encoder.encode_test(test, truth) for test, truth in question.conditions]
+        return z3.And(*tests, z3.Or(nan, z3.Not(encode_domain(encoder, question.domain, term))))
+    if question.fault == "index":  # (NaN is no index; a fault named first, as the run stops at it)
+        faults = [term < 0, term > encoder.make_constant(question.limit)] + ([] if whole else [z3.Not(z3.IsInt(term))])
+        return z3.Or(nan, *[z3.And(number, fault) for fault in faults]) if not z3.is_false(nan) else z3.Or(*faults)
     if question.fault == "guard":
-        return z3.And(term != 0, term != 1)
-    if question.fault == "negative":
-        return term < 0
-    return term > encoder.make_constant(question.limit)
+        fault = z3.And(term != 0, term != 1)
+        return z3.Or(nan, z3.And(number, fault)) if not z3.is_false(nan) else fault
+    if question.fault == "negative":  # (NaN is not below 0)
+        return z3.And(number, term < 0) if not z3.is_false(nan) else term < 0
+    return z3.And(number, term > encoder.make_constant(question.limit)) if not z3.is_false(nan) else \
+        term > encoder.make_constant(question.limit)

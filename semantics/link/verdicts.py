@@ -101,6 +101,12 @@ def settle_by_ranges(question: Question, interval: Interval | None) -> bool:
     return interval.high <= question.limit
 
 
+def list_entered_loops(program: ir.Program, path) -> list[tuple[int, int]]:
+    """The loops (and whiles) a path enters, by their (block, index), outermost first."""
+    return [(block, index) for block, index in path.steps[:-1]
+            if isinstance(program.blocks[block][index], (ir.Loop, ir.While))]
+
+
 def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[Warning_]:
     """An error (in ``log``) for each property that holds for every admissible
     value; a warning, returned, for each that holds for some."""
@@ -110,19 +116,23 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
     evaluator = RangeEvaluator(program, list(ranges))
     warnings: list[Warning_] = []
     heads = None
+    faulty: set[tuple[int, int]] = set()  # the statements found to fault in every run (solver.Encoder.faulty)
     for question in list_questions(program, smap):
         expr = strip_cost(question.expr)
         interval = evaluator.evaluate(expr)
         if settle_by_ranges(question, interval):
             continue
-        from .solver import Encoder, decide, formulate
+        from .solver import Encoder, decide, decide_by_iterations, formulate
 
-        def ask(loop_heads: dict | None):
-            encoder = Encoder(program, ranges, columns, loop_heads)
+        def encode(loop_heads: dict | None, iterations: dict | None = None):
+            encoder = Encoder(program, ranges, columns, loop_heads, iterations, smap.holes, frozenset(faulty))
             if question.path is not None:
                 encoder.walk(question.path)
             term = encoder.encode(expr)
-            return decide(encoder, term, formulate(question, encoder, term, interval is not None and interval.whole))
+            return encoder, term, formulate(question, encoder, term, interval is not None and interval.whole)
+
+        def ask(loop_heads: dict | None):
+            return decide(*encode(loop_heads))
 
         verdict = ask(None)
         if (verdict.answer == ALWAYS or (verdict.answer == SOMETIMES and question.warns)) and question.path is not None:
@@ -131,11 +141,18 @@ def check_verdicts(program: ir.Program, smap: SourceMap, log: ErrorLog) -> list[
             if heads is None:
                 from .loops import compute_loop_heads
 
-                heads = compute_loop_heads(program, ranges, columns)
+                heads = compute_loop_heads(program, ranges, columns, smap.holes)
             if heads:
                 verdict = ask(heads)
+            loops = list_entered_loops(program, question.path)
+            if loops and verdict.answer == SOMETIMES and question.warns:
+                # and again in the first iteration and in the later ones apart (solver.Encoder.enter_loop):
+                # a witness only a state after an iteration no run passes could give goes (issue 23)
+                verdict = decide_by_iterations(loops, lambda iterations: encode(heads, iterations)) or verdict
         if verdict.answer == ALWAYS:
             log.add(make_error(smap, question.site, phrase_finding(question, verdict)))
+            if question.path is not None:
+                faulty.add(question.path.steps[-1])
         if verdict.answer == SOMETIMES and question.warns:
             warnings.append(make_warning(smap, question.site, phrase_finding(question, verdict)))
     return warnings

@@ -68,6 +68,8 @@ class Lowering:
         self.blocks: list[list[ir.Stmt]] = []
         self.sides: list[list[str]] = []
         self.statement_spans: dict[tuple[int, int], Span] = {}
+        #: the statements an error left as a placeholder `end;` (SourceMap.holes)
+        self.holes: set[tuple[int, int]] = set()
         self.pool_spans: dict[int, Span] = {}
         self.stage_spans: dict[int, Span] = {}
         self.gauge_spans: dict[int, Span] = {}
@@ -179,6 +181,7 @@ class Lowering:
             share=kernel.share[1] if kernel.share is not None else None,
             settings=dict(self.settings),
             trace=kernel.trace_span,
+            holes=frozenset(self.holes),
         )
         return program, source_map
 
@@ -475,7 +478,10 @@ class Lowering:
         for stmt in stmts:
             index = len(lowered)
             self.statement_spans[(block_id, index)] = stmt.span
-            lowered.append(self.recover(self.lower_stmt, stmt, ir.End()))  # the IR is not used after an error
+            placeholder = ir.End()  # the IR is not run after an error; the linker reads it as a hole (holes)
+            lowered.append(self.recover(self.lower_stmt, stmt, placeholder))
+            if lowered[-1] is placeholder:
+                self.holes.add((block_id, index))
             sides.append(stmt.side)
         self.blocks[block_id] = lowered
         self.sides[block_id] = sides
