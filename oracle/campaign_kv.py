@@ -51,7 +51,6 @@ from __future__ import annotations
 import random
 
 from . import campaign_regions as regions
-from .campaign_cases import blocks_needed
 
 #: Added to a case's stream so that no case shares another generator's stream.
 KV_OFFSET = 523_000_000
@@ -98,7 +97,7 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     region = {knob: r.choice(regions) for knob, regions in KNOBS.items()}
     region["shared"] = "system" if r.random() < 0.2 else "none"
     e = regions.engine(r, region)
-    bs, max_seqs, budget, threshold, n = e.block_size, e.max_seqs, e.budget, e.threshold, e.requests
+    bs, n = e.block_size, e.requests
     system = r.randint(1, 4 * bs + 20) if region["shared"] == "system" else 0
     requests = []
     for _ in range(n):
@@ -115,17 +114,7 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     if not any("remote" in q for q in requests):  # a case of the connector has a request that loads
         requests[0]["remote"] = requests[0]["prompt"]
         requests[0]["kv_delay"] = _delay(r, region["delay"])
-    # a request's fields in the scenario format's order
-    order = ("prompt", "out", "arrive", "prompt_segments", "remote", "kv_delay")
-    requests = [{k: q[k] for k in order if k in q} for q in requests]
-    need = max(blocks_needed(q["prompt"], q["out"], bs) for q in requests)
-    total = sum(blocks_needed(q["prompt"], q["out"], bs) for q in requests)
-    usable = regions.usable_blocks(r, region["pool"], need, total)
-    case = {"kind": "scenario", "budget": budget, "max_seqs": max_seqs, "block_size": bs, "num_blocks": usable + 1,
-            "chunk": threshold, "prefix_caching": region["prefix_caching"] == "on", "requests": requests}
-    if region["mode"] == "async":
-        case["async"] = True
-    return case, region
+    return regions.case(r, region, e, requests, ("prompt", "out", "arrive", "prompt_segments", "remote", "kv_delay")), region
 
 
 def scenario(seed: int, index: int) -> dict:

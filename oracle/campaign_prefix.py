@@ -58,7 +58,6 @@ from __future__ import annotations
 import random
 
 from . import campaign_regions as regions
-from .campaign_cases import blocks_needed
 
 #: Added to a case's stream so that no case shares another generator's stream.
 PREFIX_OFFSET = 919_000_000
@@ -137,21 +136,12 @@ def draw(seed: int, index: int) -> tuple[dict, dict[str, str]]:
     region = {knob: r.choice(regions) for knob, regions in KNOBS.items()}
     region["prefix_caching"] = "off" if r.random() < 0.1 else "on"
     e = regions.engine(r, region)
-    bs, max_seqs, budget, threshold, n = e.block_size, e.max_seqs, e.budget, e.threshold, e.requests
+    bs, n = e.block_size, e.requests
     requests = _requests_of(r, region["structure"], n, bs)
     for req in requests:
         req["out"] = r.randint(1, 8) if region["outs"] == "short" else r.randint(9, 60)
         regions.arrive(r, region["arrivals"], req)
-    # a request's fields in the scenario format's order
-    requests = [{k: req[k] for k in ("prompt", "out", "arrive", "prompt_segments") if k in req} for req in requests]
-    need = max(blocks_needed(q["prompt"], q["out"], bs) for q in requests)
-    total = sum(blocks_needed(q["prompt"], q["out"], bs) for q in requests)
-    usable = regions.usable_blocks(r, region["pool"], need, total)
-    case = {"kind": "scenario", "budget": budget, "max_seqs": max_seqs, "block_size": bs, "num_blocks": usable + 1,
-            "chunk": threshold, "prefix_caching": region["prefix_caching"] == "on", "requests": requests}
-    if region["mode"] == "async":
-        case["async"] = True
-    return case, region
+    return regions.case(r, region, e, requests, ("prompt", "out", "arrive", "prompt_segments")), region
 
 
 def scenario(seed: int, index: int) -> dict:

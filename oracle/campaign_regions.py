@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from .campaign_cases import blocks_needed
+
 
 @dataclass(frozen=True)
 class Engine:
@@ -65,3 +67,18 @@ def usable_blocks(r: random.Random, region: str, need: int, total: int) -> int:
     sum to ``total`` (every request fits alone)."""
     return {"tight": r.randint(need, need + 3), "some": r.randint(need, max(need, (need + total) // 2)),
             "loose": r.randint(total + 1, total + 20)}[region]
+
+
+def case(r: random.Random, region: dict[str, str], e: Engine, requests: list[dict], fields: tuple[str, ...]) -> dict:
+    """The scenario of ``requests`` (each with the request fields in ``fields``' order) on engine ``e``: its
+    pool drawn for their needs under ``region["pool"]``, prefix caching and the mode as ``region`` says."""
+    requests = [{k: q[k] for k in fields if k in q} for q in requests]
+    need = max(blocks_needed(q["prompt"], q["out"], e.block_size) for q in requests)
+    total = sum(blocks_needed(q["prompt"], q["out"], e.block_size) for q in requests)
+    usable = usable_blocks(r, region["pool"], need, total)
+    out = {"kind": "scenario", "budget": e.budget, "max_seqs": e.max_seqs, "block_size": e.block_size,
+           "num_blocks": usable + 1, "chunk": e.threshold, "prefix_caching": region["prefix_caching"] == "on",
+           "requests": requests}
+    if region["mode"] == "async":
+        out["async"] = True
+    return out
