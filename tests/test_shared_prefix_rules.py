@@ -21,33 +21,16 @@ from semantics.compiler import compile_source
 from semantics.smallstep import driver
 from semantics.smallstep.invariants import RunInvariants
 from semantics.smallstep.driver import configurations
+from test_smallstep_rules import PROGRAMS  # the rule-registry tests' programs: "sharing" applies every sharing rule
 
 ROOT = Path(__file__).resolve().parent.parent
 SEVEN = ROOT / "tests" / "data" / "shared_prefix"
 CORPUS = ROOT / "oracle" / "data" / "campaign" / "shared-prefix.jsonl"
 
 #: A small sharing program that applies every rule of the table: hits, a shared block revived from the free
-#: order, registration as the engine schedules, tail-first release and an eviction from the free order's head.
-SHARING = """
-pool reqs { cap 2; queue fifo; admit via engine; }
-pool kv { cap 40; block 4; evict lru; preempt lifo; share prefixes; }
-stage engine : step { budget 16; cost 1; chunk 0; serve admission; memory kv; }
-stage gate : delay;
-workload { arrive batch(4); hidden o; }
-session {
-  run gate (serial * 2);
-  set prompt = 10 + 2 * serial; set o = 4; set key = serial < 3 ? 1 : 2;
-  hold reqs (1), kv (hit + min(prompt - hit, budget_left(engine))) reserve (prompt)
-       reuse (prompt - 1) content (key : 8)
-       at admission (hit = min(cachedin(kv), prompt - 1)) {
-    prefill (prompt - cached) growing kv;
-    decode (o - 1) growing kv;
-  } cache (prompt + o - 1);
-  observe hit = cached;
-  end;
-}
-run { horizon 100; seed 1; }
-"""
+#: order, registration as the engine schedules, tail-first release and an eviction from the free order's head
+#: (the rule-registry tests trace the same program).
+SHARING = PROGRAMS["sharing"]
 
 
 def corpus_cases(indices) -> list[tuple[int, dict, dict]]:
