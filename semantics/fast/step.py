@@ -1,0 +1,318 @@
+"""Fast forms of the step engine (semantics/smallstep/stages/step.py) and of
+settle's loop that forms an iteration (semantics/smallstep/settle.py), for a
+step stage of the shape vLLM's engine has (lib/vllm.sq): served in admission
+order (``serve admission``: no keys, not exclusive prefill), without
+speculative decoding, on pools that share no prefix, and no IR field that
+this module does not know (``applies``; a program with any other setting,
+such as a new extension, forms its iterations by the definition's rules).
+
+| fast form | the definitions it folds |
+|---|---|
+| ``form_iteration`` | settle.form_iteration: step/iteration-start, then each step/schedule of a resident whose hold has room (or that waits) computed on the iteration as a local value, which is stored in the configuration before any other rule applies (step/grow and the pool/grow it follows, step/admit and pool/admit, step/admit-stop, step/apply: the definition's own rules, which read it there); then step/iteration or step/idle |
+| ``close_iteration`` | step/iteration: the cost read, the end event scheduled and the counts added, the configuration built once |
+| ``end_iteration`` | step/iteration-end (and its inter-token bookkeeping), each record built once |
+| ``settle`` | settle (the definition's loop, calling ``form_iteration`` above) |
+
+Every form computes what the rules compute, with the same arithmetic in the
+same order, and calls the definition's helpers where they read the state
+(context_before, want_of, within_length, slots_target, cost_context,
+advance_position, innermost_hold, follow_up). The fast engine has no
+observer (a step trace runs the definition), so no form emits a record.
+tests/test_fast_step.py holds them to the definition (generated step-engine
+programs and the oracle's scenario programs, byte for byte, the forms taken).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .. import ir
+from ..errors import RunError
+from ..smallstep import settle as definition_settle
+from ..smallstep.configuration import (DECODE, EMPTY_READY, GROWING, PREFILL, Configuration, Session, Statistics,
+                                       innermost_hold, insert_event, ready_pop, replace_at)
+from ..smallstep.machine import EPSILON, Machine, follow_up
+from ..smallstep.pools import advance_position
+from ..smallstep.stages import step as definition
+from ..smallstep.stages.step import (EVENT, Assignment, Iteration, Resident, StepState, StepStats, context_before,
+                                     cost_context, slots_target, want_of, within_length)
+from .records import build, setter
+
+#: the fields of ir.Step this module knows: a step stage with another field not at its default falls back
+KNOWN_STEP_FIELDS = frozenset({"budget", "cost", "chunk", "serve", "memory", "self_preemption", "schedule_ahead",
+                               "spec_tokens", "spec_accept", "spec_lookahead", "spec_slots", "spec_within"})
+#: the fields of ir.Pool this module knows (likewise, for every pool of the program)
+KNOWN_POOL_FIELDS = frozenset({"name", "index", "cap", "block", "evict", "preempt", "queue", "spill", "admit_via",
+                               "requeue", "share_prefixes"})
+
+_set_stages = setter(Configuration, "stages")
+_set_stages_events_sequence = setter(Configuration, "stages", "events", "sequence")
+_set_sessions_stages = setter(Configuration, "sessions", "stages")
+_set_statistics = setter(Configuration, "statistics")
+_set_ready = setter(Configuration, "ready")
+_set_dirty = setter(Configuration, "dirty")
+_set_engines = setter(Statistics, "engines")
+_set_iteration = setter(StepState, "iteration")
+_set_iteration_finishing = setter(StepState, "iteration", "finishing")
+_set_iteration_count = setter(StepState, "iteration", "count")
+_set_jobs_iteration = setter(StepState, "jobs", "iteration")
+_set_jobs_iteration_finishing_decoded = setter(StepState, "jobs", "iteration", "finishing", "decoded")
+_set_remaining = setter(Resident, "remaining")
+_set_served = setter(Iteration, "served")
+_set_served_pending = setter(Iteration, "served", "pending")
+_set_served_assigned_left = setter(Iteration, "served", "assigned", "left")
+_set_due_pending = setter(Iteration, "due", "pending")
+_set_last_gaps = setter(StepStats, "last_token", "gaps")
+_set_session_holds = setter(Session, "holds")
+
+
+def _non_default(node, known: frozenset) -> bool:
+    """Whether the IR record ``node`` has a field outside ``known`` set to other than its default."""
+    for f in dataclasses.fields(node):
+        if f.name in known:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        if default is dataclasses.MISSING or getattr(node, f.name) != default:
+            return True
+    return False
+
+
+def applies(m: Machine) -> tuple[bool, ...]:
+    """Per stage, whether its iterations are formed and ended by the forms here (the module's docstring):
+    a step stage served in admission order, without speculate, whose IR and every pool's has no field this
+    module does not know but at its default, no pool sharing prefixes, and no observer."""
+    program = m.program
+    if m.observer or any(_non_default(p, KNOWN_POOL_FIELDS) or p.share_prefixes for p in program.pools):
+        return tuple(False for _ in program.stages)
+    out = []
+    for s, stage in enumerate(program.stages):
+        kind = stage.kind
+        ok = (isinstance(kind, ir.Step) and not _non_default(kind, KNOWN_STEP_FIELDS) and kind.serve == ()
+              and kind.spec_tokens == 0 and kind.spec_accept is None and kind.spec_lookahead == 0
+              and kind.spec_slots == 0)
+        if ok:
+            facts = m.steps[s]
+            ok = not facts.keys and not facts.exclusive and facts.spec == 0.0 and facts.slots == 0.0 \
+                and facts.lookahead == 0.0
+        out.append(ok)
+    return tuple(out)
+
+
+# -- forming an iteration ------------------------------------------------------------------------------------------
+
+
+def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    """step/iteration-start (the definition's start_iteration), the stage's record built once."""
+    facts = m.steps[s]
+    context = context_before(m, c, s)
+    env = definition._stage_env(c, context)
+    budget = max(0.0, definition._read(m, c, s, "budget", facts.budget, env))
+    chunk = max(0.0, definition._read(m, c, s, "chunk", facts.chunk, env))
+    st = c.stages[s]
+    it = build(Iteration, (st.count + 1, c.time, budget, chunk, budget - facts.slots, (), (), None, False, True,
+                           facts.exclusive, None, context, None, (), facts.slots))
+    st = _set_iteration_finishing(st, it, ()) if st.finishing else _set_iteration(st, it)
+    return _set_stages(c, replace_at(c.stages, s, st))
+
+
+def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    """settle.form_iteration for a stage ``applies`` takes (the module's docstring): the same rules in the
+    same order; a schedule that neither waits for a growth nor leaves follow-up work is computed on the
+    iteration held here, which goes into the configuration before any other rule reads it."""
+    drain = definition_settle.drain
+    facts = m.steps[s]
+    slots = facts.slots
+    c = start_iteration(m, c, s)
+    st = c.stages[s]
+    it = st.iteration
+    local = False  # whether ``it`` is newer than the configuration's
+    while True:
+        if it.pending is not None:
+            if local:
+                c = _set_stages(c, replace_at(c.stages, s, _set_iteration(st, it)))
+                local = False
+            if definition.pending_growth(m, c, s) > EPSILON:  # the growth, then step/grow
+                c = drain(m, follow_up(c, *definition.growth_for(m, c, s)))
+            else:
+                c = definition.select_prefill(m, c, s)
+            st = c.stages[s]
+            it = st.iteration
+            continue
+        if it.open and it.left > 0:
+            served = it.served
+            r = None
+            for x in st.jobs:  # next_resident: the first not yet served, in admission order
+                if x.job_id not in served:
+                    r = x
+                    break
+            if r is not None:  # step/schedule
+                tokens = min(want_of(r, it.chunk, 0.0), it.left)
+                waits = c.sessions[r.owner].status == GROWING
+                position = need = 0.0
+                if not waits and r.growing is not None:
+                    session = c.sessions[r.owner]
+                    h, k = innermost_hold(session, r.growing)
+                    if h < 0:
+                        raise RunError(f"a run growing {m.pool_name(r.growing)} outside a hold of "
+                                       f"{m.pool_name(r.growing)}", time=c.time)
+                    a = session.holds[h].allocations[k]
+                    position = a.position
+                    tokens = within_length(m, s, position, tokens)
+                    need = slots_target(m, s, position, tokens) - a.units
+                if tokens <= 0.0:
+                    waits = True
+                served = served + (r.job_id,)
+                if waits:
+                    it = _set_served(it, served)
+                elif need > EPSILON:
+                    it = _set_served_pending(it, served, build(Assignment, (r.job_id, r.owner, r.mode, tokens,
+                                                                            position, 0.0, 0.0)))
+                else:
+                    it = _set_served_assigned_left(it, served, it.assigned + (build(Assignment, (
+                        r.job_id, r.owner, r.mode, tokens, position, 0.0, 0.0)),), it.left - tokens - slots)
+                local = True
+                continue
+            if not it.preempted:
+                if local:
+                    c = _set_stages(c, replace_at(c.stages, s, _set_iteration(st, it)))
+                    local = False
+                head = definition.next_head(m, c, s)
+                if head is not None:
+                    q, a = head
+                    if a.fits:  # pool/admit, then step/admit (the session runs at once)
+                        c = definition_settle.admit_head(m, c, s, q, a)
+                    else:
+                        c = definition.admit_stop(m, c, s, q, a)
+                    st = c.stages[s]
+                    it = st.iteration
+                    continue
+        if local:
+            st = _set_iteration(st, it)
+            c = _set_stages(c, replace_at(c.stages, s, st))
+        # schedule ahead: a batch, though empty, while a parked session waits for it
+        formed = it.assigned or it.preempted or st.parked or st.rejects
+        c = close_iteration(m, c, s) if formed else definition.drop_iteration(m, c, s)
+        st = c.stages[s]
+        if st.parked or st.rejects or st.overrun:  # schedule ahead: the ended iteration's results apply now
+            c = drain(m, definition.apply_ended(m, c, s))
+        return c
+
+
+def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
+    """step/iteration (the definition's close_iteration and _count_iteration), the configuration built once."""
+    st = c.stages[s]
+    it = st.iteration
+    env = cost_context(m, c, s, it)
+    cost = max(0.0, definition._read(m, c, s, "cost", m.steps[s].cost, env))
+    if cost == 0.0 and env.tokens > 0:
+        raise RunError(f"step stage {m.stage_name(s)}: an iteration of {env.tokens:g} tokens costs 0: an "
+                       f"iteration with tokens must take time", time=c.time)
+    due = (c.time + cost, c.sequence)
+    it = _set_due_pending(it, due, None)
+    c = _set_stages_events_sequence(c, replace_at(c.stages, s, _set_iteration_count(st, it, it.number)),
+                                    insert_event(c.events, due, EVENT, s), c.sequence + 1)
+    if c.time >= m.warmup:
+        c = definition._count_iteration(c, s, it, env)
+    return c
+
+
+# -- the iteration's end -------------------------------------------------------------------------------------------
+
+
+def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configuration:
+    """step/iteration-end (the definition's end_iteration without speculate, and _note_tokens), each record
+    built once: per served resident its run lowered, its growing hold advanced; the runs done complete
+    (the follow-up stage/step-complete, in the order served)."""
+    if not m.fast_steps[s]:
+        return definition.end_iteration(m, c, s, _b)
+    st = c.stages[s]
+    it = st.iteration
+    jobs = {r.job_id: r for r in st.jobs}
+    sessions = c.sessions
+    done = []
+    assigned = it.assigned
+    for a in assigned:
+        if a.job_id < 0:
+            continue
+        r = jobs[a.job_id]
+        r = jobs[a.job_id] = _set_remaining(r, r.remaining - a.tokens)
+        if r.growing is not None:
+            session = sessions[a.serial]
+            h, k = innermost_hold(session, r.growing)
+            holds = session.holds
+            sessions = sessions.set(a.serial, _set_session_holds(session, replace_at(
+                holds, h, advance_position(holds[h], k, a.tokens))))
+        if r.remaining <= EPSILON:
+            done.append(r)
+    residents = tuple([jobs[r.job_id] for r in st.jobs])
+    if m.steps[s].ahead:
+        st = _set_jobs_iteration_finishing_decoded(st, residents, None, tuple([r.owner for r in done]),
+                                                   tuple([a.serial for a in assigned
+                                                          if a.mode == DECODE or a.drafts > 0]))
+    else:
+        st = _set_jobs_iteration(st, residents, None)
+    c = _set_sessions_stages(c, sessions, replace_at(c.stages, s, st))
+    # _note_tokens: the inter-token latency's bookkeeping
+    stats = c.statistics
+    old = stats.engines[s]
+    last = last0 = old.last_token
+    gaps = gaps0 = old.gaps
+    now = c.time
+    warm = now >= m.warmup
+    for a in assigned:
+        if a.job_id < 0:
+            continue
+        finished = jobs[a.job_id].remaining <= EPSILON
+        if a.mode == PREFILL:
+            if finished:
+                last = last.set(a.serial, now)
+            continue
+        previous = last.get(a.serial)
+        if previous is not None and warm:
+            gaps = (now - previous, gaps)
+        last = last.delete(a.serial) if finished and a.serial in last else (last if finished else
+                                                                            last.set(a.serial, now))
+    if last is not last0 or gaps is not gaps0:
+        c = _set_statistics(c, _set_engines(stats, replace_at(stats.engines, s, _set_last_gaps(old, last, gaps))))
+    if done:
+        return follow_up(c, *[("stage/step-complete", s, r) for r in done])
+    return c
+
+
+# -- settle --------------------------------------------------------------------------------------------------------
+
+
+def settle(m: Machine, c: Configuration) -> Configuration:
+    """settle (the definition's), forming an iteration by ``form_iteration`` above on a stage it takes."""
+    drain = definition_settle.drain
+    run_session = definition_settle.run_session
+    volatile = m.volatile
+    engines = m.engines
+    fast = m.fast_steps
+    tried = ()
+    if c.work:
+        c = drain(m, c)
+    while True:
+        while c.ready != EMPTY_READY:
+            serial, rest = ready_pop(c.ready)
+            c = run_session(m, _set_ready(c, rest), serial)
+        if c.dirty or volatile:
+            admit_via = m.admitted_via_stage
+            pools_ = sorted(c.dirty | volatile)
+            c = _set_dirty(c, frozenset())
+            for p in pools_:
+                c = definition_settle.retry_growers(m, c, p)
+                if not admit_via[p]:
+                    c = definition_settle.try_admit(m, c, p)
+            if c.ready != EMPTY_READY or c.dirty:
+                continue
+        if not engines or (c.events and c.events[0][0] == c.time):
+            return c
+        s = next((s for s in engines if s not in tried and definition.idle_with_work(m, c, s)), None)
+        if s is None:
+            return c
+        tried += (s,)
+        c = form_iteration(m, c, s) if fast[s] else definition_settle.form_iteration(m, c, s)
+
+
