@@ -29,10 +29,10 @@ import dataclasses
 from .. import ir
 from ..errors import RunError
 from ..smallstep import settle as definition_settle
-from ..smallstep.configuration import (DECODE, EMPTY_READY, GROWING, PREFILL, Configuration, Session, Statistics,
+from ..smallstep.configuration import (DECODE, EMPTY_READY, GROWING, PREFILL, ActiveHold, Allocation, Configuration, Holding,
+                                       PoolState, Session, Statistics,
                                        innermost_hold, insert_event, ready_pop, replace_at)
 from ..smallstep.machine import EPSILON, Machine, follow_up
-from ..smallstep.pools import advance_position
 from ..smallstep.stages import step as definition
 from ..smallstep.stages.step import (EVENT, Assignment, Iteration, Resident, StepState, StepStats, context_before,
                                      cost_context, slots_target, want_of, within_length)
@@ -64,6 +64,16 @@ _set_served_assigned_left = setter(Iteration, "served", "assigned", "left")
 _set_due_pending = setter(Iteration, "due", "pending")
 _set_last_gaps = setter(StepStats, "last_token", "gaps")
 _set_session_holds = setter(Session, "holds")
+_set_pending_assigned_left = setter(Iteration, "pending", "assigned", "left")
+_set_sessions = setter(Configuration, "sessions")
+_set_pools = setter(Configuration, "pools")
+_set_allocated_holders = setter(PoolState, "allocated", "holders")
+_set_holding_units = setter(Holding, "units")
+_set_allocations = setter(ActiveHold, "allocations")
+_set_units = setter(Allocation, "units")
+_set_position_advanced = setter(Allocation, "position", "advanced")
+_set_advanced = setter(Allocation, "advanced")
+_INF = float("inf")
 
 
 def _non_default(node, known: frozenset) -> bool:
@@ -129,6 +139,13 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     local = False  # whether ``it`` is newer than the configuration's
     while True:
         if it.pending is not None:
+            a = it.pending
+            grown = _grow(m, c, s, a, st) if a.job_id >= 0 else None
+            if grown is not None:  # pool/grow (it fits), then step/grow: it grew
+                c = grown
+                it = _set_pending_assigned_left(it, None, it.assigned + (a,), it.left - a.tokens - slots)
+                local = True
+                continue
             if local:
                 c = _set_stages(c, replace_at(c.stages, s, _set_iteration(st, it)))
                 local = False
@@ -199,6 +216,65 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
         return c
 
 
+def _grow(m: Machine, c: Configuration, s: int, a: Assignment, st: StepState) -> Configuration | None:
+    """The pending chunk ``a``'s growth (step.growth_for's pool/grow item, pools.grow) when it fits the pool
+    without a preemption: the configuration after pool/grow (pools._allocate_more, make_room first), or
+    ``c`` when the growth rounds to nothing; None when it does not fit (or is infinite, or the resident is
+    gone): the definition's rules apply (pool/preempt, pool/grow-wait, the error)."""
+    r = None
+    for x in st.jobs:  # step.resident_of
+        if x.job_id == a.job_id:
+            r = x
+            break
+    if r is None or r.growing is None:
+        return None
+    p = r.growing
+    serial = r.owner
+    session = c.sessions[serial]
+    h, k = innermost_hold(session, p)
+    if h < 0:
+        return None
+    hold = session.holds[h]
+    alloc = hold.allocations[k]
+    amount = slots_target(m, s, alloc.position, a.tokens) - alloc.units  # step.pending_growth, growth_for
+    if not amount > EPSILON:
+        return None
+    current = alloc.units  # pools.growth_need
+    need = m.round_up(p, current + amount) - current
+    if need == _INF:
+        return None
+    if need <= EPSILON:
+        return c
+    if c.pools[p].table is not None or not c.pools[p].allocated + need <= m.caps[p] + EPSILON:  # grow_fits
+        return None
+    # pool/grow: pools._allocate_more on a pool that shares nothing
+    c = m.make_room(m, c, p, need, None)
+    session = c.sessions[serial]
+    hold = session.holds[h]
+    alloc = hold.allocations[k]
+    hold = _set_allocations(hold, replace_at(hold.allocations, k, _set_units(alloc, alloc.units + need)))
+    session = _set_session_holds(session, replace_at(session.holds, h, hold))
+    pool = c.pools[p]
+    hold_id = hold.hold_id
+    holders = tuple([_set_holding_units(x, x.units + need) if x.serial == serial and x.hold_id == hold_id else x
+                     for x in pool.holders])
+    c = _set_pools(c, replace_at(c.pools, p, _set_allocated_holders(pool, pool.allocated + need, holders)))
+    return _set_sessions(c, c.sessions.set(serial, session))
+
+
+def _advance_position(hold, k: int, amount: float):
+    """pools.advance_position, each record built by a setter."""
+    allocations = []
+    for i, x in enumerate(hold.allocations):
+        if i == k:
+            allocations.append(_set_position_advanced(x, x.position + amount, True))
+        elif x.advanced:
+            allocations.append(x)
+        else:
+            allocations.append(_set_advanced(x, True))
+    return _set_allocations(hold, tuple(allocations))
+
+
 def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     """step/iteration (the definition's close_iteration and _count_iteration), the configuration built once."""
     st = c.stages[s]
@@ -242,7 +318,7 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
             h, k = innermost_hold(session, r.growing)
             holds = session.holds
             sessions = sessions.set(a.serial, _set_session_holds(session, replace_at(
-                holds, h, advance_position(holds[h], k, a.tokens))))
+                holds, h, _advance_position(holds[h], k, a.tokens))))
         if r.remaining <= EPSILON:
             done.append(r)
     residents = tuple([jobs[r.job_id] for r in st.jobs])
