@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from oracle.scenario import scenario_program
 from semantics import fast, ir
@@ -124,3 +125,53 @@ def test_generated_step_programs_agree_on_both_engines(loaded):
     assume(loaded.program is not None)
     assume(any(step.applies(engine.build_machine(loaded.program))))
     both(loaded.program)
+
+
+# -- make_room_lru (semantics/fast/pools.py): runs of whole blocks evicted at once ----------------------------------
+
+LRU_PROGRAM = """
+pool kv {{ cap {cap}; block {block}; evict lru; }}
+stage d : delay;
+workload {{ arrive batch(1); }}
+session {{ hold kv (1) {{ run d (1); }} end; }}
+run {{ horizon 10; }}
+"""
+
+
+@st.composite
+def rooms(draw):
+    """A pool evicting lru (whole numbers of units, or not), its entries, its counts, and the room asked."""
+    whole = draw(st.booleans())
+    block = draw(st.sampled_from([16.0, 4.0, 1.0] if whole else [0.3, 2.5, 16.0]))
+    cap = draw(st.sampled_from([1000.0, 4096.0] if whole else [1000.0, 1000.1]))
+    sizes = st.integers(1, 40).map(lambda k: k * block) if whole else \
+        st.floats(0.1, 100.0, allow_nan=False).map(lambda x: round(x, 2))
+    entries = draw(st.lists(sizes, min_size=1, max_size=8))
+    cached = sum(entries)
+    assume(cached <= cap)
+    allocated = draw(st.sampled_from([0.0, 16.0, cap - cached]))
+    assume(0.0 <= allocated <= cap - cached)
+    need = draw(st.sampled_from([1.0, block, 3 * block, 17.0, cap - allocated, 0.5]))
+    assume(allocated + need <= cap)
+    counted = draw(st.sampled_from([0.0, 48.0, 0.1]))
+    return cap, block, entries, allocated, need, counted
+
+
+@settings(max_examples=60, derandomize=True, **COMMON)
+@given(rooms())
+def test_make_room_lru_evicts_as_the_definitions_rules_do(room):
+    from semantics.compiler import compile_source
+    from semantics.fast import pools as fast_pools
+    from semantics.smallstep import pools as definition_pools
+    from semantics.smallstep.configuration import CacheEntry, replace_at
+    from semantics.smallstep.driver import initial_configuration
+
+    cap, block, entries, allocated, need, counted = room
+    program, _ = compile_source(LRU_PROGRAM.format(cap=cap, block=block), "<lru>")
+    m = engine.machine_for(program)
+    c = initial_configuration(m)
+    pool = c.pools[0]._replace(allocated=allocated, cached=sum(entries),
+                               entries=tuple(CacheEntry(None, k, u, 0.0, k) for k, u in enumerate(entries)))
+    stats = c.statistics._replace(pools=(c.statistics.pools[0]._replace(evicted_units=counted),))
+    c = c._replace(pools=replace_at(c.pools, 0, pool), statistics=stats)
+    assert repr(fast_pools.make_room_lru(m, c, 0, need)) == repr(definition_pools.make_room(m, c, 0, need))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..smallstep.configuration import EMPTY_READY, Configuration, ready_pop
 from .records import setter
 from ..smallstep.machine import Machine
-from ..smallstep.settle import drain, run_session
+from .flow import drain, run_session
 from .step import settle as full_settle
 
 _set_ready = setter(Configuration, "ready")

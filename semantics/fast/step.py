@@ -9,9 +9,9 @@ such as a new extension, forms its iterations by the definition's rules).
 | fast form | the definitions it folds |
 |---|---|
 | ``form_iteration`` | settle.form_iteration: step/iteration-start, then each step/schedule of a resident whose hold has room (or that waits) computed on the iteration as a local value, which is stored in the configuration before any other rule applies (step/grow and the pool/grow it follows, step/admit and pool/admit, step/admit-stop, step/apply: the definition's own rules, which read it there); then step/iteration or step/idle |
-| ``close_iteration`` | step/iteration: the cost read, the end event scheduled and the counts added, the configuration built once |
+| ``close_iteration`` | step/iteration (and _count_iteration): the cost read, the end event scheduled and the counts added, the configuration built once |
 | ``end_iteration`` | step/iteration-end (and its inter-token bookkeeping), each record built once |
-| ``settle`` | settle (the definition's loop, calling ``form_iteration`` above) |
+| ``settle`` | settle (the definition's loop, calling ``form_iteration`` above and flow.py's loops) |
 
 Every form computes what the rules compute, with the same arithmetic in the
 same order, and calls the definition's helpers where they read the state
@@ -36,6 +36,7 @@ from ..smallstep.machine import EPSILON, Machine, follow_up
 from ..smallstep.stages import step as definition
 from ..smallstep.stages.step import (EVENT, Assignment, Iteration, Resident, StepState, StepStats, context_before,
                                      cost_context, slots_target, want_of, within_length)
+from . import flow
 from .records import build, setter
 
 #: the fields of ir.Step this module knows: a step stage with another field not at its default falls back
@@ -47,6 +48,7 @@ KNOWN_POOL_FIELDS = frozenset({"name", "index", "cap", "block", "evict", "preemp
 
 _set_stages = setter(Configuration, "stages")
 _set_stages_events_sequence = setter(Configuration, "stages", "events", "sequence")
+_set_stages_events_sequence_statistics = setter(Configuration, "stages", "events", "sequence", "statistics")
 _set_sessions_stages = setter(Configuration, "sessions", "stages")
 _set_statistics = setter(Configuration, "statistics")
 _set_ready = setter(Configuration, "ready")
@@ -130,7 +132,7 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     """settle.form_iteration for a stage ``applies`` takes (the module's docstring): the same rules in the
     same order; a schedule that neither waits for a growth nor leaves follow-up work is computed on the
     iteration held here, which goes into the configuration before any other rule reads it."""
-    drain = definition_settle.drain
+    drain = flow.drain
     facts = m.steps[s]
     slots = facts.slots
     c = start_iteration(m, c, s)
@@ -198,7 +200,7 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                 if head is not None:
                     q, a = head
                     if a.fits:  # pool/admit, then step/admit (the session runs at once)
-                        c = definition_settle.admit_head(m, c, s, q, a)
+                        c = flow.admit_head(m, c, s, q, a)
                     else:
                         c = definition.admit_stop(m, c, s, q, a)
                     st = c.stages[s]
@@ -218,7 +220,8 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
 
 def _grow(m: Machine, c: Configuration, s: int, a: Assignment, st: StepState) -> Configuration | None:
     """The pending chunk ``a``'s growth (step.growth_for's pool/grow item, pools.grow) when it fits the pool
-    without a preemption: the configuration after pool/grow (pools._allocate_more, make_room first), or
+    without a preemption, on a pool that evicts lru and spills nothing (make_room_lru reads no stage): the
+    configuration after pool/grow (pools._allocate_more, make_room first), or
     ``c`` when the growth rounds to nothing; None when it does not fit (or is infinite, or the resident is
     gone): the definition's rules apply (pool/preempt, pool/grow-wait, the error)."""
     r = None
@@ -229,6 +232,8 @@ def _grow(m: Machine, c: Configuration, s: int, a: Assignment, st: StepState) ->
     if r is None or r.growing is None:
         return None
     p = r.growing
+    if m.evict_keys[p] is not None or m.spill[p] is not None:
+        return None  # (its evictions may read the iteration, which the configuration does not hold yet)
     serial = r.owner
     session = c.sessions[serial]
     h, k = innermost_hold(session, p)
@@ -286,11 +291,27 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                        f"iteration with tokens must take time", time=c.time)
     due = (c.time + cost, c.sequence)
     it = _set_due_pending(it, due, None)
-    c = _set_stages_events_sequence(c, replace_at(c.stages, s, _set_iteration_count(st, it, it.number)),
-                                    insert_event(c.events, due, EVENT, s), c.sequence + 1)
-    if c.time >= m.warmup:
-        c = definition._count_iteration(c, s, it, env)
-    return c
+    stages = replace_at(c.stages, s, _set_iteration_count(st, it, it.number))
+    events = insert_event(c.events, due, EVENT, s)
+    if not c.time >= m.warmup:
+        return _set_stages_events_sequence(c, stages, events, c.sequence + 1)
+    # step._count_iteration
+    stats = c.statistics
+    old = stats.engines[s]
+    assigned = it.assigned
+    prefills = decodes = 0
+    for a in assigned:
+        if a.mode == PREFILL:
+            prefills += 1
+        elif a.mode == DECODE:
+            decodes += 1
+    new = build(StepStats, (old.iterations + 1, old.prefill_only + (1 if prefills and not decodes else 0),
+                            old.decode_only + (1 if decodes and not prefills else 0),
+                            old.mixed + (1 if prefills and decodes else 0), old.empty + (1 if not assigned else 0),
+                            old.tokens + env.tokens, old.decodes + decodes, old.last_token, old.gaps,
+                            old.scheduled + len(assigned), old.offered + it.budget, old.preemptions))
+    return _set_stages_events_sequence_statistics(c, stages, events, c.sequence + 1,
+                                                  _set_engines(stats, replace_at(stats.engines, s, new)))
 
 
 # -- the iteration's end -------------------------------------------------------------------------------------------
@@ -361,8 +382,8 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
 
 def settle(m: Machine, c: Configuration) -> Configuration:
     """settle (the definition's), forming an iteration by ``form_iteration`` above on a stage it takes."""
-    drain = definition_settle.drain
-    run_session = definition_settle.run_session
+    drain = flow.drain
+    run_session = flow.run_session
     volatile = m.volatile
     engines = m.engines
     fast = m.fast_steps
@@ -378,9 +399,9 @@ def settle(m: Machine, c: Configuration) -> Configuration:
             pools_ = sorted(c.dirty | volatile)
             c = _set_dirty(c, frozenset())
             for p in pools_:
-                c = definition_settle.retry_growers(m, c, p)
+                c = flow.retry_growers(m, c, p)
                 if not admit_via[p]:
-                    c = definition_settle.try_admit(m, c, p)
+                    c = flow.try_admit(m, c, p)
             if c.ready != EMPTY_READY or c.dirty:
                 continue
         if not engines or (c.events and c.events[0][0] == c.time):
