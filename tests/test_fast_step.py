@@ -93,7 +93,7 @@ def test_the_oracles_scenarios_agree_on_both_engines(corpus, n):
         assert taken == 0, f"a case of {corpus} took the fast forms, which do not model it"
 
 
-def test_lib_vllm_takes_the_forms_and_an_unknown_field_falls_back():
+def test_lib_vllm_takes_the_forms_and_an_unknown_setting_falls_back():
     case = cases("async-scenarios.jsonl", 1)[0]
     program = scenario_program(case)
     s = next(k for k, stage in enumerate(program.stages) if isinstance(stage.kind, ir.Step))
@@ -113,6 +113,28 @@ def test_lib_vllm_takes_the_forms_and_an_unknown_field_falls_back():
 
     assert step.applies(engine.build_machine(with_kind(Extended(**fields))))[s]  # at its default: nothing new
     assert not step.applies(engine.build_machine(with_kind(Extended(**fields, sliding=4))))[s]
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedPool(ir.Pool):  # a pool with a setting the forms of pool rules do not know
+        window: int = 0
+
+    def with_pool(window):
+        pool = program.pools[0]
+        pools = (ExtendedPool(**{f.name: getattr(pool, f.name) for f in dataclasses.fields(pool)}, window=window),)
+        return dataclasses.replace(program, pools=pools + program.pools[1:])
+
+    assert engine.build_machine(with_pool(0)).fast_pools and step.applies(engine.build_machine(with_pool(0)))[s]
+    m = engine.build_machine(with_pool(16))
+    assert not m.fast_pools and not any(step.applies(m))
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedProgram(ir.Program):  # a program-wide setting (a connector, say) the forms do not know
+        connector: str | None = None
+
+    fields = {f.name: getattr(program, f.name) for f in dataclasses.fields(program)}
+    assert engine.build_machine(ExtendedProgram(**fields)).fast_pools
+    m = engine.build_machine(ExtendedProgram(**fields, connector="remote"))
+    assert not m.fast_pools and not any(step.applies(m))
 
 
 COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,

@@ -28,7 +28,10 @@ def build_machine(program: ir.Program, trace_sessions=()) -> Machine:
     m.areas_at = measure.make_areas_at(m)
     m.event_steps = forms.event_steps(m)
     m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
-    #: per stage, whether the step engine's fast forms form and end its iterations (step.applies)
+    #: whether flow.py's forms of pool/admit and pool/release apply (the program has no pool or hold setting
+    #: they do not know: step.pools_known), and per stage, whether the step engine's fast forms form and end
+    #: its iterations (step.applies)
+    m.fast_pools = step.pools_known(program)
     m.fast_steps = step.applies(m)
     if any(m.fast_steps):
         m.settle = step.settle

@@ -9,6 +9,10 @@ step engine's run (pool/admit, pool/release), on pools that share no prefix.
 | ``FOLLOW_UPS`` | settle.FOLLOW_UPS with ``run-session`` this module's run_session, ``pool/admit`` and ``pool/release`` the forms below |
 | ``admit`` | pool/admit (pools.admit) when no pool of the hold shares prefixes, records built by setters; else the definition |
 | ``release_next`` | pool/release (pools.release_next, release_units, give_back) of an allocation on a pool that shares no prefix and is not leased; else the definition |
+
+``admit`` and ``release_next`` apply only to a program whose every field, every pool's and every hold's is
+one they know or at its default (``Machine.fast_pools``, step.pools_known): a program with a pool or hold
+setting added since (a new extension) is admitted and released by the definition's rules.
 | ``admit_head`` | settle.admit_head without speculate: pool/admit, then step/admit (the admitted session taken off the ready sequence and run at once) |
 
 Each computes what the definition computes, with the same arithmetic in the
@@ -156,7 +160,7 @@ def admit(m: Machine, c: Configuration, p: int, a) -> Configuration:
     s = c.sessions[serial]
     pending = s.pending
     pools = c.pools
-    if any(pools[q].table is not None for q in pending.pools):
+    if not m.fast_pools or any(pools[q].table is not None for q in pending.pools):
         return definition_pools.admit(m, c, p, a)
     hold = m.holds[pending.stmt]
     pool = pools[p]
@@ -202,6 +206,8 @@ def release_next(m: Machine, c: Configuration, serial: int, hold_id: int, lease_
                  preempted: bool = False, unhashed: tuple[int, float] | None = None, after=KEEP) -> Configuration:
     """pool/release (pools.release_next, release_units, give_back) of the hold's first allocation, on a pool
     that shares no prefix and that it does not lease; else the definition."""
+    if not m.fast_pools:
+        return definition_pools.release_next(m, c, serial, hold_id, lease_pool, preempted, unhashed, after)
     s = c.sessions[serial]
     holds = s.holds
     h = 0

@@ -45,6 +45,15 @@ KNOWN_STEP_FIELDS = frozenset({"budget", "cost", "chunk", "serve", "memory", "se
 #: the fields of ir.Pool this module knows (likewise, for every pool of the program)
 KNOWN_POOL_FIELDS = frozenset({"name", "index", "cap", "block", "evict", "preempt", "queue", "spill", "admit_via",
                                "requeue", "share_prefixes"})
+#: the fields of ir.Hold, ir.HoldPool and ir.Program the fast forms of pool rules (flow.py) and of the step
+#: engine know: a program with another one not at its default runs by the definition's pool and step rules
+KNOWN_HOLD_FIELDS = frozenset({"pools", "reuse", "body", "cache", "lease", "content"})
+KNOWN_HOLD_POOL_FIELDS = frozenset({"ref", "units", "reserve"})
+KNOWN_PROGRAM_FIELDS = frozenset({
+    "version", "attrs", "attr_types", "sides", "observes", "pools", "stages", "arrival", "trace", "trace_ordered",
+    "init", "turn", "session", "blocks", "horizon", "warmup", "seed", "arrivals", "slot_cached", "slot_serial",
+    "slot_turn", "slot_new", "slot_out", "slot_think", "slot_more", "slot_forced", "slot_computed", "hidden", "share",
+    "gauges"})
 
 _set_stages = setter(Configuration, "stages")
 _set_stages_events_sequence = setter(Configuration, "stages", "events", "sequence")
@@ -90,12 +99,26 @@ def _non_default(node, known: frozenset) -> bool:
     return False
 
 
+def pools_known(program: ir.Program) -> bool:
+    """Whether every field of the program, of its pools and of its hold statements is one the fast forms of
+    pool rules know, or at its default (a setting added since, such as a new extension, is not)."""
+    if _non_default(program, KNOWN_PROGRAM_FIELDS) or any(_non_default(p, KNOWN_POOL_FIELDS) for p in program.pools):
+        return False
+    for block in program.blocks:
+        for stmt in block:
+            if isinstance(stmt, ir.Hold) and (_non_default(stmt, KNOWN_HOLD_FIELDS) or any(
+                    _non_default(x, KNOWN_HOLD_POOL_FIELDS) for x in stmt.pools)):
+                return False
+    return True
+
+
 def applies(m: Machine) -> tuple[bool, ...]:
     """Per stage, whether its iterations are formed and ended by the forms here (the module's docstring):
-    a step stage served in admission order, without speculate, whose IR and every pool's has no field this
-    module does not know but at its default, no pool sharing prefixes, and no observer."""
+    a step stage served in admission order, without speculate, whose IR has no field this module does not
+    know but at its default, in a program whose pools and holds have none either (``m.fast_pools``:
+    pools_known), no pool sharing prefixes, and no observer."""
     program = m.program
-    if m.observer or any(_non_default(p, KNOWN_POOL_FIELDS) or p.share_prefixes for p in program.pools):
+    if m.observer or not m.fast_pools or any(p.share_prefixes for p in program.pools):
         return tuple(False for _ in program.stages)
     out = []
     for s, stage in enumerate(program.stages):
