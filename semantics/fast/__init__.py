@@ -10,6 +10,9 @@ rules it does not speed up are the definition's own. loop.py is its own
 loop for programs of the commonest shape (a workload, fifo, delay and ps
 stages, no pool, gauge or query of the state): the same rules on mutable
 state inside one run, the last configuration built for build_result.
+step.py forms and ends a step engine's iterations (lib/vllm.sq's shape)
+with fewer configurations, and flow.py runs settle's loops of rules with
+pool/admit and pool/release written with setters.
 ``run`` is what `serq-ref
 run`, `sweep`, the oracle and the campaigns use; `--engine definition` runs
 the definition instead, and `trace`, the property tests and the Lean bridge

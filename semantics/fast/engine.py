@@ -10,8 +10,9 @@ from ..smallstep.driver import run_machine
 from ..smallstep.machine import Machine
 from ..smallstep.sessions import compile_ops
 from ..smallstep.pools import expire_lease
+from ..smallstep.stages.step import EVENT as STEP_EVENT
 from ..smallstep.workload import load_trace
-from . import forms, loop, measure
+from . import forms, loop, measure, step
 from .values import WrittenCompiler
 
 
@@ -27,6 +28,14 @@ def build_machine(program: ir.Program, trace_sessions=()) -> Machine:
     m.areas_at = measure.make_areas_at(m)
     m.event_steps = forms.event_steps(m)
     m.event_rules = {kind.event: kind.complete for kind in m.stage_kinds}
+    #: whether flow.py's forms of pool/admit and pool/release apply (the program has no pool or hold setting
+    #: they do not know: step.pools_known), and per stage, whether the step engine's fast forms form and end
+    #: its iterations (step.applies)
+    m.fast_pools = step.pools_known(program)
+    m.fast_steps = step.applies(m)
+    if any(m.fast_steps):
+        m.settle = step.settle
+        m.event_rules[STEP_EVENT] = step.end_iteration
     m.event_rules.update({"arrive": forms.ARRIVAL(m), "lease": expire_lease})
     return m
 

@@ -24,6 +24,8 @@ measure.take_first_event on reachable configurations).
 | ``workload.poisson_arrival_step`` | the driver's step at a Poisson arrival: time/advance and the event taken off, ``poisson_arrival``, settle (the new session run first, never put on the ready queue: ``settle.settle_ready``) |
 | ``fifo.complete_step`` | the driver's step at a fifo completion: time/advance and the event taken off, ``complete_fast``, settle (the job's session run first, likewise) |
 | ``measure.make_areas_at(m)`` | the areas time/advance leaves, written out as the event taker's are, for the two steps above |
+| ``step.settle``, ``step.form_iteration``, ``step.end_iteration`` (its own table) | settle, the forming of a step stage's iteration and step/iteration-end, on a stage ``step.applies`` takes (engine.py installs them) |
+| ``flow.run_session``, ``flow.drain``, ``flow.admit``, ``flow.release_next`` (its own table) | settle's loops of rules, pool/admit and pool/release on pools that share no prefix |
 
 Some fast forms also write out, inside them, helpers the definitions call
 (``fifo.complete_fast``: jobs.finish_job for a session's job;

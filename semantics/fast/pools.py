@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import heapq
 
-from ..smallstep.configuration import CacheEntry, Configuration, replace_at
+from ..smallstep.configuration import CacheEntry, Configuration, PoolState, PoolStats, Statistics, replace_at
 from ..smallstep.machine import EPSILON, Machine, is_warm, mark_dirty
-from ..smallstep.pools import _entry_env, _set_pool, check_evictions, make_room
+from ..smallstep.pools import MAX_EVICTIONS, _entry_env, _set_pool, check_evictions, make_room
 from ..smallstep.values import Env
+from .records import setter
 
 
 def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:
@@ -22,36 +23,70 @@ def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) 
     configuration each was half its time.)"""
     if m.evict_keys[q] is not None or m.spill[q] is not None:
         return make_room(m, c, q, need, stmt)
-    check_evictions(m, c, q, need, stmt)
     pool = c.pools[q]
     cap, block, allocated, cached = m.caps[q], m.block_sizes[q], pool.allocated, pool.cached
     entries = pool.entries
+    if block and min(allocated + cached + need - cap, cached) / block > MAX_EVICTIONS:
+        check_evictions(m, c, q, need, stmt)  # the backstop's LimitError
     if allocated + cached + need <= cap + EPSILON or not entries:
         return c
     removed, gone = [], 0
     n = len(entries)
     first = 0  # the entries before it are evicted
     left = entries[0].units  # what is left of the first entry
+    # whole numbers of units (a block pool's usual counts): every sum and difference below is exact, so the
+    # run of pool/evict-block rules on one entry is computed at once (its count j, then j * block)
+    whole = bool(block) and _whole(block) and _whole(cap) and _whole(allocated) and _whole(need)
     while allocated + cached + need > cap + EPSILON and first < n:
         if block and left - block > EPSILON:  # pool/evict-block
+            if whole and _whole(cached) and _whole(left):
+                deficit = allocated + cached + need - cap
+                j = min(-(-deficit // block), -(-(left - block) // block))  # to the room, or to the last block
+                left = left - j * block
+                cached = cached - j * block
+                removed.append((block, int(j)))
+                continue
             left = left - block
             cached = cached - block
-            removed.append(block)
+            removed.append((block, 1))
         else:  # pool/evict-entry
             units = min(block, left) if block else left
             first += 1
             if first < n:
                 left = entries[first].units
             cached = cached - units
-            removed.append(units)
+            removed.append((units, 1))
             gone += 1
     # the first entry kept, with what is left of it (its record built once, not once per block evicted)
     if first < n and left != entries[first].units:
-        entries = (entries[first]._replace(units=left),) + entries[first + 1:]
+        entries = (_set_entry_units(entries[first], left),) + entries[first + 1:]
     else:
         entries = entries[first:]
-    c = mark_dirty(m, _set_pool(c, q, pool._replace(entries=entries, cached=cached)), q)
-    return _count_evictions(m, c, q, removed, gone)
+    c = mark_dirty(m, _set_pools(c, replace_at(c.pools, q, _set_entries_cached(pool, entries, cached))), q)
+    if c.time >= m.warmup:  # the counts (_count_evictions), each piece's units added one at a time
+        statistics = c.statistics
+        stats = statistics.pools[q]
+        units = stats.evicted_units
+        for r, times in removed:
+            if times == 1:
+                units += r
+            elif _whole(units) and _whole(r) and abs(units) + r * times < _EXACT:
+                units += r * times  # whole numbers: the same sum, exact either way
+            else:
+                for _ in range(times):
+                    units += r
+        stats = _set_evicted(stats, stats.evicted_entries + gone, units)
+        c = _set_statistics(c, _set_pool_stats(statistics, replace_at(statistics.pools, q, stats)))
+    return c
+
+
+#: below it every whole number is a float, and sums of three and differences of them are exact
+_EXACT = 2.0 ** 50
+
+
+def _whole(x) -> bool:
+    """Whether ``x`` is a whole number of magnitude below _EXACT."""
+    return -_EXACT < x < _EXACT and float(x).is_integer()
 
 
 #: make_room_by's mark, in a memo of keys, that some key it holds is NaN
@@ -61,14 +96,23 @@ NAN_KEYS = "NaN"
 def _count_evictions(m: Machine, c: Configuration, q: int, removed: list, gone: int) -> Configuration:
     """The counts of a fast form's evictions, as the rules count them: entries gone, and each piece's
     units added one at a time (after the warm-up)."""
-    if is_warm(m, c):
-        stats = c.statistics.pools[q]
+    if c.time >= m.warmup:  # is_warm
+        statistics = c.statistics
+        stats = statistics.pools[q]
         units = stats.evicted_units
         for r in removed:
             units += r
-        stats = stats._replace(evicted_entries=stats.evicted_entries + gone, evicted_units=units)
-        c = c._replace(statistics=c.statistics._replace(pools=replace_at(c.statistics.pools, q, stats)))
+        stats = _set_evicted(stats, stats.evicted_entries + gone, units)
+        c = _set_statistics(c, _set_pool_stats(statistics, replace_at(statistics.pools, q, stats)))
     return c
+
+
+_set_evicted = setter(PoolStats, "evicted_entries", "evicted_units")
+_set_statistics = setter(Configuration, "statistics")
+_set_pool_stats = setter(Statistics, "pools")
+_set_pools = setter(Configuration, "pools")
+_set_entries_cached = setter(PoolState, "entries", "cached")
+_set_entry_units = setter(CacheEntry, "units")
 
 
 def make_room_by(m: Machine, c: Configuration, q: int, need: float, stmt=None) -> Configuration:

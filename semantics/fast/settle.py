@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..smallstep.configuration import EMPTY_READY, Configuration, ready_pop
 from .records import setter
 from ..smallstep.machine import Machine
-from ..smallstep.settle import drain, run_session, settle
+from .flow import drain, run_session
+from .step import settle as full_settle
 
 _set_ready = setter(Configuration, "ready")
 
@@ -18,9 +19,10 @@ def settle_fast(m: Machine, c: Configuration) -> Configuration:
     of a configuration with no ready session starts at its pools, so this is
     ``settle`` whenever it returns early, and ``settle`` itself otherwise
     (and at once when the event left follow-up work, which settle drains
-    first)."""
+    first). The ``settle`` it calls is step.settle: the definition's, forming
+    iterations by the step engine's fast forms on the stages they take."""
     if c.work:
-        return settle(m, c)
+        return full_settle(m, c)
     ready = c.ready
     while ready != EMPTY_READY:
         front, back = ready
@@ -31,7 +33,7 @@ def settle_fast(m: Machine, c: Configuration) -> Configuration:
             c = run_session(m, _set_ready(c, rest), serial)
         ready = c.ready
     if c.dirty or m.volatile or m.engines:
-        return settle(m, c)
+        return full_settle(m, c)
     return c
 
 
