@@ -2,8 +2,10 @@
 the scenario field ``kv_groups`` checked and located, six small scenarios answered by vLLM 0.33.0
 whose answers are the note's rules worked by hand, the corpus
 oracle/data/campaign/sliding-window.jsonl the generator's and recorded whole, pyserq reported as
-not supporting it, and serq-ref refusing to answer such a scenario as if every token stayed held
-(the model is not built yet), which on the corpus would be wrong."""
+not supporting it, and serq-ref answering such a scenario with its window when prefix caching is off
+and refusing it (located) when it is on: the hit in every group is not modelled yet, and answering
+as if every token stayed held would be wrong on the corpus. tests/test_sliding_window_model.py holds
+the model to the corpus."""
 
 from __future__ import annotations
 
@@ -78,24 +80,39 @@ def test_a_bad_group_list_is_a_located_error(groups, message, capsys, tmp_path) 
 
 @pytest.mark.parametrize("groups", ([{"kind": "sliding", "window": 8}],
                                     [{"kind": "full"}, {"kind": "sliding", "window": 8}]))
-def test_a_sliding_window_scenario_is_refused_not_answered_without_its_window(groups, capsys, tmp_path) -> None:
+def test_a_sliding_window_scenario_with_prefix_caching_is_refused_not_answered_without_its_cache(
+        groups, capsys, tmp_path) -> None:
+    """The model has the window's groups without prefix caching (docs/design/sliding-window.md, section 7):
+    with it, a hit must hold in every group and the window group caches sparsely, which it has not yet."""
     path = tmp_path / "sliding.json"
-    path.write_text(json.dumps({**SCENARIO, "kv_groups": groups}, indent=1))
+    path.write_text(json.dumps({**SCENARIO, "kv_groups": groups, "prefix_caching": True}, indent=1))
     code, out, err = cli(capsys, "oracle", "run", str(path))
     assert code == 1 and out == "" and "Traceback" not in err, err
-    assert err.startswith(f"{path}:6:15:") and "does not model sliding-window KV cache groups yet" in err, err
+    assert err.startswith(f"{path}:6:15:") and "does not model sliding-window KV cache groups with prefix " \
+        "caching yet" in err, err
     # a campaign line of it: check counts it failed, serq-ref stopped with the reason, never an answer
     corpus = tmp_path / "one.jsonl"
-    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": {**SCENARIO, "kv_groups": groups},
+    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": {**SCENARIO, "kv_groups": groups,
+                                                                  "prefix_caching": True},
                                   "answer": {"first": {"0": 2}, "done": {"0": 5}, "preemptions": 0, "steps": 6}}) + "\n")
     code, out, err = cli(capsys, "oracle", "check", str(corpus))
     assert code == 1 and "Traceback" not in err and "0 passed, 1 failed" in out + err, out + err
-    assert "serq-ref stopped: serq-ref does not model sliding-window KV cache groups yet" in out + err
-    # the one-request program (the differential harness's) refuses it too
+    assert "serq-ref stopped: serq-ref does not model sliding-window KV cache groups with prefix caching" in out + err
+    # the one-request program (the differential harness's) has the seed's pool: it refuses any window
     from oracle.scenario import request_program
     from semantics.errors import ProgramError
     with pytest.raises(ProgramError, match="sliding-window"):
         request_program({**SCENARIO, "kv_groups": groups}, str(path), json.dumps({**SCENARIO, "kv_groups": groups}))
+
+
+@pytest.mark.parametrize("groups", ([{"kind": "sliding", "window": 8}],
+                                    [{"kind": "full"}, {"kind": "sliding", "window": 8}]))
+def test_a_sliding_window_scenario_without_prefix_caching_is_answered_with_its_window(groups, capsys,
+                                                                                       tmp_path) -> None:
+    path = tmp_path / "sliding.json"
+    path.write_text(json.dumps({**SCENARIO, "kv_groups": groups}, indent=1))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 0 and err == "" and out.startswith("request 0: first "), out + err
 
 
 def test_one_full_group_is_what_a_scenario_without_groups_means(tmp_path) -> None:
@@ -239,13 +256,15 @@ def test_answering_without_the_window_is_wrong_on_a_part_of_the_corpus() -> None
 
 def test_the_example_is_a_hybrid_scenario_serq_ref_refuses_for_now(capsys) -> None:
     """examples/oracle/sliding_window.json (docs/oracle.md): a valid scenario; its sliding group's cap is
-    the one docs/oracle.md states (41 blocks); serq-ref refuses it at its kv_groups until the model exists."""
+    the one docs/oracle.md states (41 blocks); it has prefix caching on, so serq-ref refuses it at its
+    kv_groups until the model has the hit in every group."""
     path = ROOT / "examples" / "oracle" / "sliding_window.json"
     data = json.loads(path.read_text())
     check_scenario(data)
     assert campaign_sliding.admission_cap(128, data["block_size"], data["budget"], data["async"]) == 41
     code, out, err = cli(capsys, "oracle", "run", str(path))
-    assert code == 1 and out == "" and err.startswith(f"{path}:2:15: error: serq-ref does not model sliding-window")
+    assert code == 1 and out == "" and err.startswith(f"{path}:2:15: error: serq-ref does not model sliding-window "
+                                                      f"KV cache groups with prefix caching")
 
 
 def test_every_recorded_hit_lands_where_the_design_note_says() -> None:
