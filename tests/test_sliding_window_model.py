@@ -189,3 +189,56 @@ def test_the_slice_has_both_shapes_both_engines_preemptions_and_blocked_admissio
     assert {bool(c.get("async")) for _, c, _ in cases} == {True, False}
     assert sum(r["preemptions"] > 0 for _, _, r in cases) >= 2
     assert sum(r["features"]["blocked_steps"] > 0 for _, _, r in cases) >= 2
+
+
+# -- generated programs ---------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def grouped_programs(draw) -> str:
+    """A step engine over a pool with KV cache groups: a window alone or hybrid, any window against the
+    block size, tight or loose, synchronous or scheduling ahead, requests of several sizes and arrivals."""
+    bs = draw(st.integers(1, 6))
+    window = draw(st.integers(1, 6 * bs))
+    full = draw(st.booleans())
+    blocks = draw(st.integers(4, 40))
+    budget = draw(st.integers(1, 24))
+    ahead = "schedule ahead;" if draw(st.booleans()) else ""
+    n = draw(st.integers(1, 6))
+    prompts = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    outs = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    groups = f"full, window ({window})" if full else f"window ({window})"
+    pick = lambda xs: " : ".join(f"serial == {i} ? {x}" for i, x in enumerate(xs[:-1])) + \
+        (" : " if len(xs) > 1 else "") + str(xs[-1])  # noqa: E731
+    return f"""
+pool reqs {{ cap 4; queue fifo; admit via engine; }}
+pool kv {{ cap {blocks * bs}; block {bs}; groups ({groups}); evict lru; preempt lifo; }}
+stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; self preemption continue; {ahead} }}
+stage gate : delay;
+workload {{ arrive batch({n}); }}
+session {{
+  set prompt = {pick(prompts)};
+  set o = {pick(outs)};
+  run gate ({pick(gaps)});
+  hold reqs (1), kv (min(known, budget_left(engine))) reserve (known)
+       at admission (known = computed < prompt ? prompt : computed + 1) {{
+    prefill (known) growing kv;
+    decode (o - 1 - (known - prompt)) growing kv;
+  }}
+  observe done = now;
+  end;
+}}
+run {{ horizon 400; seed 1; }}
+"""
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(grouped_programs())
+def test_generated_grouped_programs_hold_the_invariants_and_both_engines_agree(source) -> None:
+    program, _ = compile_source(source, "<generated>")
+    walk_with_invariants(program)
+    assert fast.run(program) == driver.run(program)
