@@ -314,15 +314,17 @@ def check_kv_groups(data: dict, at: Callable[..., Span]) -> None:
 
 def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
     """The located refusal of a scenario with sliding-window KV cache groups that serq-ref's model does not
-    cover yet: with prefix caching (a hit must hold in every group, and a window group caches sparsely:
-    docs/design/sliding-window.md, section 7), or beside speculative decoding or remote KV; answered without
-    it, it would be another deployment's answer."""
+    cover yet: with prefix caching and content shared across requests (a hit must hold in every group, and a
+    window group caches sparsely: docs/design/sliding-window.md, section 7), or beside speculative decoding or
+    remote KV; answered without it, it would be another deployment's answer. With prefix caching and no
+    shared content the only hit is a preempted request's own, on its resumption: the run stops there with
+    the rule's error (pools.admissible), never answering without it."""
     if not has_kv_groups(data):
         return
-    if data.get("prefix_caching"):
-        raise ProgramError("serq-ref does not model sliding-window KV cache groups with prefix caching yet "
-                           "(issue 20 section 1, docs/design/sliding-window.md, section 7: a hit must hold in every "
-                           "group): this scenario's answer would miss the window group's sparse cache",
+    if data.get("prefix_caching") and has_segments(data):
+        raise ProgramError("serq-ref does not model sliding-window KV cache groups with prefix caching across "
+                           "requests yet (issue 20 section 1, docs/design/sliding-window.md, section 7: a hit must "
+                           "hold in every group): this scenario's answer would miss the window group's sparse cache",
                            at("kv_groups"))
     if spec_tokens_of(data) or has_remote(data):
         raise ProgramError("serq-ref does not model sliding-window KV cache groups beside speculative decoding "

@@ -80,7 +80,7 @@ BAD = [
     ("groups (full, window (0));", "`window (0)`: a window is a whole number of units, at least 1", "0"),
     ("groups (window (2.5));", "`window (2.5)`: a window is a whole number of units, at least 1", "2.5"),
     ("groups (full, full);", "a second `full` group", "full"),
-    ("groups (window (4)); share prefixes;", "`groups` with `share prefixes` is not modelled yet", "groups"),
+    ("groups (window (4)); share prefixes;", "a window group with `share prefixes` is not modelled yet", "groups"),
 ]
 
 

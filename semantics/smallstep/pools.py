@@ -71,7 +71,7 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
         units = max(0.0, hold.units[k](env))
         reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
         if (m.round_up(p, max(units, reserve)) if m.kv_groups[p] is None
-                else max(groups.admission_needs(m, p, units, max(units, reserve)))) > m.caps[p] + EPSILON:
+                else groups.admission_needs(m, p, units, max(units, reserve))[0]) > m.caps[p] + EPSILON:
             c = c._replace(sessions=c.sessions.set(serial, with_draws(s, env)))
             return reject(m, c, serial, p, units, reserve)
     return join_queue(m, c._replace(sessions=c.sessions.set(serial, with_draws(s, env))), serial, stmt, pools, preempted)
@@ -190,6 +190,12 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     units = tuple([max(0.0, f(env)) for f in hold.units])
     needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
     reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
+    for q in s.pending.pools:
+        if m.kv_groups[q] is not None and hold.cache is not None and reuse > 0 and (
+                own_entry_index(c.pools[q].entries, s.serial) >= 0 or any(x == q for x, _ in s.preempted_at)):
+            fail(f"pool {m.pool_name(q)} has KV cache groups: a hold that would consume its own cached prefix "
+                 f"there (a reuse above 0, after its session cached one or was preempted) is not modelled yet (the "
+                 f"hit must hold in every group: docs/design/sliding-window.md, section 7)", c, stmt)
     if not any(c.pools[q].table is not None for q in s.pending.pools):
         fits = all(groups.fits(m, c, q, u, need) if m.kv_groups[q] is not None
                    else c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
@@ -258,10 +264,6 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
         if need == math.inf:
             fail_infinite(m, c, q, "the hold's units", pending.stmt)
         if m.kv_groups[q] is not None:  # a pool with KV cache groups: pool/admit-groups
-            if consumed > 0:
-                fail(f"pool {m.pool_name(q)} has KV cache groups: a hold consuming its cached prefix there "
-                     f"(reuse above 0 with an entry) is not modelled yet (the hit must hold in every group: "
-                     f"docs/design/sliding-window.md, section 7)", c, pending.stmt)
             c = groups.admit_groups(m, c, q, serial, admission, u, whole, pending.stmt)
             if is_warm(m, c):
                 c = count_pool(c, q, admissions=1)

@@ -59,7 +59,6 @@ from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, PREFILL, Conf
                              ready_from, ready_serials, replace_at, setter)
 from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
 from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
-from .. import groups
 from ..rules import rule
 from ..values import Env
 from .jobs import at_stage, finish_job
@@ -472,8 +471,8 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     if not waits and r.growing is not None:
         position, units = _growing_position(m, c, r)
         tokens = within_length(m, s, position, tokens)
-        if tokens > 0.0 and m.kv_groups[r.growing] is not None:  # pool/slide first, at the hold's own turn
-            c = _slide(m, c, s, r, position, units)
+        if tokens > 0.0 and m.kv_groups[r.growing] is not None:  # pool/slide, at the hold's turn, before its growth
+            c = follow_up(c, _slide(m, c, s, r, position, units))
         need = slots_target(m, s, position, tokens) - units
     if tokens <= 0.0:  # speculate within (L): at the model length, nothing (vLLM: num_new_tokens == 0, the next)
         waits = True
@@ -498,13 +497,14 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     return c
 
 
-def _slide(m: Machine, c: Configuration, s: int, r: Resident, position: float, coverage: float) -> Configuration:
-    """``c`` after pool/slide of the hold resident ``r`` grows, on its processed tokens: its position less
-    the tokens the last ended iteration gave it, still in flight under schedule ahead (``flying``)."""
+def _slide(m: Machine, c: Configuration, s: int, r: Resident, position: float, coverage: float) -> tuple:
+    """The follow-up ``pool/slide`` of the hold resident ``r`` grows, on its processed tokens: its position
+    less the tokens the last ended iteration gave it, still in flight under schedule ahead (``flying``). It is
+    drained before the iteration goes on, so before the hold's growth (settle.form_iteration)."""
     session = c.sessions[r.owner]
     h, _ = innermost_hold(session, r.growing)
     flying = next((tokens for x, tokens in c.stages[s].flying if x == r.owner), 0.0)
-    return groups.slide(m, c, r.growing, r.owner, session.holds[h].hold_id, coverage, max(0.0, position - flying))
+    return ("pool/slide", r.growing, r.owner, session.holds[h].hold_id, coverage, max(0.0, position - flying))
 
 
 def within_length(m: Machine, s: int, position: float, tokens: float) -> float:
@@ -556,9 +556,8 @@ def pad(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = N
     served = it.served + (r.job_id,)
     tokens = 1.0 + facts.spec
     position, units = _growing_position(m, c, r)
-    if m.kv_groups[r.growing] is not None:  # pool/slide first, at the hold's own turn
-        c = _slide(m, c, s, r, position, units)
-        it = c.stages[s].iteration
+    if m.kv_groups[r.growing] is not None:  # pool/slide, at the hold's turn, before its growth
+        c = follow_up(c, _slide(m, c, s, r, position, units))
     need = slots_target(m, s, position, tokens) - units
     a = Assignment(r.job_id, r.owner, PREFILL, tokens, position, drafts=facts.spec, accepted=0.0)
     if need > EPSILON:
