@@ -151,6 +151,9 @@ def check_one(path: str) -> tuple[str, str]:
     if any(p.share_prefixes for p in loaded.program.pools):
         return "skipped", ("shares prefixes across requests (pyserq's cache is a session's own: "
                            "docs/design/shared-prefixes.md)")
+    if any(p.groups for p in loaded.program.pools):
+        return "skipped", ("KV cache groups (pyserq's pool is one full-attention group: "
+                           "docs/design/sliding-window.md)")
     note = ""
     if continues(loaded.program):
         # pyserq has the seed's rule only (the pass ends when a grower preempts itself); a program of

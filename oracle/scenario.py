@@ -112,8 +112,9 @@ REFUSALS = {
                      f"cannot hold one request of max_model_len {_max_model_len(d)} "
                      f"({-(-_max_model_len(d) // d['block_size'])} blocks)"),
     2: lambda d, r: f"prompt: {r['prompt']} tokens, not below max_model_len {_max_model_len(d)}",
-    3: lambda d, r: (f"never fits: {_lifetime(d, r)} tokens need {-(-_lifetime(d, r) // d['block_size'])} blocks of "
-                     f"{d['block_size']}, the KV cache has {d['num_blocks'] - 1} usable"),
+    3: lambda d, r: (f"never fits: {_lifetime(d, r)} tokens need {_fit_need(d, r)} blocks of {d['block_size']}"
+                     + (f" in its {len(d['kv_groups'])} KV cache groups" if has_kv_groups(d) else "")
+                     + f", the KV cache has {d['num_blocks'] - 1} usable"),
 }
 
 
@@ -312,12 +313,37 @@ def check_kv_groups(data: dict, at: Callable[..., Span]) -> None:
 
 
 def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
-    """The located refusal of a scenario with sliding-window KV cache groups, which no program of serq-ref
-    says yet: answered without its window, it would be another deployment's answer."""
-    if has_kv_groups(data):
-        raise ProgramError("serq-ref does not model sliding-window KV cache groups yet (issue 20 section 1, "
-                           "docs/design/sliding-window.md): this scenario's answer would hold every token its "
-                           "window lets vLLM free", at("kv_groups"))
+    """The located refusal of a scenario with sliding-window KV cache groups that serq-ref's model does not
+    cover yet: with prefix caching and content shared across requests (a hit must hold in every group, and a
+    window group caches sparsely: docs/design/sliding-window.md, section 7), or beside speculative decoding or
+    remote KV; answered without it, it would be another deployment's answer. With prefix caching and no
+    shared content the only hit is a preempted request's own, on its resumption: the run stops there with
+    the rule's error (pools.admissible), never answering without it."""
+    if not has_kv_groups(data):
+        return
+    if data.get("prefix_caching") and has_segments(data):
+        raise ProgramError("serq-ref does not model sliding-window KV cache groups with prefix caching across "
+                           "requests yet (issue 20 section 1, docs/design/sliding-window.md, section 7: a hit must "
+                           "hold in every group): this scenario's answer would miss the window group's sparse cache",
+                           at("kv_groups"))
+    if spec_tokens_of(data) or has_remote(data):
+        raise ProgramError("serq-ref does not model sliding-window KV cache groups beside speculative decoding "
+                           "or remote KV (docs/design/sliding-window.md, section 7)", at("kv_groups"))
+    window = next(g["window"] for g in data["kv_groups"] if g["kind"] == "sliding")
+    if window - 1 + data["budget"] * (2 if is_async(data) else 1) > _max_model_len(data):
+        raise ProgramError("serq-ref's admission cap of a sliding-window group is clamped by max_model_len only "
+                           "under speculate (docs/design/sliding-window.md): this window and budget reach past "
+                           "it", at("kv_groups"))
+
+
+def kv_group_sets(data: dict) -> dict[str, float]:
+    """lib/vllm.sq's settings of a scenario's ``kv_groups``: ``sliding_window`` the window in tokens (0: one
+    full group) and ``full_attention`` whether a full group is beside it."""
+    if not has_kv_groups(data):
+        return {}
+    groups = data["kv_groups"]
+    window = next(g["window"] for g in groups if g["kind"] == "sliding")
+    return {"sliding_window": float(window), "full_attention": 1.0 if any(g["kind"] == "full" for g in groups) else 0.0}
 
 
 def has_kv_groups(data: dict) -> bool:
@@ -462,8 +488,24 @@ def _lifetime(data: dict, r: dict) -> int:
 
 
 def never_fits(data: dict, r: dict) -> bool:
-    """Under the recorded convention (no ``max_model_len``): the request could not finish even alone in the cache."""
-    return "max_model_len" not in data and -(-_lifetime(data, r) // data["block_size"]) > data["num_blocks"] - 1
+    """Under the recorded convention (no ``max_model_len``): the request could not finish even alone in the cache
+    (its blocks counted in every KV cache group, a sliding group's at most its admission cap: the driver's
+    fit_refusal)."""
+    return "max_model_len" not in data and _fit_need(data, r) > data["num_blocks"] - 1
+
+
+def _fit_need(data: dict, r: dict) -> int:
+    """The blocks the recorded convention counts for request ``r`` alone (oracle/real/driver.py, fit_refusal)."""
+    blocks = -(-_lifetime(data, r) // data["block_size"])
+    if not has_kv_groups(data):
+        return blocks
+    return sum(blocks if g["kind"] == "full" else min(blocks, _window_cap(data, g["window"])) for g in data["kv_groups"])
+
+
+def _window_cap(data: dict, window: int) -> int:
+    """vLLM 0.33.0's admission cap of a sliding group of ``window`` tokens, in blocks (campaign_sliding)."""
+    from oracle.campaign_sliding import admission_cap
+    return admission_cap(window, data["block_size"], data["budget"], is_async(data), _max_model_len(data))
 
 
 def has_limits(data: dict) -> bool:
@@ -516,6 +558,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
                        data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)), is_async(data))
     if older_rule:
         sets["older_rule"] = 1.0
+    sets.update(kv_group_sets(data))
     if "serve" in data:
         items = replace_step_option(items, ENGINE, "serve_admission", _serve_options(data["serve"], at))
     if has_limits(data):
@@ -686,7 +729,10 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
     revision's, as the reference compiler compiled it). ``text``: the JSON
     text of ``data``, to locate its errors in (``check_scenario``)."""
     at = check_scenario(data, path, text)
-    refuse_kv_groups(data, at)
+    if has_kv_groups(data):  # the one-request program has the seed's pool (lib/vllm.sq's says groups)
+        raise ProgramError("the one-request program does not model sliding-window KV cache groups "
+                           "(docs/design/sliding-window.md): the harness's program (lib/vllm.sq) does",
+                           at("kv_groups"))
     refuse_remote(data, at)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
@@ -743,7 +789,7 @@ def _with_limits(items: Items, data: dict) -> Items:
     items = replace_session_call(items, REQUEST_DEF, REQUEST_CALL, parse_stmts(f"""
         set refusal = {given} == 1 && ceil(max_model_len / bs) > blocks ? 1
                     : prompt >= max_model_len ? 2
-                    : {given} == 0 && ceil(min(prompt + o - 1, max_model_len - 1) / bs) > blocks ? 3 : 0;
+                    : {given} == 0 && {_fit_blocks(data)} > blocks ? 3 : 0;
         branch (refusal > 0) {{
           observe refused = refusal;
           end;
@@ -752,6 +798,16 @@ def _with_limits(items: Items, data: dict) -> Items:
     return prepend_lets(items, (("max_model_len", parse_expr(str(_max_model_len(data)), FRAGMENT)),
                                 ("watermark", parse_expr(repr(float(data.get("watermark", 0.0))), FRAGMENT))),
                         FRAGMENT)
+
+
+def _fit_blocks(data: dict) -> str:
+    """The refusal's count of a request's blocks, as lib/vllm.sq's expression: its tokens but the last in blocks,
+    in every KV cache group, a sliding group's at most its admission cap (``_fit_need``)."""
+    blocks = "ceil(min(prompt + o - 1, max_model_len - 1) / bs)"
+    if not has_kv_groups(data):
+        return blocks
+    return " + ".join(blocks if g["kind"] == "full" else f"min({blocks}, {_window_cap(data, g['window'])})"
+                      for g in data["kv_groups"])
 
 
 def request_key(request: str) -> tuple:

@@ -129,6 +129,9 @@ def requeue_decides(program, data: dict) -> bool:
 #: The rules of a pool that shares prefixes (docs/design/shared-prefixes.md): no space case has prompt_segments
 #: (shared-prefix.jsonl and tests/test_shared_prefix_rules.py apply them).
 UNREACHABLE_SHARING = ("pool/hit", "pool/admit-shared", "pool/evict-shared", "pool/register", "pool/release-shared")
+#: The rules of a pool with KV cache groups (docs/design/sliding-window.md): no space case has kv_groups
+#: (sliding-window.jsonl and tests/test_sliding_window_model.py apply them).
+UNREACHABLE_GROUPS = ("pool/admit-groups", "pool/slide")
 
 
 def relevant_rules() -> list[str]:
@@ -136,7 +139,7 @@ def relevant_rules() -> list[str]:
 
     names = []
     for r in all_rules():
-        if r.name.startswith(FAMILIES) and r.name not in UNREACHABLE + UNREACHABLE_SHARING:
+        if r.name.startswith(FAMILIES) and r.name not in UNREACHABLE + UNREACHABLE_SHARING + UNREACHABLE_GROUPS:
             names += [r.name] + [f"{r.name} [{variant}]" for name, variant, _ in VARIANTS if name == r.name]
             if r.name == REQUEUE_DECIDES.split(" [")[0]:
                 names.append(REQUEUE_DECIDES)

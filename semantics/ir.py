@@ -419,6 +419,21 @@ class Spill:
     when: Expr
 
 
+KV_GROUP_KINDS = ("Full", "Window")
+
+
+@node(STRUCT, define="KvGroup", kind=Enum(KV_GROUP_KINDS), window=Absent(NUMBER, None, null=True), description=(
+    "serq-ref's extension of version 13 (docs/design/sliding-window.md): one KV cache group of a pool, full "
+    "attention (Full) or a sliding window of `window` units (Window)"))
+@dataclass(frozen=True, slots=True)
+class KvGroup:
+    """One group of a pool's ``groups (full, window (W))``: ``kind`` Full or
+    Window, ``window`` the window in units (a Window group's only)."""
+
+    kind: str
+    window: float | None = None
+
+
 @node(STRUCT, define="Pool", name=STR, index=Absent(INDEX, null=True), cap=NUMBER, block=Opt(NUMBER),
       evict=UnitOr(("Lru",), "By", Def("Keys"), title="eviction", what="eviction"),
       preempt=UnitOr(("None",), "By", Wrap("keys", Def("Keys")), title="preemption", what="preemption"),
@@ -429,7 +444,11 @@ class Spill:
       share_prefixes=Absent(BOOL, False, description=(
           "serq-ref's extension of version 13 (docs/design/shared-prefixes.md): true, the pool's cache is a table "
           "of blocks that holds share by their content (vLLM 0.33.0's prefix caching across requests); false, the "
-          "default when absent, each session's own prefix")))
+          "default when absent, each session's own prefix")),
+      groups=Absent(List(Def("KvGroup")), (), description=(
+          "serq-ref's extension of version 13 (docs/design/sliding-window.md): the pool's KV cache groups, each hold "
+          "one block table per group over the pool's one capacity (vLLM 0.33.0's hybrid and sliding-window "
+          "models); empty, the default when absent, one full-attention group (the seed's pool)")))
 @dataclass(frozen=True, slots=True)
 class Pool:
     name: str
@@ -447,6 +466,9 @@ class Pool:
     #: ``share prefixes``: a serq-ref extension of version 13 (docs/design/shared-prefixes.md), absent from the
     #: JSON when False (so files without it load, and mean the seed's rule)
     share_prefixes: bool = False
+    #: ``groups (full, window (W))``: a serq-ref extension of version 13 (docs/design/sliding-window.md), absent
+    #: from the JSON when empty (so files without it load, and mean the seed's pool)
+    groups: tuple[KvGroup, ...] = ()
 
 
 @node(NEWTYPE, servers=INDEX)

@@ -171,15 +171,16 @@ def test_pool_program_gives_its_expected_values(path: Path):
 
 
 #: Pool programs that use a serq-ref extension the reference implementation does not have: prefixes shared
-#: across requests (docs/design/shared-prefixes.md; pyserq's cache is a session's own, docs/conformance.md).
-#: tests/test_shared_prefix_example.py checks this one against the real vLLM scheduler's recorded answer.
-BEYOND_THE_REFERENCE = ("pools/shared_prefix.sq",)
+#: across requests (docs/design/shared-prefixes.md; pyserq's cache is a session's own, docs/conformance.md),
+#: KV cache groups (docs/design/sliding-window.md; pyserq's pool is one full-attention group).
+#: tests/test_shared_prefix_example.py checks the first against the real vLLM scheduler's recorded answer.
+BEYOND_THE_REFERENCE = ("pools/shared_prefix.sq", "pools/sliding_window.sq")
 
 
 def test_the_programs_beyond_the_reference_use_the_extension():
     for name in BEYOND_THE_REFERENCE:
         program = compile_checked(EXAMPLES_DIR / name)
-        assert any(p.share_prefixes for p in program.pools), name
+        assert any(p.share_prefixes or p.groups for p in program.pools), name
 
 
 @pytest.mark.parametrize("path", [p for p in POOL_PROGRAMS if name_of(p) not in BEYOND_THE_REFERENCE], ids=name_of)

@@ -93,6 +93,7 @@ pool kv [ 2 ] { cap 10 ; block 16; evict lru; preempt lifo; queue fifo; admit vi
 pool host { cap inf; evict by ( size , -age ); preempt none; queue by (waited);
   spill kv via link (size/100) when (size>=64); }
 pool pq { preempt by ( - priority , admission ) ; queue by (priority); requeue  by key ; share  prefixes ; }
+pool gk { cap 64; block 4; groups ( full when (1) , window ( 2 * 4 ) when( 1 ) ) ; }
 stage s1 : fifo ; stage s2[2]:fifo(2); stage s3 : ps(1/present); stage s4:delay;
 stage e : step { budget 64; cost 0.01+0.001*tokens; chunk 8; serve admission; serve by (age);
   serve decode first; serve exclusive prefill; memory kv; self  preemption continue when(x==1); self preemption end;
@@ -152,6 +153,11 @@ pool pq {
   queue by (priority);
   requeue by key;
   share prefixes;
+}
+pool gk {
+  cap 64;
+  block 4;
+  groups (full when (1), window (2 * 4) when (1));
 }
 stage s1 : fifo;
 stage s2[2] : fifo(2);

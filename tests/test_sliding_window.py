@@ -2,8 +2,11 @@
 the scenario field ``kv_groups`` checked and located, six small scenarios answered by vLLM 0.33.0
 whose answers are the note's rules worked by hand, the corpus
 oracle/data/campaign/sliding-window.jsonl the generator's and recorded whole, pyserq reported as
-not supporting it, and serq-ref refusing to answer such a scenario as if every token stayed held
-(the model is not built yet), which on the corpus would be wrong."""
+not supporting it, and serq-ref answering such a scenario with its window unless prefix caching
+shares content across requests, which it refuses (located): the hit in every group is not modelled
+yet (a preempted request's own hit stops the run, saying so), and answering as if every token stayed
+held would be wrong on the corpus. tests/test_sliding_window_model.py holds
+the model to the corpus."""
 
 from __future__ import annotations
 
@@ -76,26 +79,60 @@ def test_a_bad_group_list_is_a_located_error(groups, message, capsys, tmp_path) 
     assert "Traceback" not in err and err.splitlines()[2].strip() == "^"
 
 
+#: SCENARIO's request with a system prompt its first 16 tokens, so that prefix caching shares blocks across requests
+SHARED = {**SCENARIO, "requests": [{"prompt": 40, "out": 4, "prompt_segments": [["sys", 16]]}]}
+
+
 @pytest.mark.parametrize("groups", ([{"kind": "sliding", "window": 8}],
                                     [{"kind": "full"}, {"kind": "sliding", "window": 8}]))
-def test_a_sliding_window_scenario_is_refused_not_answered_without_its_window(groups, capsys, tmp_path) -> None:
+def test_a_sliding_window_scenario_with_prefix_caching_across_requests_is_refused(groups, capsys, tmp_path) -> None:
+    """The model has the window's groups without hits across requests (docs/design/sliding-window.md,
+    section 7): with prefix caching and shared content, a hit must hold in every group and the window group
+    caches sparsely, which it has not yet; the scenario is refused at its kv_groups, never answered."""
     path = tmp_path / "sliding.json"
-    path.write_text(json.dumps({**SCENARIO, "kv_groups": groups}, indent=1))
+    data = {**SHARED, "kv_groups": groups, "prefix_caching": True}
+    path.write_text(json.dumps(data, indent=1))
     code, out, err = cli(capsys, "oracle", "run", str(path))
     assert code == 1 and out == "" and "Traceback" not in err, err
-    assert err.startswith(f"{path}:6:15:") and "does not model sliding-window KV cache groups yet" in err, err
+    assert err.startswith(f"{path}:6:15:") and "does not model sliding-window KV cache groups with prefix " \
+        "caching across requests yet" in err, err
     # a campaign line of it: check counts it failed, serq-ref stopped with the reason, never an answer
     corpus = tmp_path / "one.jsonl"
-    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": {**SCENARIO, "kv_groups": groups},
+    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": data,
                                   "answer": {"first": {"0": 2}, "done": {"0": 5}, "preemptions": 0, "steps": 6}}) + "\n")
     code, out, err = cli(capsys, "oracle", "check", str(corpus))
     assert code == 1 and "Traceback" not in err and "0 passed, 1 failed" in out + err, out + err
-    assert "serq-ref stopped: serq-ref does not model sliding-window KV cache groups yet" in out + err
-    # the one-request program (the differential harness's) refuses it too
+    assert "serq-ref stopped: serq-ref does not model sliding-window KV cache groups with prefix caching" in out + err
+    # the one-request program (the differential harness's) has the seed's pool: it refuses any window
     from oracle.scenario import request_program
     from semantics.errors import ProgramError
     with pytest.raises(ProgramError, match="sliding-window"):
         request_program({**SCENARIO, "kv_groups": groups}, str(path), json.dumps({**SCENARIO, "kv_groups": groups}))
+
+
+@pytest.mark.parametrize("caching", (False, True))
+@pytest.mark.parametrize("groups", ([{"kind": "sliding", "window": 8}],
+                                    [{"kind": "full"}, {"kind": "sliding", "window": 8}]))
+def test_a_sliding_window_scenario_without_shared_content_is_answered_with_its_window(groups, caching, capsys,
+                                                                                       tmp_path) -> None:
+    path = tmp_path / "sliding.json"
+    path.write_text(json.dumps({**SCENARIO, "kv_groups": groups, "prefix_caching": caching}, indent=1))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 0 and err == "" and out.startswith("request 0: first "), out + err
+
+
+def test_a_preempted_request_that_would_hit_its_own_prefix_in_a_grouped_pool_stops_the_run(capsys, tmp_path) -> None:
+    """With prefix caching and no shared content the only hit is a preempted request's own prefix on its
+    resumption, which must hold in every group (not modelled yet): the run stops there, saying so, rather
+    than answer without the hit (corpus case 82, hybrid, synchronous, one preemption)."""
+    record = _records()[82]
+    case = {k: v for k, v in record["case"].items() if k != "kind"}
+    assert case["prefix_caching"] and record["answer"]["preemptions"] == 1
+    path = tmp_path / "case82.json"
+    path.write_text(json.dumps(case))
+    code, out, err = cli(capsys, "oracle", "run", str(path))
+    assert code == 1 and "Traceback" not in err, err
+    assert "a hold that would consume its own cached prefix there" in err and "is not modelled yet" in err, err
 
 
 def test_one_full_group_is_what_a_scenario_without_groups_means(tmp_path) -> None:
@@ -237,15 +274,31 @@ def test_answering_without_the_window_is_wrong_on_a_part_of_the_corpus() -> None
     assert tried >= 20 and differ >= 5, (tried, differ)
 
 
-def test_the_example_is_a_hybrid_scenario_serq_ref_refuses_for_now(capsys) -> None:
+#: vLLM 0.33.0's answer to examples/oracle/sliding_window.json (the driver, 2026-12-04; test_the_example_is_vllms
+#: below asks the real scheduler again when it is installed)
+EXAMPLE_ANSWER = {"first": {"0": 4, "1": 207, "2": 360, "3": 362, "4": 464, "5": 482},
+                  "done": {"0": 203, "1": 356, "2": 479, "3": 461, "4": 543, "5": 541}, "preemptions": 0, "steps": 545}
+
+
+def test_the_example_is_a_hybrid_scenario_serq_ref_answers_as_vllm(capsys) -> None:
     """examples/oracle/sliding_window.json (docs/oracle.md): a valid scenario; its sliding group's cap is
-    the one docs/oracle.md states (41 blocks); serq-ref refuses it at its kv_groups until the model exists."""
+    the one docs/oracle.md states (41 blocks); prefix caching on, no content shared across requests and no
+    preemption: serq-ref answers it, and its answer is vLLM's."""
     path = ROOT / "examples" / "oracle" / "sliding_window.json"
     data = json.loads(path.read_text())
     check_scenario(data)
     assert campaign_sliding.admission_cap(128, data["block_size"], data["budget"], data["async"]) == 41
-    code, out, err = cli(capsys, "oracle", "run", str(path))
-    assert code == 1 and out == "" and err.startswith(f"{path}:2:15: error: serq-ref does not model sliding-window")
+    answer = run_scenario(data, str(path))
+    assert {k: answer[k] for k in EXAMPLE_ANSWER} == EXAMPLE_ANSWER
+
+
+@pytest.mark.vllm
+def test_the_example_is_vllms() -> None:
+    from oracle import real
+
+    data = json.loads((ROOT / "examples" / "oracle" / "sliding_window.json").read_text())
+    (answer,) = list(real.iter_answers([data]))
+    assert {k: answer[k] for k in EXAMPLE_ANSWER} == EXAMPLE_ANSWER
 
 
 def test_every_recorded_hit_lands_where_the_design_note_says() -> None:

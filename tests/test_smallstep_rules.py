@@ -95,6 +95,22 @@ session {
 }
 run { horizon 100; seed 1; }
 """,
+    # a pool with KV cache groups (docs/design/sliding-window.md): admit-groups, slide
+    "groups": """
+pool reqs { cap 4; queue fifo; admit via engine; }
+pool kv { cap 64; block 4; groups (full, window (8)); evict lru; preempt lifo; }
+stage engine : step { budget 16; cost 1; chunk 0; serve admission; memory kv; }
+workload { arrive batch(3); }
+session {
+  hold reqs (1), kv (min(12, budget_left(engine))) reserve (12) {
+    prefill (12) growing kv;
+    decode (10) growing kv;
+  }
+  observe done = now;
+  end;
+}
+run { horizon 100; seed 1; }
+""",
     # growth under preempt lifo: grow, preempt (the victim's job leaves its stage)
     "growth": """
 pool kv { cap 12; block 4; preempt lifo; }

@@ -26,12 +26,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "semantics" / "smallstep
 PACKAGE = "semantics.smallstep"
 
 #: modules that hold rules (a configuration to a configuration)
-RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "driver", "sharing"}
+RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "driver", "sharing", "groups"}
 #: modules below the rules: what a rule reads and writes, never a rule
 FACTS = {"configuration", "machine", "observables", "values", "rng", "estimates", "steptrace", "invariants", "rules",
-         "blocks"}
+         "blocks", "windows"}
 #: the rule modules from the bottom up: each imports rule modules of the layers below its own only
-RULE_LAYERS = ({"sharing"}, {"pools", "workload", "measure"}, {"stages"}, {"sessions"}, {"settle"}, {"driver"})
+RULE_LAYERS = ({"sharing", "groups"}, {"pools", "workload", "measure"}, {"stages"}, {"sessions"}, {"settle"}, {"driver"})
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..results import RunResult
+from ..smallstep import driver as definition
 from ..smallstep.driver import run_machine
 from ..smallstep.machine import Machine
 from ..smallstep.sessions import compile_ops
@@ -44,10 +45,18 @@ def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> R
     """Run ``program`` to its end on the fast engine: the same RunResult as
     semantics.smallstep.driver.run, byte for byte: on its own loop (loop.py)
     when the program is of its shape, else on the fast forms."""
+    if uses_groups(program):  # KV cache groups (docs/design/sliding-window.md): the definition's rules, unfolded
+        return definition.run(program, base_dir=base_dir, progress=progress)
     m = build_machine(program, trace_sessions=load_trace(program, base_dir))
     if loop.applies(m):
         return loop.run(m, progress)
     return run_machine(m, progress)
+
+
+def uses_groups(program: ir.Program) -> bool:
+    """Whether a pool of ``program`` has KV cache groups (``groups (full, window (W))``): its runs are the
+    definition's, since the fast forms fold the single-table pool's growth and release."""
+    return any(p.groups for p in program.pools)
 
 
 def machine_for(program: ir.Program, *, base_dir: str | None = None) -> Machine:

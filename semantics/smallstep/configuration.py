@@ -144,6 +144,9 @@ class Holding(NamedTuple):
     hold_id: int  # the hold's id, or the lease's id when ``leased``
     units: float
     leased: bool
+    #: in a pool with KV cache groups, the blocks of its window group that have left the window (pool/slide):
+    #: ``units`` is every group's table less them (docs/design/sliding-window.md); 0 in any other pool
+    skipped: int = 0
 
 
 class Waiting(NamedTuple):
@@ -164,6 +167,9 @@ class PoolState(NamedTuple):
     #: ``share prefixes``: the cache as a table of blocks (sharing.SharedTable; docs/design/shared-prefixes.md);
     #: None for every other pool, whose cache is its entries
     table: object = None
+    #: ``groups (full, window (W))``: the groups each hold takes its coverage in (2 hybrid, 1 a window alone);
+    #: 0 for a pool without the option (docs/design/sliding-window.md), whose holders take their allocation
+    groups: int = 0
 
 
 class PoolStats(NamedTuple):

@@ -65,7 +65,8 @@ def initial_configuration(m: Machine) -> Configuration:
         gauges=(None,) * len(program.gauges))
     return Configuration(
         time=0.0, sessions=immutables.Map(), ready=EMPTY_READY,
-        pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), (), empty_table() if p.share_prefixes else None)
+        pools=tuple(PoolState(p.cap, p.block, 0.0, 0.0, (), (), (), (), empty_table() if p.share_prefixes else None,
+                               (2 if any(g.kind == "Full" for g in p.groups) else 1) if p.groups else 0)
                     for p in program.pools),
         stages=tuple(kind.initial_state(m, s) for s, kind in enumerate(m.stage_kinds)),
         flows=stages.flows.EMPTY, events=(), sequence=0,

@@ -61,7 +61,12 @@ def check_invariants(c: Configuration) -> None:
             check_table(pool, caps[p], tol)
             continue
         assert abs(pool.allocated - sum(h.units for h in pool.holders)) <= tol, f"pool {p}: allocated is not the holders' sum"
-        assert abs(pool.allocated - held[p]) <= tol, f"pool {p}: allocated {pool.allocated} but sessions hold {held[p]}"
+        if pool.groups:  # KV cache groups: a holder takes its coverage in every group less its skipped blocks
+            expected = pool.groups * held[p] - sum(h.skipped for h in pool.holders) * pool.block
+            assert abs(pool.allocated - expected) <= tol, f"pool {p}: allocated {pool.allocated} but its groups hold {expected}"
+            assert all(0 <= h.skipped and h.units >= -tol for h in pool.holders), f"pool {p}: a holder below 0"
+        else:
+            assert abs(pool.allocated - held[p]) <= tol, f"pool {p}: allocated {pool.allocated} but sessions hold {held[p]}"
         assert abs(pool.cached - sum(e.units for e in pool.entries)) <= tol, f"pool {p}: cached is not the entries' sum"
         assert all(e.units > 0 for e in pool.entries), f"pool {p}: an empty cache entry"
         b = pool.block

@@ -23,6 +23,7 @@ from .configuration import (PLAIN, READY, Configuration, Frame, PoolStats, Sessi
 from .observables import make_observables
 from .rng import derive_stream
 from .values import ESTIMATE_READERS, Env, ExpressionCompiler
+from .windows import group_facts
 
 #: A session made ready more often than this at one instant is a RunError
 #: (SERQ-FACTS.md, run-time backstops).
@@ -157,6 +158,9 @@ class Machine:
         #: per stage, a step stage's compiled parts (StepFacts), None for another kind
         self.steps = tuple(StepFacts(self, s, stage) if isinstance(stage.kind, ir.Step) else None
                            for s, stage in enumerate(program.stages))
+        #: per pool, its KV cache groups' facts (``groups (full, window (W))``: windows.GroupFacts), None for a
+        #: pool of one full group (docs/design/sliding-window.md)
+        self.kv_groups = tuple(group_facts(program, p) for p in range(len(program.pools)))
         self.stream_arrivals = derive_stream(self.seed, ("arrivals",))
         self.stream_workload = derive_stream(self.seed, ("workload",))
         self.stream_machine = derive_stream(self.seed, ("machine",))

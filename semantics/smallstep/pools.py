@@ -40,7 +40,7 @@ from .configuration import (AT_STAGE, DECODE, ENDED, FINISHING, GROWING, HOLD, Q
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, follow_up, is_warm, make_ready, mark_dirty,
                       runner_up, session_env, with_draws)
 from .rules import rule
-from . import sharing
+from . import groups, sharing
 from .values import Env, resolve_index
 
 
@@ -70,7 +70,8 @@ def enter_hold(m: Machine, c: Configuration, serial: int, stmt: tuple[int, int],
     for k, p in enumerate(pools):
         units = max(0.0, hold.units[k](env))
         reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
-        if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
+        if (m.round_up(p, max(units, reserve)) if m.kv_groups[p] is None
+                else groups.admission_needs(m, p, units, max(units, reserve))[0]) > m.caps[p] + EPSILON:
             c = c._replace(sessions=c.sessions.set(serial, with_draws(s, env)))
             return reject(m, c, serial, p, units, reserve)
     return join_queue(m, c._replace(sessions=c.sessions.set(serial, with_draws(s, env))), serial, stmt, pools, preempted)
@@ -106,7 +107,7 @@ def fail_infinite(m: Machine, c: Configuration, p: int, what: str, stmt) -> None
          f"(a pool counts what its holders take and give back)", c, stmt)
 
 
-@rule("pool/reject", "a hold whose units, or reserve when larger, are above a pool's cap (as they evaluate when it joins) ends its session",
+@rule("pool/reject", "a hold whose units, or reserve when larger, are above a pool's cap (as they evaluate when it joins; with KV cache groups, counted in every group as pool/admit-groups counts them) ends its session",
       "002 §3 Pools: A request that can never fit ... is rejected: the session ends.")
 def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, reserve: float) -> Configuration:
     """pool/reject: a hold that can never fit ends its session (the follow-up session/end)."""
@@ -189,9 +190,16 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     units = tuple([max(0.0, f(env)) for f in hold.units])
     needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
     reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
+    for q in s.pending.pools:
+        if m.kv_groups[q] is not None and hold.cache is not None and reuse > 0 and (
+                own_entry_index(c.pools[q].entries, s.serial) >= 0 or any(x == q for x, _ in s.preempted_at)):
+            fail(f"pool {m.pool_name(q)} has KV cache groups: a hold that would consume its own cached prefix "
+                 f"there (a reuse above 0, after its session cached one or was preempted) is not modelled yet (the "
+                 f"hit must hold in every group: docs/design/sliding-window.md, section 7)", c, stmt)
     if not any(c.pools[q].table is not None for q in s.pending.pools):
-        fits = all(c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
-                   for q, need in zip(s.pending.pools, needs))
+        fits = all(groups.fits(m, c, q, u, need) if m.kv_groups[q] is not None
+                   else c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
+                   for q, u, need in zip(s.pending.pools, units, needs))
         return Admission(waiting, units, needs, reuse, env.draws, fits, why)
     # a pool that shares prefixes: the hit's blocks another hold references take no free unit (vLLM 0.33.0's
     # admission check, kv_cache_manager.py:531-548: the new blocks and the hit's blocks in the free queue)
@@ -230,7 +238,7 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
     s = s._replace(holds=s.holds + (ActiveHold(admission, pending.stmt, ()),))
     c = c._replace(sequence=admission + 1, sessions=c.sessions.set(serial, s))
     cached = 0.0
-    for q, u in zip(pending.pools, units):
+    for q, u, whole in zip(pending.pools, units, a.needs):
         consumed = 0.0
         if c.pools[q].table is not None:  # a pool that shares prefixes: pool/hit, pool/admit-shared
             need = m.round_up(q, u)
@@ -255,6 +263,11 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
         need = m.round_up(q, u)
         if need == math.inf:
             fail_infinite(m, c, q, "the hold's units", pending.stmt)
+        if m.kv_groups[q] is not None:  # a pool with KV cache groups: pool/admit-groups
+            c = groups.admit_groups(m, c, q, serial, admission, u, whole, pending.stmt)
+            if is_warm(m, c):
+                c = count_pool(c, q, admissions=1)
+            continue
         c = m.make_room(m, c, q, need, pending.stmt)
         pool = c.pools[q]
         c = _set_pool(c, q, pool._replace(allocated=pool.allocated + need,
@@ -518,6 +531,8 @@ def give_back(m: Machine, c: Configuration, serial: int, q: int, units: float, c
         if m.keeps_ended_attrs:
             c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
         return mark_dirty(m, c, q), kept
+    if m.kv_groups[q] is not None:  # every group's real blocks go back (kv_cache_coordinator.py:404-412)
+        units = next(h.units for h in pool.holders if h.serial == serial and h.hold_id == holder_id)
     pool = pool._replace(allocated=pool.allocated - units,
                          holders=tuple(h for h in pool.holders if not (h.serial == serial and h.hold_id == holder_id)))
     kept = 0.0
@@ -527,7 +542,7 @@ def give_back(m: Machine, c: Configuration, serial: int, q: int, units: float, c
         env = session_env(m, c, s, stmt)
         want = max(0.0, hold.cache(env))
         s = with_draws(s, env)
-        kept = m.round_down(q, min(want, computed))
+        kept = m.round_down(q, min(want, computed, units))  # (units: a grouped hold's blocks, at most what went back)
         if kept > 0:
             k = own_entry_index(pool.entries, serial)
             entries, cached = pool.entries, pool.cached
@@ -654,16 +669,17 @@ def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: floa
         c = sharing.grow_hold(m, c, p, serial, s.holds[h].hold_id, need, stmt)
         c = _set_pool(c, p, c.pools[p]._replace(allocated=c.pools[p].allocated - need))
     else:
-        c = m.make_room(m, c, p, need, stmt)
+        c = m.make_room(m, c, p, taken_by(m, p, need), stmt)
     s = c.sessions[serial]
     hold = s.holds[h]
     a = hold.allocations[k]
     hold = hold._replace(allocations=replace_at(hold.allocations, k, a._replace(units=a.units + need)))
     s = s._replace(holds=replace_at(s.holds, h, hold))
     pool = c.pools[p]
-    holders = tuple(x._replace(units=x.units + need) if x.serial == serial and x.hold_id == hold.hold_id else x
+    taken = taken_by(m, p, need)
+    holders = tuple(x._replace(units=x.units + taken) if x.serial == serial and x.hold_id == hold.hold_id else x
                     for x in pool.holders)
-    c = _set_pool(c, p, pool._replace(allocated=pool.allocated + need, holders=holders))
+    c = _set_pool(c, p, pool._replace(allocated=pool.allocated + taken, holders=holders))
     return c._replace(sessions=c.sessions.set(serial, s))
 
 
@@ -689,9 +705,18 @@ def growth_need(m: Machine, c: Configuration, serial: int, p: int, amount: float
     return need
 
 
+def taken_by(m: Machine, p: int, need: float) -> float:
+    """The units a growth of a hold's coverage by ``need`` takes from pool ``p``: ``need``, or, in a pool
+    with KV cache groups, ``need`` in every group (each table grows to the same length:
+    single_type_kv_cache_manager.py:229-236, 370-411; docs/design/sliding-window.md)."""
+    g = m.kv_groups[p]
+    return need if g is None else g.count * need
+
+
 def grow_fits(m: Machine, c: Configuration, p: int, need: float) -> bool:
-    """The premise of pool/grow: the pool has room for ``need`` more units next to the allocated ones."""
-    return c.pools[p].allocated + need <= m.caps[p] + EPSILON
+    """The premise of pool/grow: the pool has room for ``need`` more units (in every group, with KV cache
+    groups) next to the allocated ones."""
+    return c.pools[p].allocated + taken_by(m, p, need) <= m.caps[p] + EPSILON
 
 
 @rule("pool/grow", "the innermost hold on the pool takes the growth (to blocks), cache entries evicted as needed",

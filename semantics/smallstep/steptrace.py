@@ -111,6 +111,10 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "pool/evict-shared": (_POOL, ("block", INT), ("copies", INT), ("free", INT)),
     "pool/register": (_SESSION, _POOL, ("from", INT), ("to", INT)),
     "pool/release-shared": (_SESSION, _POOL, ("blocks", INT), ("freed", INT), ("cached", INT)),
+    # a pool with KV cache groups (docs/design/sliding-window.md)
+    "pool/admit-groups": (_SESSION, _POOL, ("coverage", REAL), ("units", REAL), ("groups", INT), ("sequence", REAL),
+                          ("cap", REAL)),
+    "pool/slide": (_SESSION, _POOL, ("processed", REAL), ("blocks", INT), ("skipped", INT), ("units", REAL)),
     "stage/fifo-enter": _ENTER,
     "stage/ps-enter": _ENTER + (("present", INT),),
     "stage/delay-enter": _ENTER,

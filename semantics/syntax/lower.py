@@ -283,6 +283,8 @@ class Lowering:
             if not stage_spec.is_step:
                 raise ProgramError(f"pool `{spec.name}`: `admit via {path.dotted}` needs a step stage, and "
                                    f"`{path.dotted}` is a {stage_spec.kind.kind} stage", path.span)
+        groups = self.lower_groups(spec.name, options["groups"], block, "share" in options) \
+            if "groups" in options else ()
         members = []
         for member in range(spec.count):
             admit_via = None
@@ -290,8 +292,43 @@ class Lowering:
                 admit_via = self.pair_member(admit, member, spec.count, spec.name, "admit via", options["admit"].span)
             members.append(ir.Pool(spec.name, member if spec.family else None, cap, block, evict, preempt, queue,
                                    spill, admit_via, "Key" if "requeue" in options else "Head",
-                                   "share" in options))
+                                   "share" in options, groups))
         return members
+
+    def lower_groups(self, pool: str, option: ast.Option, block: float | None, shares: bool) -> tuple[ir.KvGroup, ...]:
+        """``groups (full, window (W));`` (docs/design/sliding-window.md): the
+        groups whose condition is not 0, each window a constant natural number
+        of units >= 1; only with a block size, at most one group of each kind.
+        The groups left are () when they are one full group or none (every
+        condition 0): the seed's pool, so a let (and --set) can switch the
+        window off (examples/lib/vllm.sq, examples/pools/sliding_window.sq)."""
+        if block is None:
+            raise ProgramError(f"pool `{pool}`: `groups` needs `block`: each group is a table of blocks",
+                               option.span)
+        groups, seen = [], {}
+        for g in option.values:
+            kind = "Full" if g.kind == "full" else "Window"
+            if kind in seen:
+                raise ProgramError(f"pool `{pool}`: a second `{g.kind}` group (a pool has at most one full and one "
+                                   f"window group)", g.span)
+            seen[kind] = g
+            condition = g.values[-1]
+            if condition is not None and not arithmetic.is_true(
+                    evaluate_constant(condition, self.lets, f"pool `{pool}`: the condition of its `{g.kind}` group")):
+                continue
+            window = None
+            if kind == "Window":
+                window = evaluate_constant(g.values[0], self.lets, f"pool `{pool}`: the window of its group")
+                if not (window >= 1 and math.isfinite(window) and float(window).is_integer()):
+                    raise ProgramError(f"pool `{pool}`: `window ({format_number(window)})`: a window is a whole "
+                                       f"number of units, at least 1", g.values[0].span)
+            groups.append(ir.KvGroup(kind, window))
+        if not groups or len(groups) == 1 and groups[0].kind == "Full":
+            return ()
+        if shares:
+            raise ProgramError(f"pool `{pool}`: a window group with `share prefixes` is not modelled yet (a hit must "
+                               f"hold in every group: docs/design/sliding-window.md, section 7)", option.span)
+        return tuple(groups)
 
     def pair_member(self, target: Family, member: int, count: int, who: str, what: str, span: Span) -> int:
         """Families join member for member; a family of one serves every member."""

@@ -237,6 +237,16 @@ class BuildAst(Transformer):
     def opt_share_prefixes(self, meta, c):
         return ast.Option("share_prefixes", (), span=self.span(meta))
 
+    def opt_groups(self, meta, c):
+        # values: the groups, each an Option "full" (its condition or None) or "window" (W, its condition or None)
+        return ast.Option("groups", tuple(c), span=self.span(meta))
+
+    def group_full(self, meta, c):
+        return ast.Option("full", (c[0],), span=self.span(meta))
+
+    def group_window(self, meta, c):
+        return ast.Option("window", (c[0], c[1]), span=self.span(meta))
+
     def opt_queue_fifo(self, meta, c):
         return ast.Option("queue_fifo", (), span=self.span(meta))
 

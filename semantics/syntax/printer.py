@@ -669,6 +669,16 @@ class Printer:
                     extra.append([f" {word} (", self.expr(c), ")"])
                     word = None
             return ["speculate (", self.expr(tokens), ") accept (", self.expr(accept), ")", extra, ";"]
+        if kind == "opt_groups":
+            groups = []
+            for g in subtrees(t):
+                parts = subtrees(g)
+                if g.data == "group_full":
+                    groups.append(["full", [" when (", self.expr(parts[0]), ")"] if parts else []])
+                else:
+                    groups.append(["window (", self.expr(parts[0]), ")",
+                                   [" when (", self.expr(parts[1]), ")"] if len(parts) > 1 else []])
+            return ["groups (", [[", " if i else "", g] for i, g in enumerate(groups)], ");"]
         if kind == "opt_spill":
             tier, link, amount, guard = subtrees(t)
             return ["spill ", self.path(tier), " via ", self.path(link), " (", self.expr(amount), ") when (",

@@ -143,6 +143,10 @@ class StepState(NamedTuple):
     #: though they had two tokens or more left before it: vLLM cannot know they are done and serves them once
     #: more in the next batch (step/schedule of a parked session; docs/design/speculative-decoding.md)
     overrun: tuple[int, ...] = ()
+    #: schedule ahead with a memory of KV cache groups only: the tokens the last ended iteration gave each
+    #: session, (serial, tokens), still in flight while the next is formed (pool/slide frees on the processed
+    #: tokens: kv_cache_manager.py:556-568, num_in_flight_tokens, scheduler.py:1859, 2318)
+    flying: tuple = ()
 
 
 class StepStats(NamedTuple):
@@ -467,6 +471,8 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     if not waits and r.growing is not None:
         position, units = _growing_position(m, c, r)
         tokens = within_length(m, s, position, tokens)
+        if tokens > 0.0 and m.kv_groups[r.growing] is not None:  # pool/slide, at the hold's turn, before its growth
+            c = follow_up(c, _slide(m, c, s, r, position, units))
         need = slots_target(m, s, position, tokens) - units
     if tokens <= 0.0:  # speculate within (L): at the model length, nothing (vLLM: num_new_tokens == 0, the next)
         waits = True
@@ -489,6 +495,16 @@ def schedule(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | Non
     if not waits and not need > EPSILON and not alone:  # given its tokens: a pool that shares registers them
         c = _registers(m, c, s, r, r.growing, r.owner, position, tokens - a.drafts)
     return c
+
+
+def _slide(m: Machine, c: Configuration, s: int, r: Resident, position: float, coverage: float) -> tuple:
+    """The follow-up ``pool/slide`` of the hold resident ``r`` grows, on its processed tokens: its position
+    less the tokens the last ended iteration gave it, still in flight under schedule ahead (``flying``). It is
+    drained before the iteration goes on, so before the hold's growth (settle.form_iteration)."""
+    session = c.sessions[r.owner]
+    h, _ = innermost_hold(session, r.growing)
+    flying = next((tokens for x, tokens in c.stages[s].flying if x == r.owner), 0.0)
+    return ("pool/slide", r.growing, r.owner, session.holds[h].hold_id, coverage, max(0.0, position - flying))
 
 
 def within_length(m: Machine, s: int, position: float, tokens: float) -> float:
@@ -540,6 +556,8 @@ def pad(m: Machine, c: Configuration, s: int, r: Resident, why: tuple | None = N
     served = it.served + (r.job_id,)
     tokens = 1.0 + facts.spec
     position, units = _growing_position(m, c, r)
+    if m.kv_groups[r.growing] is not None:  # pool/slide, at the hold's turn, before its growth
+        c = follow_up(c, _slide(m, c, s, r, position, units))
     need = slots_target(m, s, position, tokens) - units
     a = Assignment(r.job_id, r.owner, PREFILL, tokens, position, drafts=facts.spec, accepted=0.0)
     if need > EPSILON:
@@ -847,6 +865,8 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
         st = st._replace(finishing=tuple(r.owner for r in done),
                          decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE or a.drafts > 0))
+        if m.steps[s].memory is not None and m.kv_groups[m.steps[s].memory] is not None:
+            st = st._replace(flying=tuple((a.serial, a.tokens) for a in it.assigned if a.job_id >= 0))
         if spec > 0:
             st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
                                                                  if a.mode == DECODE or a.drafts > 0),
@@ -963,7 +983,7 @@ def apply_ended(m: Machine, c: Configuration, s: int) -> Configuration:
     parked = c.stages[s].parked
     rejects = deferred_rejects(c, s)  # speculate: the ended iteration's rejected drafts roll back first
     c = c._replace(stages=replace_at(c.stages, s, c.stages[s]._replace(parked=(), rejects=(), given=(),
-                                                                        overrun=())))
+                                                                        overrun=(), flying=())))
     for serial in parked:
         c = make_ready(m, c, c.sessions[serial])
     if m.observer:
