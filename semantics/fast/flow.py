@@ -182,7 +182,7 @@ def admit(m: Machine, c: Configuration, p: int, a) -> Configuration:
         c = m.make_room(m, c, q, need, pending.stmt)
         pool = c.pools[q]
         c = _set_pools(c, replace_at(c.pools, q, _set_allocated_holders(
-            pool, pool.allocated + need, pool.holders + (build(Holding, (admission, serial, admission, need, False)),))))
+            pool, pool.allocated + need, pool.holders + (build(Holding, (admission, serial, admission, need, False, 0)),))))  # skipped 0: no groups
         c = mark_dirty(m, count_pool(c, q, admissions=1), q) if warm else mark_dirty(m, c, q)
         s = c.sessions[serial]
         active = s.holds[-1]
