@@ -485,6 +485,9 @@ class _Translator:
         if step.spec_tokens:
             raise self.refuse(path + ("spec_tokens",), "speculative decoding (`speculate`, "
                                                        "docs/design/speculative-decoding.md)")
+        if step.defer_free:
+            raise self.refuse(path + ("defer_free",), "a KV connector's deferred free (`defer free`, "
+                                                      "docs/design/kv-connector.md)")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)

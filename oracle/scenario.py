@@ -419,11 +419,15 @@ def has_remote(data: dict) -> bool:
     return any(isinstance(r, dict) and "remote" in r for r in data.get("requests") or ())
 
 
-def refuse_remote(data: dict, at: Callable[..., Span]) -> None:
-    """The located refusal of a scenario with the KV connector (the model is not built yet: an answer
-    without the connector would leave its transfers out)."""
-    if has_remote(data):
-        k = next(i for i, r in enumerate(data["requests"]) if "remote" in r)
+def refuse_remote(data: dict, at: Callable[..., Span], connector: bool = True) -> None:
+    """The located refusal of a scenario with the KV connector that loads something (``remote`` above 0: the
+    model of a remote prefill is not built yet, and an answer without it would leave its transfers out); a
+    connector that loads nothing is lib/vllm.sq's ``kv_connector`` (``defer free``), unless ``connector`` is
+    false (a program without the library's engine: every ``remote`` refused)."""
+    loads = [i for i, r in enumerate(data.get("requests") or ())
+             if isinstance(r, dict) and "remote" in r and (r["remote"] or not connector)]
+    if loads:
+        k = loads[0]
         raise ProgramError("serq-ref does not model the KV connector yet (issue 20 section 2, "
                            "docs/design/kv-connector.md): this scenario's answer would leave its remote prefill "
                            "and transfers out", at("requests", k, "remote"))
@@ -516,6 +520,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
                        data.get("chunk", 0) or 0, bool(data.get("prefix_caching", False)), is_async(data))
     if older_rule:
         sets["older_rule"] = 1.0
+    if has_remote(data):  # the KV consumer connector (docs/design/kv-connector.md): under async, defer free
+        sets["kv_connector"] = 1.0
     if "serve" in data:
         items = replace_step_option(items, ENGINE, "serve_admission", _serve_options(data["serve"], at))
     if has_limits(data):
@@ -687,7 +693,7 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
     text of ``data``, to locate its errors in (``check_scenario``)."""
     at = check_scenario(data, path, text)
     refuse_kv_groups(data, at)
-    refuse_remote(data, at)
+    refuse_remote(data, at, connector=False)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,

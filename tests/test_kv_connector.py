@@ -2,9 +2,11 @@
 the scenario fields ``remote`` and ``kv_delay`` checked and located, small
 scenarios answered by vLLM 0.33.0 through the driver's connector
 (oracle/real/remote_kv.py) checked against the design note's rules worked by
-hand, the campaign's generator, pyserq reported as not supporting it, and
-serq-ref refusing to answer such a scenario without its connector (the model
-is not built yet)."""
+hand, the campaign's generator, pyserq reported as not supporting it,
+serq-ref refusing to answer a scenario that loads without its connector (the
+load's model is not built yet), and the deferred free that a connector brings
+to the asynchronous engine modelled (``defer free``, rule step/defer: the
+noload corpus replayed)."""
 
 from __future__ import annotations
 
@@ -307,3 +309,84 @@ def test_answering_without_the_connector_is_wrong_on_nearly_every_case() -> None
         same = all(ours[k] == theirs[k] for k in ("first", "done", "preemptions", "steps"))
         outcome["agree" if same else "differ"] += 1
     assert dict(outcome) == WITHOUT_THE_CONNECTOR
+
+
+#: The noload corpus's asynchronous cases the default suite replays (a slice: the whole corpus is
+#: ``serq-ref oracle check oracle/data/campaign/kv-connector-noload.jsonl``, docs/campaigns.md).
+NOLOAD_SLICE = 40
+
+
+def test_defer_free_answers_the_noload_slice_as_vllm_and_without_it_would_not() -> None:
+    """Step 1 of the model (docs/design/kv-connector.md section 5.1): lib/vllm.sq's ``kv_connector`` (set by
+    the harness for a scenario with ``remote``) gives the engine ``defer free`` under asynchronous scheduling
+    (rule step/defer). The first NOLOAD_SLICE asynchronous cases of the noload corpus are answered as vLLM
+    0.33.0 answered them; those among them whose answer the connector changed are answered differently
+    without it (the same case with ``remote`` taken out), so the rule is what makes them agree."""
+    from oracle.scenario import run_scenario
+
+    keys = ("first", "done", "preemptions", "steps")
+    lines = (ROOT / "oracle" / "data" / "campaign" / "kv-connector-noload.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    records = [r for r in records if r["source"]["file"] == "async-scenarios.jsonl"][:NOLOAD_SLICE]
+    assert len(records) == NOLOAD_SLICE
+    changed = 0
+    for record in records:
+        case = {k: v for k, v in record["case"].items() if k != "kind"}
+        ours = run_scenario(case, older_rule=False)
+        assert {k: ours[k] for k in keys} == {k: record["answer"][k] for k in keys}, record["source"]
+        plain = {**case, "requests": [{k: v for k, v in r.items() if k != "remote"} for r in case["requests"]]}
+        try:
+            without = run_scenario(plain, older_rule=False)
+        except Exception:  # noqa: BLE001 - a different outcome is what is counted
+            without = None
+        changed += without is None or any(without[k] != ours[k] for k in keys)
+    assert changed >= NOLOAD_SLICE // 2, changed
+
+
+DEFER_PROGRAM = """pool reqs { cap 4; queue fifo; admit via engine; }
+pool kv { cap 64; block 4; evict lru; preempt lifo; }
+stage engine : step {
+  budget 8;
+  cost 1;
+  memory kv;
+  defer free;
+}
+"""
+
+
+def test_defer_free_without_schedule_ahead_is_a_located_error(capsys, tmp_path) -> None:
+    path = tmp_path / "defer.sq"
+    path.write_text(DEFER_PROGRAM)
+    code, out, err = cli(capsys, "check", str(path))
+    assert code == 1 and out == "" and "Traceback" not in err
+    first = err.splitlines()[0]
+    assert first.startswith(f"{path}:7:3: error: stage `engine`: `defer free` without `schedule ahead`"), first
+    assert err.splitlines()[1].strip() == "defer free;" and err.splitlines()[2].strip().startswith("^")
+
+
+def test_defer_free_is_in_the_ir_only_when_on_and_reads_back(tmp_path) -> None:
+    from semantics import codec
+    from semantics.compiler import compile_source
+
+    on = DEFER_PROGRAM.replace("defer free;", "schedule ahead;\n  defer free when (1 > 0);")
+    off = DEFER_PROGRAM.replace("defer free;", "schedule ahead;\n  defer free when (1 < 0);")
+    program_on, program_off = compile_source(on, "on.sq")[0], compile_source(off, "off.sq")[0]
+    assert program_on.stages[0].kind.defer_free and not program_off.stages[0].kind.defer_free
+    assert '"defer_free": true' in codec.dumps(program_on) and "defer_free" not in codec.dumps(program_off)
+    assert codec.loads(codec.dumps(program_on)) == program_on
+
+
+def test_the_fast_engine_gives_the_definitions_result_under_defer_free() -> None:
+    """The fast engine (semantics/fast) and the definition give the same RunResult on programs with ``defer
+    free`` (the noload corpus's first asynchronous cases whose answer the connector changed): a fast form of
+    the step engine that did not follow step/defer would differ here."""
+    from oracle import campaign
+    from oracle.scenario import scenario_program
+    from semantics import fast
+    from semantics.smallstep import driver
+
+    lines = (ROOT / "oracle" / "data" / "campaign" / "kv-connector-noload.jsonl").read_text().splitlines()
+    for index in (200, 201):
+        program = scenario_program(campaign._scenario(json.loads(lines[index])["case"]))
+        assert any(getattr(s.kind, "defer_free", False) for s in program.stages)
+        assert repr(fast.run(program)) == repr(driver.run(program)), index

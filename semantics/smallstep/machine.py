@@ -63,7 +63,7 @@ class StepFacts:
     chunk K; serve ...; memory P; })."""
 
     __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead", "spec",
-                 "accept", "lookahead", "slots", "within")
+                 "accept", "lookahead", "slots", "within", "defer")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -91,6 +91,9 @@ class StepFacts:
         self.lookahead = float(kind.spec_lookahead)
         self.slots = float(kind.spec_slots)
         self.within = float(kind.spec_within)
+        #: ``defer free`` (with schedule ahead): a resident the iteration in flight was given tokens is no victim
+        #: while the next iteration is formed (step/defer; docs/design/kv-connector.md)
+        self.defer = kind.defer_free and kind.schedule_ahead
 
 
 class Machine:

@@ -72,6 +72,7 @@ FOLLOW_UPS = {
     "stage/leave": leave_stage,
     "stage/step-complete": step.complete_run,
     "step/admit": step.admit,
+    "step/defer": step.defer,
     "step/grow": step.grow_for,
     "step/park": step.park,
     "step/preempt-parked": step.preempt_parked,
@@ -201,7 +202,8 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                         c = step.admit_stop(m, c, s, q, a)
                     continue
         # schedule ahead: a batch, though empty, while a parked session or (speculate) a roll-back waits for it
-        formed = it.assigned or it.preempted or c.stages[s].parked or c.stages[s].rejects
+        # defer free: a batch, though empty, when a growth was deferred (vLLM's schedule() call is a step)
+        formed = it.assigned or it.preempted or c.stages[s].parked or c.stages[s].rejects or it.halted
         c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
         if c.stages[s].parked or c.stages[s].rejects or c.stages[s].overrun:  # schedule ahead: the ended iteration's results apply now
             c = drain(m, step.apply_ended(m, c, s))

@@ -56,7 +56,7 @@ STAGE_OR_FLOW = "stage-or-flow"  # a stage's name, or "flow"
 
 _ENUMS = {
     MODE: ("prefill", "decode"),
-    OUTCOME: ("grew", "waits", "preempted"),
+    OUTCOME: ("grew", "waits", "preempted", "deferred"),
     QUEUE_ORDER: ("join", "keys", "head"),
     EVICT_ORDER: ("lru", "keys"),
     SERVE_ORDER: ("admission", "keys", "prefill-first"),
@@ -145,6 +145,7 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "step/pad": (_STAGE, ("job", JOB), ("session", INT), ("tokens", REAL), ("drafts", REAL), ("grow", REAL),
                  ("left", REAL)),
     "step/pad-stop": (_STAGE, _POOL, ("session", INT)),
+    "step/defer": (_STAGE, ("session", INT), ("victim", INT), _POOL, ("by", VICTIM_BY), ("candidates", SERIALS)),
 }
 
 #: the rules whose record starts a job (and names it)

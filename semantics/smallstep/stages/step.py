@@ -58,7 +58,7 @@ from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, PREFILL, Conf
                              insert_event,
                              ready_from, ready_serials, replace_at, setter)
 from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
-from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
+from ..pools import DEFERRED, GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
 from ..rules import rule
 from ..values import Env
 from .jobs import at_stage, finish_job
@@ -119,6 +119,10 @@ class Iteration(NamedTuple):
     #: speculate's draft slots D: every resident served takes its tokens and D of the budget, and ``left`` is
     #: the budget less D less what they took (vLLM's input budget less D, below 0 once it is under D)
     slots: float = 0.0
+    #: ``defer free``: the session whose growth step/defer refused (its victim in flight), and whether the
+    #: iteration serves no more residents (those it admits it still serves); None and False without
+    deferred: int | None = None
+    halted: bool = False
 
 
 class StepState(NamedTuple):
@@ -143,6 +147,9 @@ class StepState(NamedTuple):
     #: though they had two tokens or more left before it: vLLM cannot know they are done and serves them once
     #: more in the next batch (step/schedule of a parked session; docs/design/speculative-decoding.md)
     overrun: tuple[int, ...] = ()
+    #: schedule ahead and defer free only: the sessions the last ended iteration gave tokens, until the next
+    #: iteration is formed (step/iteration, step/idle): no victim meanwhile (step/defer)
+    flight: tuple[int, ...] = ()
 
 
 class StepStats(NamedTuple):
@@ -379,6 +386,8 @@ def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple
     st = c.stages[s]
     served = st.iteration.served
     unserved = [r for r in st.jobs if r.job_id not in served]
+    if st.iteration.halted:  # defer free: the pass serves no more residents but those it admits (step/defer)
+        unserved = [r for r in unserved if r.owner in st.iteration.admitted]
     if st.overrun:  # speculate under schedule ahead: a parked session vLLM serves once more, in admission order
         extra = [r for r in overrun_residents(m, c, s) if r.job_id not in served]
         if extra:
@@ -638,6 +647,8 @@ def growth_outcome(c: Configuration, s: int, a: Assignment) -> str:
             return PREEMPTED
     elif not any(r.job_id == a.job_id for r in c.stages[s].jobs):
         return PREEMPTED
+    if c.stages[s].iteration.deferred == a.serial:  # defer free: its victim was in flight (step/defer)
+        return DEFERRED
     return WAITS if c.sessions[a.serial].status == GROWING else GREW
 
 
@@ -657,6 +668,8 @@ def grow_for(m: Machine, c: Configuration, s: int, a: Assignment, p: int) -> Con
         it = it._replace(pending=None, preempted=True)
     elif outcome == PREEMPTED:  # "if new_blocks is None: break": this pass schedules nothing further
         it = it._replace(pending=None, open=False, preempted=True)
+    elif outcome == DEFERRED:  # defer free: no tokens, its grown units kept (step/defer halted the pass)
+        it = it._replace(pending=None, deferred=None)
     else:  # it waits to grow (preempt none): no tokens (nor, under serve exclusive prefill, a selection)
         it = it._replace(pending=None)
     c = _with_iteration(c, s, it)
@@ -761,6 +774,8 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     due = (c.time + cost, c.sequence)
     it = it._replace(due=due, pending=None)
     st = c.stages[s]._replace(iteration=it, count=it.number)
+    if st.flight:  # defer free: the ended iteration is applied once this one is formed
+        st = st._replace(flight=())
     c = c._replace(stages=replace_at(c.stages, s, st), events=insert_event(c.events, due, EVENT, s),
                    sequence=c.sequence + 1)
     if c.time >= m.warmup:
@@ -802,6 +817,8 @@ def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Confi
       "002 §3 Stages: An iteration that schedules no token is not an iteration, unless it preempted")
 def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     c = _with_iteration(c, s, None)
+    if c.stages[s].flight:  # defer free: the ended iteration is applied once this one is dropped
+        c = _with_state(c, s, c.stages[s]._replace(flight=()))
     if m.observer:
         m.notify("step/idle", c, {"stage": m.stage_name(s)})
     return c
@@ -847,6 +864,8 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
     if m.steps[s].ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
         st = st._replace(finishing=tuple(r.owner for r in done),
                          decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE or a.drafts > 0))
+        if m.steps[s].defer:  # defer free: no victim while the next iteration is formed (step/defer)
+            st = st._replace(flight=tuple(a.serial for a in it.assigned))
         if spec > 0:
             st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
                                                                  if a.mode == DECODE or a.drafts > 0),
@@ -878,6 +897,24 @@ def reject(m: Machine, c: Configuration, s: int, a: Assignment, p: int, rollback
 
 #: the stage kind's completion event's rule
 complete = end_iteration
+
+
+# -- defer free (a KV consumer connector under schedule ahead; docs/design/kv-connector.md) ----------------------
+
+
+@rule("step/defer", "under schedule ahead and defer free, a growth that does not fit whose victim the iteration in flight gave tokens preempts nothing: the grower gets nothing (its units kept) and the iteration serves no more residents; it still admits from its queues unless it preempted",
+      "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 with a KV consumer connector and more than one batch in flight defers block frees (defer_block_free, vllm/v1/core/sched/scheduler.py:189-195); a running request scheduled in the batch in flight cannot be freed (_request_blocks_can_be_freed, :3077-3082), so the allocation loop breaks without preempting it (:940-942) and the running loop ends (:986-987); the waiting loop runs when nothing was preempted (:1050)")
+def defer(m: Machine, c: Configuration, s: int, serial: int, victim: int, p: int,
+          why: tuple | None = None) -> Configuration:
+    """step/defer (its premise: pools._defers, after choose_victim chose ``victim`` for the growth of ``serial``'s
+    hold on ``p``): step/grow then reads the outcome DEFERRED."""
+    it = c.stages[s].iteration
+    c = _with_iteration(c, s, it._replace(deferred=serial, halted=True))
+    if m.observer:
+        grower, by, candidates = why
+        m.notify("step/defer", c, {"stage": m.stage_name(s), "session": serial, "victim": victim,
+                                   "pool": m.pool_name(p), "by": by, "candidates": candidates})
+    return c
 
 
 def _note_tokens(m: Machine, c: Configuration, s: int, it: Iteration, jobs: dict) -> Configuration:
