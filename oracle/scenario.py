@@ -428,9 +428,9 @@ def refuse_remote(data: dict, at: Callable[..., Span], connector: bool = True) -
              if isinstance(r, dict) and "remote" in r and (r["remote"] or not connector)]
     if loads:
         k = loads[0]
-        raise ProgramError("serq-ref does not model the KV connector yet (issue 20 section 2, "
-                           "docs/design/kv-connector.md): this scenario's answer would leave its remote prefill "
-                           "and transfers out", at("requests", k, "remote"))
+        raise ProgramError("serq-ref does not model the KV connector's remote load yet (issue 20 section 2, "
+                           "docs/design/kv-connector.md section 5.4): this scenario's answer would leave its remote "
+                           "prefill and transfers out", at("requests", k, "remote"))
 
 
 def beyond_the_seed(data: object) -> str | None:

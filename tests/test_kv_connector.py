@@ -76,7 +76,7 @@ def test_a_connector_scenario_is_refused_not_answered_without_its_connector(caps
     path.write_text(json.dumps(SCENARIO, indent=1))
     code, out, err = cli(capsys, "oracle", "run", str(path))
     assert code == 1 and out == "" and "Traceback" not in err
-    assert err.splitlines()[0].startswith(f"{path}:") and "does not model the KV connector yet" in err.splitlines()[0]
+    assert err.splitlines()[0].startswith(f"{path}:") and "does not model the KV connector's remote load yet" in err.splitlines()[0]
     assert '"remote": 30' in err.splitlines()[1] and err.splitlines()[2].strip() == "^"
     # a campaign file's case: check counts it failed, with why, and never as passed
     corpus = tmp_path / "pd.jsonl"
@@ -84,7 +84,7 @@ def test_a_connector_scenario_is_refused_not_answered_without_its_connector(caps
         "first": {"0": 3, "1": 1}, "done": {"0": 4, "1": 3}, "preemptions": 0, "steps": 5}}) + "\n")
     code, out, err = cli(capsys, "oracle", "check", str(corpus))
     assert code == 1 and "Traceback" not in out + err
-    assert "serq-ref stopped: serq-ref does not model the KV connector yet" in out + err
+    assert "serq-ref stopped: serq-ref does not model the KV connector's remote load yet" in out + err
     assert "0 passed, 1 failed" in out + err
     # the same requests without the connector mean what they meant
     plain = json.loads(json.dumps(SCENARIO))
