@@ -419,18 +419,53 @@ def has_remote(data: dict) -> bool:
     return any(isinstance(r, dict) and "remote" in r for r in data.get("requests") or ())
 
 
+def loads(data: dict) -> bool:
+    """Whether some request of the scenario loads a remote prefill (``remote`` above 0)."""
+    return any(isinstance(r, dict) and r.get("remote", 0) for r in data.get("requests") or ())
+
+
+#: What a scenario with remote loads may not also have (docs/design/kv-connector.md section 5.5): the scenario
+#: key, and what the model of the load does not reach with it.
+LOAD_REFUSALS = (("spec_tokens", "speculative decoding"), ("policy", "the priority policy"),
+                 ("max_model_len", "max_model_len"), ("watermark", "the watermark"))
+
+
 def refuse_remote(data: dict, at: Callable[..., Span], connector: bool = True) -> None:
-    """The located refusal of a scenario with the KV connector that loads something (``remote`` above 0: the
-    model of a remote prefill is not built yet, and an answer without it would leave its transfers out); a
-    connector that loads nothing is lib/vllm.sq's ``kv_connector`` (``defer free``), unless ``connector`` is
-    false (a program without the library's engine: every ``remote`` refused)."""
-    loads = [i for i, r in enumerate(data.get("requests") or ())
+    """The located refusal of what the model of the KV connector does not reach: a program without the
+    library's engine (``connector`` false: every ``remote`` refused); a load (``remote`` above 0) beside
+    shared prompt heads, a scenario key of LOAD_REFUSALS, or a request that never fits."""
+    requests = data.get("requests") or ()
+    found = [i for i, r in enumerate(requests)
              if isinstance(r, dict) and "remote" in r and (r["remote"] or not connector)]
-    if loads:
-        k = loads[0]
-        raise ProgramError("serq-ref does not model the KV connector's remote load yet (issue 20 section 2, "
-                           "docs/design/kv-connector.md section 5.4): this scenario's answer would leave its remote "
-                           "prefill and transfers out", at("requests", k, "remote"))
+    if not found:
+        return
+    k = found[0]
+    reason = None
+    if not connector:
+        reason = "a program without lib/vllm.sq's engine"
+    elif any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
+        reason = "prompt_segments (a local hit before the load)"
+    else:
+        reason = next((what for key, what in LOAD_REFUSALS if data.get(key)), None)
+        if reason is None and has_limits(data):
+            reason = "a request that never fits or passes max_model_len"
+    if reason is not None:
+        raise ProgramError(f"serq-ref does not model the KV connector's remote load with {reason} (issue 20 "
+                           f"section 2, docs/design/kv-connector.md section 5.5): this scenario's answer would "
+                           f"leave its remote prefill and transfers out", at("requests", k, "remote"))
+
+
+#: The session attributes of a request's remote load (``_with_remote``).
+REMOTE_ATTRS = ("remote", "kv_delay")
+
+
+def _with_remote(items: Items, init: tuple[str, ...]) -> Items:
+    """The scenario program with the remote loads written in (docs/design/kv-connector.md section 5.5): the
+    engine's clause ``load remote (remote) after (kv_delay);`` reads each session's attributes, which the
+    workload's init sets to 0 and ``_build`` gives per session."""
+    items = insert_step_option(items, ENGINE, None, parse_step_options("load remote (remote) after (kv_delay);",
+                                                                       FRAGMENT))
+    return append_to_init(items, init, parse_stmts("set remote = 0; set kv_delay = 0;", FRAGMENT))
 
 
 def beyond_the_seed(data: object) -> str | None:
@@ -522,6 +557,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         sets["older_rule"] = 1.0
     if has_remote(data):  # the KV consumer connector (docs/design/kv-connector.md): under async, defer free
         sets["kv_connector"] = 1.0
+    if loads(data):  # the remote loads (docs/design/kv-connector.md section 5.5)
+        items = _with_remote(items, INIT_SETS)
     if "serve" in data:
         items = replace_step_option(items, ENGINE, "serve_admission", _serve_options(data["serve"], at))
     if has_limits(data):
@@ -663,12 +700,16 @@ def _build(data: dict, at: Callable[..., Span], items: Items, loaded: Loaded, se
     keyed = "priority" in program.attrs and "arrival" in program.attrs
     spec = ACCEPT_LENGTH in program.attrs
     segmented = f"{SEGMENT_LENGTH}0" in program.attrs
+    remote = "kv_delay" in program.attrs and "remote" in program.attrs
     sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
                                      (slot("arrive"), float(r.get("arrive", 0))))
                                     + (((slot("priority"), float(r.get("priority", 0))),
                                         (slot("arrival"), float(arrival[i]))) if keyed else ())
                                     + (_accept_pairs(slot, r) if spec else ())
-                                    + (_segment_pairs(slot, data, r) if segmented else ()), None)
+                                    + (_segment_pairs(slot, data, r) if segmented else ())
+                                    + (((slot("remote"), float(r.get("remote", 0))),
+                                        (slot("kv_delay"), float(r.get("kv_delay", 0))))
+                                       if remote else ()), None)
                      for i, r in enumerate(data["requests"]))
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)

@@ -241,6 +241,18 @@ def deferred_free_program():
     return scenario_program(campaign._scenario(record["case"]))
 
 
+def remote_load_program():
+    """kv-connector.jsonl case 52 (recorded from vLLM 0.33.0): two requests load a partial remote prefill with one
+    request slot, so that the second's promotion waits for the slot (step/load, step/promote, step/promote-stop;
+    docs/design/kv-connector.md), which no example does by itself."""
+    from oracle import campaign
+    from oracle.scenario import scenario_program
+
+    path = ROOT / "oracle" / "data" / "campaign" / "kv-connector.jsonl"
+    record = json.loads(path.read_text().splitlines()[52])
+    return scenario_program(campaign._scenario(record["case"]))
+
+
 def all_printed(examples: dict[str, list[str]]) -> set[str]:
     names = set()
     for source in PROGRAMS.values():
@@ -250,6 +262,7 @@ def all_printed(examples: dict[str, list[str]]) -> set[str]:
         names |= printed_names(program)
     names |= printed_names(parked_victim_program())
     names |= printed_names(deferred_free_program())
+    names |= printed_names(remote_load_program())
     for rules in examples.values():
         names |= set(rules)
     return names

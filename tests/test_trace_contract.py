@@ -91,6 +91,7 @@ def _sample_records() -> list[dict]:
 
     records += _records(scenario_program(ASYNC_CASE))
     records += _records(scenario_program(DEFER_CASE))  # defer free: step/defer
+    records += _records(scenario_program(LOAD_CASE))  # load remote: step/load, step/promote, step/promote-stop
     return records
 
 
@@ -113,6 +114,13 @@ DEFER_CASE = {"budget": 32, "max_seqs": 7, "block_size": 16, "num_blocks": 37, "
                            {"prompt": 479, "out": 53, "arrive": 1, "remote": 0},
                            {"prompt": 25, "out": 57, "arrive": 6, "remote": 0}],
               "async": True}
+
+
+#: oracle/data/campaign/kv-connector.jsonl case 52: two partial remote loads, one request slot (step/load,
+#: step/promote, step/promote-stop; docs/design/kv-connector.md)
+LOAD_CASE = {"budget": 20, "max_seqs": 1, "block_size": 34, "num_blocks": 17, "chunk": 18, "prefix_caching": True,
+             "requests": [{"prompt": 144, "out": 22, "remote": 33, "kv_delay": 0},
+                          {"prompt": 181, "out": 9, "remote": 93, "kv_delay": 0}], "async": True}
 
 
 @pytest.fixture(scope="module")

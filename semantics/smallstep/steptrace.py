@@ -146,6 +146,9 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
                  ("left", REAL)),
     "step/pad-stop": (_STAGE, _POOL, ("session", INT)),
     "step/defer": (_STAGE, ("session", INT), ("victim", INT), _POOL, ("by", VICTIM_BY), ("candidates", SERIALS)),
+    "step/load": (_STAGE, _POOL, ("session", INT), ("units", REAL), ("computed", REAL), ("due", INT)),
+    "step/promote": (_STAGE, ("session", INT), ("left", REAL)),
+    "step/promote-stop": (_STAGE, ("session", INT)),
 }
 
 #: the rules whose record starts a job (and names it)

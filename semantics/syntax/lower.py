@@ -371,6 +371,10 @@ class Lowering:
                                        f"iteration in flight while the next is formed defers a free",
                                        options["defer_free"].span)
                 lowered = dataclasses.replace(lowered, defer_free=defer)
+            if "load_remote" in options:  # docs/design/kv-connector.md section 5.5
+                remote, delay = options["load_remote"].values
+                lowered = dataclasses.replace(lowered, load_remote=self.lower_expr(remote),
+                                              load_delay=self.lower_expr(delay))
         members = []
         for member in range(spec.count):
             member_kind = lowered

@@ -659,6 +659,9 @@ class Printer:
         if kind == "step_schedule_ahead":
             condition = subtrees(t)
             return ["schedule ahead", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
+        if kind == "step_load_remote":
+            remote, delay = subtrees(t)
+            return ["load remote (", self.expr(remote), ") after (", self.expr(delay), ");"]
         if kind == "step_defer_free":
             condition = subtrees(t)
             return ["defer free", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
