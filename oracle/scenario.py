@@ -432,19 +432,16 @@ LOAD_REFUSALS = (("spec_tokens", "speculative decoding"), ("policy", "the priori
 
 def refuse_remote(data: dict, at: Callable[..., Span], connector: bool = True) -> None:
     """The located refusal of what the model of the KV connector does not reach: a program without the
-    library's engine (``connector`` false: every ``remote`` refused); a load (``remote`` above 0) beside
-    shared prompt heads, a scenario key of LOAD_REFUSALS, or a request that never fits."""
+    library's engine (``connector`` false: every ``remote`` refused); a load (``remote`` above 0) with a
+    scenario key of LOAD_REFUSALS, or a request that never fits."""
     requests = data.get("requests") or ()
     found = [i for i, r in enumerate(requests)
              if isinstance(r, dict) and "remote" in r and (r["remote"] or not connector)]
     if not found:
         return
     k = found[0]
-    reason = None
     if not connector:
         reason = "a program without lib/vllm.sq's engine"
-    elif any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
-        reason = "prompt_segments (a local hit before the load)"
     else:
         reason = next((what for key, what in LOAD_REFUSALS if data.get(key)), None)
         if reason is None and has_limits(data):
@@ -576,7 +573,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         if spec_tokens_of(data):
             raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
                                "across requests without drafts (docs/design/shared-prefixes.md)", at("spec_tokens"))
-        items = _with_segments(items, data, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
+        items = _with_segments(items, data, INIT_SETS + (("priority", "arrival") if has_limits(data) else ())
+                               + (REMOTE_ATTRS if loads(data) else ()))
     return _build(data, at, items, loaded, sets, verdicts)
 
 
@@ -650,8 +648,11 @@ def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
         content = parse_content(segments, FRAGMENT)
         items = set_hold_content(items, REQUEST_DEF, content)
     hitmax = parse_expr("prompt - 1" if data.get("prefix_caching") else "0", FRAGMENT)
+    # a request that loads (docs/design/kv-connector.md section 5.5): vLLM reports the tokens its load adopted
+    # as its cached ones (the prefill stats of its first admission, scheduler.py:1251-1258: local + external)
+    first = "max(remote, first_cached)" if loads(data) else "first_cached"
     items = edit_session_call(items, REQUEST_DEF, 2, hitmax,
-                              parse_stmts(f"observe {FIRST_HIT} = first_cached;", FRAGMENT))
+                              parse_stmts(f"observe {FIRST_HIT} = {first};", FRAGMENT))
     sets = " ".join(f"set {SEGMENT_KEY}{j} = 0; set {SEGMENT_LENGTH}{j} = 0;" for j in range(n))
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
 

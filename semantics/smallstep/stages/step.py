@@ -60,6 +60,7 @@ from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, LOADING, PREF
 from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
 from ..pools import DEFERRED, GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
 from ..rules import rule
+from .. import sharing
 from ..values import Env
 from .jobs import at_stage, finish_job
 
@@ -1067,8 +1068,20 @@ def load_amount(m: Machine, c: Configuration, s: int, a) -> float:
         return 0.0
     env = _stage_env(c, context_before(m, c, s))
     env.attrs, env.serial, env.stream, env.draws = session.attrs, serial, session.stream, session.draws
-    value = _read(m, c, s, "remote load", facts.remote, env)
-    return max(0.0, value)
+    value = max(0.0, _read(m, c, s, "remote load", facts.remote, env))
+    return value if value > _local_hit(m, c, s, a)[0] else 0.0
+
+
+def _local_hit(m: Machine, c: Configuration, s: int, a) -> tuple[float, float]:
+    """The head's local prefix hit on the stage's memory when it shares prefixes (pool/hit's premise), in units,
+    and the units of it another hold references (they take no free unit); (0, 0) otherwise. vLLM 0.33.0 asks the
+    connector for the prompt less that hit (scheduler.py:1130-1140)."""
+    p = m.steps[s].memory
+    if c.pools[p].table is None or m.holds[c.sessions[a.waiting.serial].pending.stmt].cache is None:
+        return 0.0, 0.0
+    pools = c.sessions[a.waiting.serial].pending.pools
+    ids = sharing.hit_blocks(m, c, p, a.waiting.serial, a.content, a.reuse, a.needs[pools.index(p)])
+    return len(ids) * m.block_sizes[p], sharing.live_units(m, c, p, ids)
 
 
 def _prefilling(m: Machine, c: Configuration, s: int) -> float:
@@ -1102,12 +1115,13 @@ def load_fits(m: Machine, c: Configuration, s: int, a, amount: float) -> bool:
     full_sequence_must_fit and reserved_blocks, kv_cache_manager.py:527-590; scheduler.py:1421-1461)."""
     p = m.steps[s].memory
     pools = c.sessions[a.waiting.serial].pending.pools
+    live = _local_hit(m, c, s, a)[1]  # a shared hit's blocks another hold references take no free unit
     for q, u, need in zip(pools, a.units, a.needs):
         if q == p:
             free = m.caps[q] - c.pools[q].allocated
-            if m.round_up(q, need) > free + EPSILON:
+            if m.round_up(q, need) - live > free + EPSILON:
                 return False
-            if m.round_up(q, amount) > free - _prefilling(m, c, s) + EPSILON:
+            if m.round_up(q, amount) - live > free - _prefilling(m, c, s) + EPSILON:
                 return False
         elif c.pools[q].allocated + m.round_up(q, u) > m.caps[q] + EPSILON:
             return False
@@ -1120,7 +1134,7 @@ def load_admission(m: Machine, a, pools: tuple, amount: float, p: int):
                                   for q, u_need in zip(pools, a.needs)))
 
 
-@rule("step/load", "under load remote (R) after (D), the head of the first queue the stage serves, whose session has not loaded yet and reads R > 0, was admitted as a load (pool/admit: R units of the memory, none of its other pools): it is parked, not run, its hold's position R (the whole prompt less its last token when R is all it needs), until the iteration D + 1 after this one (D + 2 under schedule ahead) promotes it (step/promote); it takes no budget and the iteration goes on admitting",
+@rule("step/load", "under load remote (R) after (D), the head of the first queue the stage serves, whose session has not loaded yet and reads R above its local hit (pool/hit's, in a pool that shares prefixes), was admitted as a load (pool/admit: R units of the memory, none of its other pools): it is parked, not run, its hold's position R (the whole prompt less its last token when R is all it needs), until the iteration D + 1 after this one (D + 2 under schedule ahead) promotes it (step/promote); it takes no budget and the iteration goes on admitting",
       "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 get_num_new_matched_tokens answers the remote tokens (scheduler.py:1130-1140), the request is given no tokens (:1286-1289), its blocks allocated at once (:1436-1452), WAITING_FOR_REMOTE_KVS, skipped into kv_holding_waiting (:1517-1545, 1054-1060); the transfer reported in step s + D's output (:2581-2582, 3556-3578)")
 def load(m: Machine, c: Configuration, s: int, q: int, serial: int, amount: float, full: float,
          units: tuple) -> Configuration:
@@ -1174,7 +1188,7 @@ def promotion_fits(m: Machine, c: Configuration, s: int, load: Load) -> bool:
     return True
 
 
-@rule("step/promote", "under load remote, while the iteration has budget left and has not preempted, the first parked load whose transfer is done (those that are not are passed over) is promoted before any queue's head: its hold takes its units on its other pools (a request slot), its session is admitted anew (the last in admission order) and runs at once: its run computes what the load left (the last prompt token when it loaded the whole prompt)",
+@rule("step/promote", "under load remote, while the iteration has budget left and has not preempted, the first parked load whose transfer is done (those that are not are passed over) is promoted before any queue's head: its hold takes its units on its other pools (a request slot), its session is admitted anew (the last in admission order; in a pool that shares prefixes its loaded blocks are registered: pool/register) and runs at once: its run computes what the load left (the last prompt token when it loaded the whole prompt)",
       "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 drains kv_holding_waiting first (scheduler.py:1062-1068), promotes a request whose transfer finished (_update_waiting_for_remote_kv, :3467-3517: computed = num_tokens - 1 for a whole prompt) and schedules it as a resumed request (:1262-1272, 1307), appended to running (:1548)")
 def promote(m: Machine, c: Configuration, s: int, load: Load) -> Configuration:
     p = m.steps[s].memory
@@ -1202,6 +1216,9 @@ def promote(m: Machine, c: Configuration, s: int, load: Load) -> Configuration:
     c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != load.serial))
     if m.observer:
         m.notify("step/promote", c, {"stage": m.stage_name(s), "session": load.serial, "left": it.left})
+    if c.pools[p].table is not None:  # the loaded blocks are cached now (scheduler.py:3509-3511): pool/register
+        a = next(x for x in c.sessions[load.serial].holds[h].allocations if x.pool == p)
+        return follow_up(c, ("pool/register", p, load.serial, 0.0, a.position), ("run-session", load.serial))
     return follow_up(c, ("run-session", load.serial))
 
 
