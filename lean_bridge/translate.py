@@ -485,6 +485,12 @@ class _Translator:
         if step.spec_tokens:
             raise self.refuse(path + ("spec_tokens",), "speculative decoding (`speculate`, "
                                                        "docs/design/speculative-decoding.md)")
+        if step.load_remote is not None:
+            raise self.refuse(path + ("load_remote",), "a KV connector's remote load (`load remote`, "
+                                                       "docs/design/kv-connector.md)")
+        if step.defer_free:
+            raise self.refuse(path + ("defer_free",), "a KV connector's deferred free (`defer free`, "
+                                                      "docs/design/kv-connector.md)")
         keys = []
         for j, key in enumerate(step.serve):
             key_path = path + ("serve", "By", j)

@@ -445,14 +445,50 @@ def has_remote(data: dict) -> bool:
     return any(isinstance(r, dict) and "remote" in r for r in data.get("requests") or ())
 
 
-def refuse_remote(data: dict, at: Callable[..., Span]) -> None:
-    """The located refusal of a scenario with the KV connector (the model is not built yet: an answer
-    without the connector would leave its transfers out)."""
-    if has_remote(data):
-        k = next(i for i, r in enumerate(data["requests"]) if "remote" in r)
-        raise ProgramError("serq-ref does not model the KV connector yet (issue 20 section 2, "
-                           "docs/design/kv-connector.md): this scenario's answer would leave its remote prefill "
-                           "and transfers out", at("requests", k, "remote"))
+def loads(data: dict) -> bool:
+    """Whether some request of the scenario loads a remote prefill (``remote`` above 0)."""
+    return any(isinstance(r, dict) and r.get("remote", 0) for r in data.get("requests") or ())
+
+
+#: What a scenario with remote loads may not also have (docs/design/kv-connector.md section 5.5): the scenario
+#: key, and what the model of the load does not reach with it.
+LOAD_REFUSALS = (("spec_tokens", "speculative decoding"), ("policy", "the priority policy"),
+                 ("max_model_len", "max_model_len"), ("watermark", "the watermark"))
+
+
+def refuse_remote(data: dict, at: Callable[..., Span], connector: bool = True) -> None:
+    """The located refusal of what the model of the KV connector does not reach: a program without the
+    library's engine (``connector`` false: every ``remote`` refused); a load (``remote`` above 0) with a
+    scenario key of LOAD_REFUSALS, or a request that never fits."""
+    requests = data.get("requests") or ()
+    found = [i for i, r in enumerate(requests)
+             if isinstance(r, dict) and "remote" in r and (r["remote"] or not connector)]
+    if not found:
+        return
+    k = found[0]
+    if not connector:
+        reason = "a program without lib/vllm.sq's engine"
+    else:
+        reason = next((what for key, what in LOAD_REFUSALS if data.get(key)), None)
+        if reason is None and has_limits(data):
+            reason = "a request that never fits or passes max_model_len"
+    if reason is not None:
+        raise ProgramError(f"serq-ref does not model the KV connector's remote load with {reason} (issue 20 "
+                           f"section 2, docs/design/kv-connector.md section 5.5): this scenario's answer would "
+                           f"leave its remote prefill and transfers out", at("requests", k, "remote"))
+
+
+#: The session attributes of a request's remote load (``_with_remote``).
+REMOTE_ATTRS = ("remote", "kv_delay")
+
+
+def _with_remote(items: Items, init: tuple[str, ...]) -> Items:
+    """The scenario program with the remote loads written in (docs/design/kv-connector.md section 5.5): the
+    engine's clause ``load remote (remote) after (kv_delay);`` reads each session's attributes, which the
+    workload's init sets to 0 and ``_build`` gives per session."""
+    items = insert_step_option(items, ENGINE, None, parse_step_options("load remote (remote) after (kv_delay);",
+                                                                       FRAGMENT))
+    return append_to_init(items, init, parse_stmts("set remote = 0; set kv_delay = 0;", FRAGMENT))
 
 
 def beyond_the_seed(data: object) -> str | None:
@@ -559,6 +595,10 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     if older_rule:
         sets["older_rule"] = 1.0
     sets.update(kv_group_sets(data))
+    if has_remote(data):  # the KV consumer connector (docs/design/kv-connector.md): under async, defer free
+        sets["kv_connector"] = 1.0
+    if loads(data):  # the remote loads (docs/design/kv-connector.md section 5.5)
+        items = _with_remote(items, INIT_SETS)
     if "serve" in data:
         items = replace_step_option(items, ENGINE, "serve_admission", _serve_options(data["serve"], at))
     if has_limits(data):
@@ -576,7 +616,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         if spec_tokens_of(data):
             raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
                                "across requests without drafts (docs/design/shared-prefixes.md)", at("spec_tokens"))
-        items = _with_segments(items, data, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
+        items = _with_segments(items, data, INIT_SETS + (("priority", "arrival") if has_limits(data) else ())
+                               + (REMOTE_ATTRS if loads(data) else ()))
     return _build(data, at, items, loaded, sets, verdicts)
 
 
@@ -650,8 +691,11 @@ def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
         content = parse_content(segments, FRAGMENT)
         items = set_hold_content(items, REQUEST_DEF, content)
     hitmax = parse_expr("prompt - 1" if data.get("prefix_caching") else "0", FRAGMENT)
+    # a request that loads (docs/design/kv-connector.md section 5.5): vLLM reports the tokens its load adopted
+    # as its cached ones (the prefill stats of its first admission, scheduler.py:1251-1258: local + external)
+    first = "max(remote, first_cached)" if loads(data) else "first_cached"
     items = edit_session_call(items, REQUEST_DEF, 2, hitmax,
-                              parse_stmts(f"observe {FIRST_HIT} = first_cached;", FRAGMENT))
+                              parse_stmts(f"observe {FIRST_HIT} = {first};", FRAGMENT))
     sets = " ".join(f"set {SEGMENT_KEY}{j} = 0; set {SEGMENT_LENGTH}{j} = 0;" for j in range(n))
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
 
@@ -700,12 +744,16 @@ def _build(data: dict, at: Callable[..., Span], items: Items, loaded: Loaded, se
     keyed = "priority" in program.attrs and "arrival" in program.attrs
     spec = ACCEPT_LENGTH in program.attrs
     segmented = f"{SEGMENT_LENGTH}0" in program.attrs
+    remote = "kv_delay" in program.attrs and "remote" in program.attrs
     sessions = tuple(ir.SessionSpec(((slot("prompt"), float(r["prompt"])), (slot("o"), float(r["out"])),
                                      (slot("arrive"), float(r.get("arrive", 0))))
                                     + (((slot("priority"), float(r.get("priority", 0))),
                                         (slot("arrival"), float(arrival[i]))) if keyed else ())
                                     + (_accept_pairs(slot, r) if spec else ())
-                                    + (_segment_pairs(slot, data, r) if segmented else ()), None)
+                                    + (_segment_pairs(slot, data, r) if segmented else ())
+                                    + (((slot("remote"), float(r.get("remote", 0))),
+                                        (slot("kv_delay"), float(r.get("kv_delay", 0))))
+                                       if remote else ()), None)
                      for i, r in enumerate(data["requests"]))
     program = dataclasses.replace(program, arrival=ir.Sessions(sessions))
     link(program, smap, verdicts=verdicts)
@@ -733,7 +781,7 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
         raise ProgramError("the one-request program does not model sliding-window KV cache groups "
                            "(docs/design/sliding-window.md): the harness's program (lib/vllm.sq) does",
                            at("kv_groups"))
-    refuse_remote(data, at)
+    refuse_remote(data, at, connector=False)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,

@@ -83,6 +83,7 @@ FAMILIES = ("step/", "pool/", "stage/step", "session/hold", "session/end", "work
 UNREACHABLE = ("pool/lease", "pool/lease-end", "pool/spill", "pool/spill-land", "pool/grow-wait",
                "pool/grow-resume", "step/select-prefill", "step/reject")  # step/reject: no space case speculates
 UNREACHABLE += ("step/pad", "step/pad-stop")  # speculate's padding (docs/design/speculative-decoding.md, section 8)
+UNREACHABLE += ("step/defer", "step/load", "step/promote", "step/promote-stop")  # no space case has a KV connector
 
 
 def rules_applied(case: dict) -> dict[str, int]:

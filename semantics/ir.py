@@ -510,7 +510,22 @@ class Ps:
       spec_within=Absent(INDEX, 0, description=(
           "serq-ref's extension of version 13 (docs/design/speculative-decoding.md, section 8): with spec_tokens, "
           "the model length: a resident's position after its tokens stays below it, and its hold's growth stops "
-          "at it (vLLM 0.33.0's max_model_len); 0, the default when absent, none")))
+          "at it (vLLM 0.33.0's max_model_len); 0, the default when absent, none")),
+      defer_free=Absent(BOOL, False, description=(
+          "serq-ref's extension of version 13 (docs/design/kv-connector.md): with schedule_ahead, true, a "
+          "resident the iteration in flight was given tokens is no preemption victim while the next iteration is "
+          "formed (its units could not be freed before that iteration is applied): a growth whose victim it would "
+          "be gets nothing and the pass serves no more residents (vLLM 0.33.0's defer_block_free under a KV "
+          "consumer connector); false, the default when absent, it is preempted")),
+      load_remote=Absent(Opt(Def("Expr")), None, description=(
+          "serq-ref's extension of version 13 (docs/design/kv-connector.md, section 5.5): the prompt units a "
+          "session's first admission loads from a remote prefill instead of computing them, read for the head "
+          "of a queue the stage serves; above 0, its hold is admitted as a load (no unit of the served pool, "
+          "the loaded units of the memory) and parks until the transfer is done; None, the default when "
+          "absent, nothing is loaded")),
+      load_delay=Absent(Opt(Def("Expr")), None, description=(
+          "serq-ref's extension of version 13 (docs/design/kv-connector.md, section 5.5): with load_remote, the "
+          "iterations after the one that started it at which the transfer is reported done")))
 @dataclass(frozen=True, slots=True)
 class Step:
     budget: Expr
@@ -538,6 +553,15 @@ class Step:
     spec_lookahead: int = 0
     spec_slots: int = 0
     spec_within: int = 0
+    #: ``defer free``: under schedule ahead, a resident the iteration in flight was given tokens is no victim
+    #: while the next iteration is formed (step/defer; docs/design/kv-connector.md); a serq-ref extension of
+    #: version 13, absent from the JSON when False (so files without it load, and mean what they meant)
+    defer_free: bool = False
+    #: ``load remote (R) after (D)``: a remote prefill's KV loaded at a session's first admission (step/load,
+    #: step/promote; docs/design/kv-connector.md section 5.5); a serq-ref extension of version 13, absent from
+    #: the JSON when None (so files without it load, and mean what they meant)
+    load_remote: Expr | None = None
+    load_delay: Expr | None = None
 
 
 StageKind = Union[Fifo, Ps, Step]

@@ -245,6 +245,30 @@ def recorded_example_rules() -> dict:
     return json.loads(EXAMPLE_RULES.read_text())
 
 
+def deferred_free_program():
+    """kv-connector-noload.jsonl case 200 (async-scenarios.jsonl case 3 with a KV consumer connector that loads
+    nothing, recorded from vLLM 0.33.0): a growth whose victim the batch in flight scheduled preempts nothing
+    (step/defer, docs/design/kv-connector.md), which no example does by itself."""
+    from oracle import campaign
+    from oracle.scenario import scenario_program
+
+    path = ROOT / "oracle" / "data" / "campaign" / "kv-connector-noload.jsonl"
+    record = json.loads(path.read_text().splitlines()[200])
+    return scenario_program(campaign._scenario(record["case"]))
+
+
+def remote_load_program():
+    """kv-connector.jsonl case 52 (recorded from vLLM 0.33.0): two requests load a partial remote prefill with one
+    request slot, so that the second's promotion waits for the slot (step/load, step/promote, step/promote-stop;
+    docs/design/kv-connector.md), which no example does by itself."""
+    from oracle import campaign
+    from oracle.scenario import scenario_program
+
+    path = ROOT / "oracle" / "data" / "campaign" / "kv-connector.jsonl"
+    record = json.loads(path.read_text().splitlines()[52])
+    return scenario_program(campaign._scenario(record["case"]))
+
+
 def all_printed(examples: dict[str, list[str]]) -> set[str]:
     names = set()
     for source in PROGRAMS.values():
@@ -253,6 +277,8 @@ def all_printed(examples: dict[str, list[str]]) -> set[str]:
     for program in oracle_programs():
         names |= printed_names(program)
     names |= printed_names(parked_victim_program())
+    names |= printed_names(deferred_free_program())
+    names |= printed_names(remote_load_program())
     for rules in examples.values():
         names |= set(rules)
     return names

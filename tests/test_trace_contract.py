@@ -90,6 +90,8 @@ def _sample_records() -> list[dict]:
     from oracle.scenario import scenario_program  # schedule ahead: step/park, step/apply, step/preempt-parked
 
     records += _records(scenario_program(ASYNC_CASE))
+    records += _records(scenario_program(DEFER_CASE))  # defer free: step/defer
+    records += _records(scenario_program(LOAD_CASE))  # load remote: step/load, step/promote, step/promote-stop
     return records
 
 
@@ -100,6 +102,25 @@ ASYNC_CASE = {"budget": 256, "max_seqs": 8, "block_size": 8, "num_blocks": 34, "
                            {"prompt": 44, "out": 2, "arrive": 30}, {"prompt": 94, "out": 35, "arrive": 11},
                            {"prompt": 15, "out": 1, "arrive": 20}, {"prompt": 141, "out": 2, "arrive": 24}],
               "async": True}
+
+
+#: oracle/data/campaign/kv-connector-noload.jsonl case 200: a KV consumer connector that loads nothing under
+#: schedule ahead, where a growth's victim is in flight (step/defer; docs/design/kv-connector.md)
+DEFER_CASE = {"budget": 32, "max_seqs": 7, "block_size": 16, "num_blocks": 37, "chunk": 0, "prefix_caching": False,
+              "requests": [{"prompt": 493, "out": 75, "remote": 0}, {"prompt": 200, "out": 68, "remote": 0},
+                           {"prompt": 20, "out": 10, "arrive": 20, "remote": 0},
+                           {"prompt": 9, "out": 1, "arrive": 6, "remote": 0},
+                           {"prompt": 11, "out": 58, "arrive": 3, "remote": 0},
+                           {"prompt": 479, "out": 53, "arrive": 1, "remote": 0},
+                           {"prompt": 25, "out": 57, "arrive": 6, "remote": 0}],
+              "async": True}
+
+
+#: oracle/data/campaign/kv-connector.jsonl case 52: two partial remote loads, one request slot (step/load,
+#: step/promote, step/promote-stop; docs/design/kv-connector.md)
+LOAD_CASE = {"budget": 20, "max_seqs": 1, "block_size": 34, "num_blocks": 17, "chunk": 18, "prefix_caching": True,
+             "requests": [{"prompt": 144, "out": 22, "remote": 33, "kv_delay": 0},
+                          {"prompt": 181, "out": 9, "remote": 93, "kv_delay": 0}], "async": True}
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,9 @@ _set_pools_sessions_sequence = setter(Configuration, "pools", "sessions", "seque
 _set_stages = setter(Configuration, "stages")
 _set_ended_attrs = setter(Configuration, "ended_attrs")
 _set_queue = setter(PoolState, "queue")
+#: the defaults of Holding's fields after the five pool/admit gives (those an extension added, e.g. skipped:
+#: the fast forms apply only to pools where they keep their defaults)
+_HOLDING_DEFAULTS = tuple(Holding._field_defaults[f] for f in Holding._fields[5:])
 _set_allocated_holders = setter(PoolState, "allocated", "holders")
 _set_allocated_holders_entries_cached = setter(PoolState, "allocated", "holders", "entries", "cached")
 _set_holds = setter(Session, "holds")
@@ -182,7 +185,8 @@ def admit(m: Machine, c: Configuration, p: int, a) -> Configuration:
         c = m.make_room(m, c, q, need, pending.stmt)
         pool = c.pools[q]
         c = _set_pools(c, replace_at(c.pools, q, _set_allocated_holders(
-            pool, pool.allocated + need, pool.holders + (build(Holding, (admission, serial, admission, need, False, 0)),))))  # skipped 0: no groups
+            pool, pool.allocated + need,
+            pool.holders + (build(Holding, (admission, serial, admission, need, False) + _HOLDING_DEFAULTS),))))
         c = mark_dirty(m, count_pool(c, q, admissions=1), q) if warm else mark_dirty(m, c, q)
         s = c.sessions[serial]
         active = s.holds[-1]

@@ -80,6 +80,9 @@ _set_sessions = setter(Configuration, "sessions")
 _set_pools = setter(Configuration, "pools")
 _set_allocated_holders = setter(PoolState, "allocated", "holders")
 _set_holding_units = setter(Holding, "units")
+#: the defaults of Iteration's fields after the sixteen start_iteration gives (those an extension added: the
+#: fast forms apply only where they keep their defaults)
+_ITERATION_DEFAULTS = tuple(Iteration._field_defaults[f] for f in Iteration._fields[16:])
 _set_allocations = setter(ActiveHold, "allocations")
 _set_units = setter(Allocation, "units")
 _set_position_advanced = setter(Allocation, "position", "advanced")
@@ -146,7 +149,7 @@ def start_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     chunk = max(0.0, definition._read(m, c, s, "chunk", facts.chunk, env))
     st = c.stages[s]
     it = build(Iteration, (st.count + 1, c.time, budget, chunk, budget - facts.slots, (), (), None, False, True,
-                           facts.exclusive, None, context, None, (), facts.slots))
+                           facts.exclusive, None, context, None, (), facts.slots) + _ITERATION_DEFAULTS)
     st = _set_iteration_finishing(st, it, ()) if st.finishing else _set_iteration(st, it)
     return _set_stages(c, replace_at(c.stages, s, st))
 

@@ -33,6 +33,8 @@ GROWING = "growing"
 ENDED = "ended"
 #: schedule ahead: parked at the exit of its hold on an engine's memory until the engine's next iteration is formed (step/park)
 FINISHING = "finishing"
+#: load remote: a session parked at a step stage while its remote prefill's KV is transferred (step/load)
+LOADING = "loading"
 
 # A run's mode on a step stage (stages/step.py): prefilling, or decoding one token an iteration.
 PREFILL = "Prefill"

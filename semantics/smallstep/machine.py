@@ -64,7 +64,8 @@ class StepFacts:
     chunk K; serve ...; memory P; })."""
 
     __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead", "spec",
-                 "accept", "lookahead", "slots", "within")
+                 "accept", "lookahead", "slots", "within", "defer", "remote",
+                 "remote_delay")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -92,6 +93,13 @@ class StepFacts:
         self.lookahead = float(kind.spec_lookahead)
         self.slots = float(kind.spec_slots)
         self.within = float(kind.spec_within)
+        #: ``defer free`` (with schedule ahead): a resident the iteration in flight was given tokens is no victim
+        #: while the next iteration is formed (step/defer; docs/design/kv-connector.md)
+        self.defer = kind.defer_free and kind.schedule_ahead
+        #: ``load remote (R) after (D)``: the units a session's first admission loads, and the iterations the
+        #: transfer takes, read for the head of a queue it serves (step/load; docs/design/kv-connector.md)
+        self.remote = compile_(kind.load_remote) if kind.load_remote is not None else None
+        self.remote_delay = compile_(kind.load_delay) if kind.load_delay is not None else None
 
 
 class Machine:

@@ -688,6 +688,7 @@ def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: floa
 GREW = "grew"
 WAITS = "waits"
 PREEMPTED = "preempted"
+DEFERRED = "deferred"  # defer free: its victim was in flight (step/defer)
 
 
 def growth_need(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt) -> float:
@@ -763,6 +764,9 @@ def grow(m: Machine, c: Configuration, serial: int, p: int, amount: float, stmt)
         return grow_wait(m, c, serial, p, amount, need)
     why = (serial,) + explain_victim(m, c, p) if m.observer else None
     again = ("pool/grow", serial, p, amount, stmt)
+    deferring = _defers(m, c, p, victim)
+    if deferring is not None:  # defer free: a victim the iteration in flight was given tokens is not preempted
+        return follow_up(c, ("step/defer", deferring, serial, victim, p, why))
     if c.sessions[victim].status == FINISHING:  # schedule ahead: a parked session (its hold exits now)
         # (speculate: a parked grower, served once more, that is its own victim grows no further)
         return follow_up(c, ("step/preempt-parked", victim, p, why), *(() if victim == serial else (again,)))
@@ -832,6 +836,16 @@ def _rejected_in_flight(m: Machine, c: Configuration, serial: int, p: int) -> fl
             if item[2].serial == serial:
                 return item[4]
     return 0.0
+
+
+def _defers(m: Machine, c: Configuration, p: int, victim: int) -> int | None:
+    """The premise of step/defer (stages/step.py, defers): the engine with ``defer free`` whose memory is ``p``,
+    forming an iteration while the one in flight gave ``victim`` tokens; None if none."""
+    for s in m.engines_of_memory[p]:
+        st = c.stages[s]
+        if m.steps[s].defer and st.iteration is not None and st.iteration.due is None and victim in st.flight:
+            return s
+    return None
 
 
 def _parked_at(c: Configuration, engines: tuple[int, ...], serial: int) -> bool:

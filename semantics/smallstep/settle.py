@@ -73,6 +73,8 @@ FOLLOW_UPS = {
     "stage/leave": leave_stage,
     "stage/step-complete": step.complete_run,
     "step/admit": step.admit,
+    "step/defer": step.defer,
+    "step/load": step.load,
     "step/grow": step.grow_for,
     "step/park": step.park,
     "step/preempt-parked": step.preempt_parked,
@@ -193,7 +195,26 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                     c = drain(m, c)
                 continue
             if not it.preempted:
+                load = step.next_promotion(m, c, s) if c.stages[s].loads else None
+                if load is not None:  # load remote: a parked load whose transfer is done, before any queue
+                    c = step.promote(m, c, s, load) if step.promotion_fits(m, c, s, load) else \
+                        step.promote_stop(m, c, s, load)
+                    c = drain(m, c)
+                    continue
                 head = step.next_head(m, c, s)
+                amount = step.load_amount(m, c, s, head[1]) if head is not None and m.steps[s].remote else 0.0
+                if amount > 0.0:  # load remote: the head loads (pool/admit of its load, then step/load)
+                    q, a = head
+                    if step.load_fits(m, c, s, a, amount):
+                        pools = c.sessions[a.waiting.serial].pending.pools
+                        memory = m.steps[s].memory
+                        taken = step.load_admission(m, a, pools, amount, memory)
+                        full = a.needs[pools.index(memory)]
+                        c = drain(m, follow_up(c, ("pool/admit", q, taken),
+                                               ("step/load", s, q, a.waiting.serial, amount, full, a.units)))
+                    else:
+                        c = step.admit_stop(m, c, s, q, a)
+                    continue
                 if head is not None:
                     q, a = head
                     if a.fits:  # pool/admit, then step/admit (the session runs at once); speculate: or step/pad-stop
@@ -202,7 +223,10 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                         c = step.admit_stop(m, c, s, q, a)
                     continue
         # schedule ahead: a batch, though empty, while a parked session or (speculate) a roll-back waits for it
-        formed = it.assigned or it.preempted or c.stages[s].parked or c.stages[s].rejects
+        # defer free: a batch, though empty, when a growth was deferred (vLLM's schedule() call is a step)
+        # load remote: a batch, though empty, while a load is parked (every schedule() call is a step)
+        formed = it.assigned or it.preempted or c.stages[s].parked or c.stages[s].rejects or it.halted \
+            or c.stages[s].loads or it.promoted
         c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
         if c.stages[s].parked or c.stages[s].rejects or c.stages[s].overrun:  # schedule ahead: the ended iteration's results apply now
             c = drain(m, step.apply_ended(m, c, s))

@@ -56,7 +56,7 @@ STAGE_OR_FLOW = "stage-or-flow"  # a stage's name, or "flow"
 
 _ENUMS = {
     MODE: ("prefill", "decode"),
-    OUTCOME: ("grew", "waits", "preempted"),
+    OUTCOME: ("grew", "waits", "preempted", "deferred"),
     QUEUE_ORDER: ("join", "keys", "head"),
     EVICT_ORDER: ("lru", "keys"),
     SERVE_ORDER: ("admission", "keys", "prefill-first"),
@@ -149,6 +149,10 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "step/pad": (_STAGE, ("job", JOB), ("session", INT), ("tokens", REAL), ("drafts", REAL), ("grow", REAL),
                  ("left", REAL)),
     "step/pad-stop": (_STAGE, _POOL, ("session", INT)),
+    "step/defer": (_STAGE, ("session", INT), ("victim", INT), _POOL, ("by", VICTIM_BY), ("candidates", SERIALS)),
+    "step/load": (_STAGE, _POOL, ("session", INT), ("units", REAL), ("computed", REAL), ("due", INT)),
+    "step/promote": (_STAGE, ("session", INT), ("left", REAL)),
+    "step/promote-stop": (_STAGE, ("session", INT)),
 }
 
 #: the rules whose record starts a job (and names it)

@@ -401,6 +401,17 @@ class Lowering:
                               chunk, serve, None, self_preemption, schedule_ahead, spec_tokens, spec_accept)
             if spec_tokens:  # speculate's lookahead slots, draft slots and model length (0: none)
                 lowered = dataclasses.replace(lowered, **self.lower_spec_slots(spec.name, options["speculate"]))
+            if "defer_free" in options:  # docs/design/kv-connector.md
+                defer = self.lower_condition(spec.name, options["defer_free"], "defer free")
+                if defer and not schedule_ahead:
+                    raise ProgramError(f"stage `{spec.name}`: `defer free` without `schedule ahead`: only an "
+                                       f"iteration in flight while the next is formed defers a free",
+                                       options["defer_free"].span)
+                lowered = dataclasses.replace(lowered, defer_free=defer)
+            if "load_remote" in options:  # docs/design/kv-connector.md section 5.5
+                remote, delay = options["load_remote"].values
+                lowered = dataclasses.replace(lowered, load_remote=self.lower_expr(remote),
+                                              load_delay=self.lower_expr(delay))
         members = []
         for member in range(spec.count):
             member_kind = lowered
@@ -430,6 +441,14 @@ class Lowering:
         if condition is None:
             return True
         value = evaluate_constant(condition, self.lets, f"stage `{stage}`: the condition of `schedule ahead`")
+        return bool(arithmetic.is_true(value))
+
+    def lower_condition(self, stage: str, option: ast.Option, what: str) -> bool:
+        """``WHAT [when (e)];``: on, or, with a constant condition that is 0, off (a let, and --set, switch it)."""
+        (condition,) = option.values
+        if condition is None:
+            return True
+        value = evaluate_constant(condition, self.lets, f"stage `{stage}`: the condition of `{what}`")
         return bool(arithmetic.is_true(value))
 
     def lower_speculate(self, stage: str, option: ast.Option) -> tuple[int, ir.Expr | None]:

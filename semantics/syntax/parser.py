@@ -306,6 +306,14 @@ class BuildAst(Transformer):
         # values: the `when` condition or None
         return ast.Option("schedule_ahead", (c[0],), span=self.span(meta))
 
+    def step_defer_free(self, meta, c):
+        # values: the `when` condition or None
+        return ast.Option("defer_free", (c[0],), span=self.span(meta))
+
+    def step_load_remote(self, meta, c):
+        # values: the units loaded, the delay
+        return ast.Option("load_remote", (c[0], c[1]), span=self.span(meta))
+
     def step_speculate(self, meta, c):
         # values: the draft tokens K, the acceptance expression, then the lookahead slots, the draft slots and
         # the model length, each None when not given (docs/design/speculative-decoding.md, section 8)

@@ -659,6 +659,12 @@ class Printer:
         if kind == "step_schedule_ahead":
             condition = subtrees(t)
             return ["schedule ahead", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
+        if kind == "step_load_remote":
+            remote, delay = subtrees(t)
+            return ["load remote (", self.expr(remote), ") after (", self.expr(delay), ");"]
+        if kind == "step_defer_free":
+            condition = subtrees(t)
+            return ["defer free", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
         if kind == "step_speculate":
             tokens, accept, *_ = subtrees(t)
             extra, word = [], None  # the optional parts given, each after its keyword

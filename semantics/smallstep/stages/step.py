@@ -54,12 +54,13 @@ from typing import NamedTuple
 import immutables
 
 from ...errors import RunError
-from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, PREFILL, Configuration, Statistics, build, innermost_hold,
+from ..configuration import (AT_STAGE, DECODE, FINISHING, GROWING, LOADING, PREFILL, Configuration, Statistics, build, innermost_hold,
                              insert_event,
                              ready_from, ready_serials, replace_at, setter)
 from ..machine import EPSILON, Machine, count_pool, follow_up, make_ready, runner_up
-from ..pools import GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
+from ..pools import DEFERRED, GREW, PREEMPTED, WAITS, admissible, advance_position, grow_fits, growth_need, header_drawn
 from ..rules import rule
+from .. import sharing
 from ..values import Env
 from .jobs import at_stage, finish_job
 
@@ -119,6 +120,12 @@ class Iteration(NamedTuple):
     #: speculate's draft slots D: every resident served takes its tokens and D of the budget, and ``left`` is
     #: the budget less D less what they took (vLLM's input budget less D, below 0 once it is under D)
     slots: float = 0.0
+    #: ``defer free``: the session whose growth step/defer refused (its victim in flight), and whether the
+    #: iteration serves no more residents (those it admits it still serves); None and False without
+    deferred: int | None = None
+    halted: bool = False
+    #: ``load remote``: the sessions it promoted (step/promote), in order: in-flight prefills until it is formed
+    promoted: tuple[int, ...] = ()
 
 
 class StepState(NamedTuple):
@@ -147,6 +154,22 @@ class StepState(NamedTuple):
     #: session, (serial, tokens), still in flight while the next is formed (pool/slide frees on the processed
     #: tokens: kv_cache_manager.py:556-568, num_in_flight_tokens, scheduler.py:1859, 2318)
     flying: tuple = ()
+    #: schedule ahead and defer free only: the sessions the last ended iteration gave tokens, until the next
+    #: iteration is formed (step/iteration, step/idle): no victim meanwhile (step/defer)
+    flight: tuple[int, ...] = ()
+    #: load remote only: the parked loads (Load), in the order they parked (vLLM's kv_holding_waiting), and
+    #: the sessions whose load is consumed (one load per session: a victim computes what it would have loaded)
+    loads: tuple = ()
+    consumed: frozenset = frozenset()
+
+
+class Load(NamedTuple):
+    """A session parked while its remote prefill's KV is transferred (step/load)."""
+
+    serial: int
+    due: int  # the first iteration (its number) that may promote it (step/promote)
+    full: float  # the memory units its whole sequence needs (its hold's reserve there)
+    units: tuple[float, ...]  # what its hold takes on each of its pools once promoted (the header's units)
 
 
 class StepStats(NamedTuple):
@@ -240,7 +263,9 @@ def context_before(m: Machine, c: Configuration, s: int) -> tuple[float, float, 
             kv_prefill += units
     # schedule ahead: a parked session is still running (its hold has not exited), as a finished request is in
     # vLLM's running list until its batch's output is applied (docs/design/async-scheduling.md)
-    return float(len(residents) + len(c.stages[s].parked)), decoders, kv_decode, kv_prefill
+    # load remote: a parked load is a request the engine holds (vLLM's kv_holding_waiting, counted with the
+    # running and waiting requests, scheduler.py:757-763, 2920-2922)
+    return float(len(residents) + len(c.stages[s].parked) + len(c.stages[s].loads)), decoders, kv_decode, kv_prefill
 
 
 def _stage_env(c: Configuration, context) -> Env:
@@ -344,7 +369,8 @@ def idle_with_work(m: Machine, c: Configuration, s: int) -> bool:
     """The premise of step/iteration-start but for the instant: the stage is
     idle and has residents or a waiting queue it serves."""
     st = c.stages[s]
-    return st.iteration is None and (bool(st.jobs) or bool(st.parked) or any(c.pools[p].queue for p in m.steps[s].served))
+    return st.iteration is None and (bool(st.jobs) or bool(st.parked) or bool(st.loads)
+                                     or any(c.pools[p].queue for p in m.steps[s].served))
 
 
 @rule("step/iteration-start", "an idle step stage with residents or a waiting queue it serves starts an iteration: its budget and chunk are read with the residents before it",
@@ -383,6 +409,8 @@ def next_resident(m: Machine, c: Configuration, s: int) -> tuple[Resident, tuple
     st = c.stages[s]
     served = st.iteration.served
     unserved = [r for r in st.jobs if r.job_id not in served]
+    if st.iteration.halted:  # defer free: the pass serves no more residents but those it admits (step/defer)
+        unserved = [r for r in unserved if r.owner in st.iteration.admitted or r.owner in st.iteration.promoted]
     if st.overrun:  # speculate under schedule ahead: a parked session vLLM serves once more, in admission order
         extra = [r for r in overrun_residents(m, c, s) if r.job_id not in served]
         if extra:
@@ -656,6 +684,8 @@ def growth_outcome(c: Configuration, s: int, a: Assignment) -> str:
             return PREEMPTED
     elif not any(r.job_id == a.job_id for r in c.stages[s].jobs):
         return PREEMPTED
+    if c.stages[s].iteration.deferred == a.serial:  # defer free: its victim was in flight (step/defer)
+        return DEFERRED
     return WAITS if c.sessions[a.serial].status == GROWING else GREW
 
 
@@ -675,6 +705,8 @@ def grow_for(m: Machine, c: Configuration, s: int, a: Assignment, p: int) -> Con
         it = it._replace(pending=None, preempted=True)
     elif outcome == PREEMPTED:  # "if new_blocks is None: break": this pass schedules nothing further
         it = it._replace(pending=None, open=False, preempted=True)
+    elif outcome == DEFERRED:  # defer free: no tokens, its grown units kept (step/defer halted the pass)
+        it = it._replace(pending=None, deferred=None)
     else:  # it waits to grow (preempt none): no tokens (nor, under serve exclusive prefill, a selection)
         it = it._replace(pending=None)
     c = _with_iteration(c, s, it)
@@ -779,6 +811,8 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     due = (c.time + cost, c.sequence)
     it = it._replace(due=due, pending=None)
     st = c.stages[s]._replace(iteration=it, count=it.number)
+    if st.flight:  # defer free: the ended iteration is applied once this one is formed
+        st = st._replace(flight=())
     c = c._replace(stages=replace_at(c.stages, s, st), events=insert_event(c.events, due, EVENT, s),
                    sequence=c.sequence + 1)
     if c.time >= m.warmup:
@@ -820,6 +854,8 @@ def _count_iteration(c: Configuration, s: int, it: Iteration, env: Env) -> Confi
       "002 §3 Stages: An iteration that schedules no token is not an iteration, unless it preempted")
 def drop_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     c = _with_iteration(c, s, None)
+    if c.stages[s].flight:  # defer free: the ended iteration is applied once this one is dropped
+        c = _with_state(c, s, c.stages[s]._replace(flight=()))
     if m.observer:
         m.notify("step/idle", c, {"stage": m.stage_name(s)})
     return c
@@ -867,6 +903,8 @@ def end_iteration(m: Machine, c: Configuration, s: int, _b: int = 0) -> Configur
                          decoded=tuple(a.serial for a in it.assigned if a.mode == DECODE or a.drafts > 0))
         if m.steps[s].memory is not None and m.kv_groups[m.steps[s].memory] is not None:
             st = st._replace(flying=tuple((a.serial, a.tokens) for a in it.assigned if a.job_id >= 0))
+        if m.steps[s].defer:  # defer free: no victim while the next iteration is formed (step/defer)
+            st = st._replace(flight=tuple(a.serial for a in it.assigned))
         if spec > 0:
             st = st._replace(rejects=tuple(rejects), given=tuple((a.serial, a.tokens) for a in it.assigned
                                                                  if a.mode == DECODE or a.drafts > 0),
@@ -898,6 +936,24 @@ def reject(m: Machine, c: Configuration, s: int, a: Assignment, p: int, rollback
 
 #: the stage kind's completion event's rule
 complete = end_iteration
+
+
+# -- defer free (a KV consumer connector under schedule ahead; docs/design/kv-connector.md) ----------------------
+
+
+@rule("step/defer", "under schedule ahead and defer free, a growth that does not fit whose victim the iteration in flight gave tokens preempts nothing: the grower gets nothing (its units kept) and the iteration serves no more residents; it still admits from its queues unless it preempted",
+      "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 with a KV consumer connector and more than one batch in flight defers block frees (defer_block_free, vllm/v1/core/sched/scheduler.py:189-195); a running request scheduled in the batch in flight cannot be freed (_request_blocks_can_be_freed, :3077-3082), so the allocation loop breaks without preempting it (:940-942) and the running loop ends (:986-987); the waiting loop runs when nothing was preempted (:1050)")
+def defer(m: Machine, c: Configuration, s: int, serial: int, victim: int, p: int,
+          why: tuple | None = None) -> Configuration:
+    """step/defer (its premise: pools._defers, after choose_victim chose ``victim`` for the growth of ``serial``'s
+    hold on ``p``): step/grow then reads the outcome DEFERRED."""
+    it = c.stages[s].iteration
+    c = _with_iteration(c, s, it._replace(deferred=serial, halted=True))
+    if m.observer:
+        grower, by, candidates = why
+        m.notify("step/defer", c, {"stage": m.stage_name(s), "session": serial, "victim": victim,
+                                   "pool": m.pool_name(p), "by": by, "candidates": candidates})
+    return c
 
 
 def _note_tokens(m: Machine, c: Configuration, s: int, it: Iteration, jobs: dict) -> Configuration:
@@ -1014,3 +1070,182 @@ def preempt_parked(m: Machine, c: Configuration, serial: int, p: int, why: tuple
         m.notify("step/preempt-parked", c, {"stage": m.stage_name(s), "session": serial, "pool": m.pool_name(p),
                                             "grower": grower, "by": by, "candidates": candidates})
     return follow_up(c, ("run-session", serial))
+
+
+# -- load remote (a KV connector's remote prefill; docs/design/kv-connector.md section 5.5) ---------------------
+
+
+def load_amount(m: Machine, c: Configuration, s: int, a) -> float:
+    """The premise of step/load that the head ``a`` loads: under ``load remote (R) after (D)``, R read with the
+    head's attributes, when its session has not loaded yet and its hold holds the stage's memory; else 0 (it is
+    admitted as any head: pool/admit, step/admit)."""
+    facts = m.steps[s]
+    serial = a.waiting.serial
+    if facts.remote is None or serial in c.stages[s].consumed:
+        return 0.0
+    session = c.sessions[serial]
+    if facts.memory not in session.pending.pools:
+        return 0.0
+    env = _stage_env(c, context_before(m, c, s))
+    env.attrs, env.serial, env.stream, env.draws = session.attrs, serial, session.stream, session.draws
+    value = max(0.0, _read(m, c, s, "remote load", facts.remote, env))
+    return value if value > _local_hit(m, c, s, a)[0] else 0.0
+
+
+def _local_hit(m: Machine, c: Configuration, s: int, a) -> tuple[float, float]:
+    """The head's local prefix hit on the stage's memory when it shares prefixes (pool/hit's premise), in units,
+    and the units of it another hold references (they take no free unit); (0, 0) otherwise. vLLM 0.33.0 asks the
+    connector for the prompt less that hit (scheduler.py:1130-1140)."""
+    p = m.steps[s].memory
+    if c.pools[p].table is None or m.holds[c.sessions[a.waiting.serial].pending.stmt].cache is None:
+        return 0.0, 0.0
+    pools = c.sessions[a.waiting.serial].pending.pools
+    ids = sharing.hit_blocks(m, c, p, a.waiting.serial, a.content, a.reuse, a.needs[pools.index(p)])
+    return len(ids) * m.block_sizes[p], sharing.live_units(m, c, p, ids)
+
+
+def _prefilling(m: Machine, c: Configuration, s: int) -> float:
+    """The memory units the in-flight prefills lack to hold their whole sequence (vLLM 0.33.0's
+    _inflight_prefill_reserved_blocks, scheduler.py:3405-3436): every parked load, every session the iteration
+    promoted, every resident still prefilling at the iteration's start, and every session the iteration
+    admitted whose prefill its chunk does not complete (:1590-1593)."""
+    facts = m.steps[s]
+    p = facts.memory
+    st = c.stages[s]
+    it = st.iteration
+    total = 0.0
+    for load in st.loads:
+        h, k = innermost_hold(c.sessions[load.serial], p)
+        total += max(0.0, m.round_up(p, load.full) - c.sessions[load.serial].holds[h].allocations[k].units)
+    given = {a.job_id: a.tokens for a in it.assigned}
+    for r in st.jobs:
+        if r.mode != PREFILL or r.growing != p:
+            continue
+        if r.owner in it.admitted and given.get(r.job_id, 0.0) >= r.remaining - EPSILON:
+            continue  # its chunk completes its prefill: never in flight
+        position, units = _growing_position(m, c, r)
+        total += max(0.0, m.round_up(p, position + r.remaining) - units)
+    return total
+
+
+def load_fits(m: Machine, c: Configuration, s: int, a, amount: float) -> bool:
+    """The premise of step/load (else step/admit-stop): the head's hold finds its units' room on every pool but
+    the memory (a request slot it does not take), the memory's free units hold its whole sequence, and, less
+    what the in-flight prefills lack (_prefilling), the units it loads (vLLM 0.33.0's allocate_slots with
+    full_sequence_must_fit and reserved_blocks, kv_cache_manager.py:527-590; scheduler.py:1421-1461)."""
+    p = m.steps[s].memory
+    pools = c.sessions[a.waiting.serial].pending.pools
+    live = _local_hit(m, c, s, a)[1]  # a shared hit's blocks another hold references take no free unit
+    for q, u, need in zip(pools, a.units, a.needs):
+        if q == p:
+            free = m.caps[q] - c.pools[q].allocated
+            if m.round_up(q, need) - live > free + EPSILON:
+                return False
+            if m.round_up(q, amount) - live > free - _prefilling(m, c, s) + EPSILON:
+                return False
+        elif c.pools[q].allocated + m.round_up(q, u) > m.caps[q] + EPSILON:
+            return False
+    return True
+
+
+def load_admission(m: Machine, a, pools: tuple, amount: float, p: int):
+    """The head's Admission as its load takes it: the loaded units on the memory ``p``, none elsewhere."""
+    return a._replace(units=tuple(min(amount, u_need) if q == p else 0.0
+                                  for q, u_need in zip(pools, a.needs)))
+
+
+@rule("step/load", "under load remote (R) after (D), the head of the first queue the stage serves, whose session has not loaded yet and reads R above its local hit (pool/hit's, in a pool that shares prefixes), was admitted as a load (pool/admit: R units of the memory, none of its other pools): it is parked, not run, its hold's position R (the whole prompt less its last token when R is all it needs), until the iteration D + 1 after this one (D + 2 under schedule ahead) promotes it (step/promote); it takes no budget and the iteration goes on admitting",
+      "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 get_num_new_matched_tokens answers the remote tokens (scheduler.py:1130-1140), the request is given no tokens (:1286-1289), its blocks allocated at once (:1436-1452), WAITING_FOR_REMOTE_KVS, skipped into kv_holding_waiting (:1517-1545, 1054-1060); the transfer reported in step s + D's output (:2581-2582, 3556-3578)")
+def load(m: Machine, c: Configuration, s: int, q: int, serial: int, amount: float, full: float,
+         units: tuple) -> Configuration:
+    """step/load (after pool/admit of the head's load Admission, load_admission): the session leaves the
+    ready sequence and parks at the stage."""
+    facts = m.steps[s]
+    p = facts.memory
+    session = c.sessions[serial]
+    env = _stage_env(c, context_before(m, c, s))
+    env.attrs, env.serial, env.stream, env.draws = session.attrs, serial, session.stream, session.draws
+    delay = max(0.0, math.floor(_read(m, c, s, "load delay", facts.remote_delay, env)))
+    h, k = innermost_hold(session, p)
+    computed = amount if amount < full else max(0.0, full - 1.0)  # a whole prompt: its last token is computed
+    hold = advance_position(session.holds[h], k, computed - session.holds[h].allocations[k].position)
+    attrs = list(session.attrs)
+    attrs[m.program.slot_cached] = computed
+    session = session._replace(holds=replace_at(session.holds, h, hold), attrs=tuple(attrs), status=LOADING)
+    st = c.stages[s]
+    it = st.iteration
+    due = it.number + int(delay) + (2 if facts.ahead else 1)
+    st = st._replace(loads=st.loads + (Load(serial, due, full, units),), consumed=st.consumed | {serial})
+    c = c._replace(sessions=c.sessions.set(serial, session), stages=replace_at(c.stages, s, st),
+                   ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
+    if m.observer:
+        m.notify("step/load", c, {"stage": m.stage_name(s), "pool": m.pool_name(q), "session": serial,
+                                  "units": amount, "computed": computed, "due": due})
+    return c
+
+
+def next_promotion(m: Machine, c: Configuration, s: int) -> Load | None:
+    """The premise of step/promote and step/promote-stop: the first parked load, in the order they parked,
+    whose transfer is done by this iteration (the others are passed over: vLLM's skip of a request still
+    WAITING_FOR_REMOTE_KVS, scheduler.py:3519-3535); None if none."""
+    number = c.stages[s].iteration.number
+    return next((load for load in c.stages[s].loads if load.due <= number), None)
+
+
+def promotion_fits(m: Machine, c: Configuration, s: int, load: Load) -> bool:
+    """The premise of step/promote (else step/promote-stop): its hold's other pools have room for the units
+    they take now (a request slot), and the memory's free units hold the rest of its whole sequence (vLLM
+    0.33.0 allocate_slots with full_sequence_must_fit, kv_cache_manager.py:527-545; its chunk is within it)."""
+    p = m.steps[s].memory
+    session = c.sessions[load.serial]
+    h, _ = innermost_hold(session, p)
+    for alloc, u in zip(session.holds[h].allocations, load.units):
+        if alloc.pool == p:
+            if m.round_up(p, load.full) - alloc.units > m.caps[p] - c.pools[p].allocated + EPSILON:
+                return False
+        elif c.pools[alloc.pool].allocated + m.round_up(alloc.pool, u) - alloc.units > m.caps[alloc.pool] + EPSILON:
+            return False
+    return True
+
+
+@rule("step/promote", "under load remote, while the iteration has budget left and has not preempted, the first parked load whose transfer is done (those that are not are passed over) is promoted before any queue's head: its hold takes its units on its other pools (a request slot), its session is admitted anew (the last in admission order; in a pool that shares prefixes its loaded blocks are registered: pool/register) and runs at once: its run computes what the load left (the last prompt token when it loaded the whole prompt)",
+      "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 drains kv_holding_waiting first (scheduler.py:1062-1068), promotes a request whose transfer finished (_update_waiting_for_remote_kv, :3467-3517: computed = num_tokens - 1 for a whole prompt) and schedules it as a resumed request (:1262-1272, 1307), appended to running (:1548)")
+def promote(m: Machine, c: Configuration, s: int, load: Load) -> Configuration:
+    p = m.steps[s].memory
+    session = c.sessions[load.serial]
+    h, _ = innermost_hold(session, p)
+    hold = session.holds[h]
+    allocations = []
+    for alloc, u in zip(hold.allocations, load.units):
+        if alloc.pool != p:
+            need = m.round_up(alloc.pool, u)
+            pool = c.pools[alloc.pool]
+            holders = tuple(x._replace(units=need) if x.serial == load.serial and x.hold_id == hold.hold_id else x
+                            for x in pool.holders)
+            c = c._replace(pools=replace_at(c.pools, alloc.pool, pool._replace(
+                allocated=pool.allocated + need - alloc.units, holders=holders)))
+            alloc = alloc._replace(units=need)
+        allocations.append(alloc)
+    session = session._replace(holds=replace_at(session.holds, h, hold._replace(allocations=tuple(allocations))),
+                               admission=c.sequence)
+    st = c.stages[s]
+    it = st.iteration._replace(promoted=st.iteration.promoted + (load.serial,))
+    st = st._replace(loads=tuple(x for x in st.loads if x.serial != load.serial), iteration=it)
+    c = c._replace(sequence=c.sequence + 1, stages=replace_at(c.stages, s, st))
+    c = make_ready(m, c, session)
+    c = c._replace(ready=ready_from(x for x in ready_serials(c.ready) if x != load.serial))
+    if m.observer:
+        m.notify("step/promote", c, {"stage": m.stage_name(s), "session": load.serial, "left": it.left})
+    if c.pools[p].table is not None:  # the loaded blocks are cached now (scheduler.py:3509-3511): pool/register
+        a = next(x for x in c.sessions[load.serial].holds[h].allocations if x.pool == p)
+        return follow_up(c, ("pool/register", p, load.serial, 0.0, a.position), ("run-session", load.serial))
+    return follow_up(c, ("run-session", load.serial))
+
+
+@rule("step/promote-stop", "under load remote, the first parked load whose transfer is done does not find its room (a request slot, or the memory for the rest of its whole sequence): it stays parked and the iteration admits no more",
+      "serq-ref extension (docs/design/kv-connector.md): vLLM 0.33.0 scheduler.py:1072-1074 (no request slot: break) and :1454-1461 (allocate_slots returns None: break; the promoted request is in no running list, so nothing is preempted for it)")
+def promote_stop(m: Machine, c: Configuration, s: int, load: Load) -> Configuration:
+    c = _with_iteration(c, s, c.stages[s].iteration._replace(open=False))
+    if m.observer:
+        m.notify("step/promote-stop", c, {"stage": m.stage_name(s), "session": load.serial})
+    return c
