@@ -64,6 +64,7 @@ from oracle.ast_edit import (Items, Loaded, append_to_init, edit_session_call, i
                              parse_expr, parse_pool_options, parse_step_options, parse_stmts, prepend_lets,
                              parse_content, replace_hold_reserve, replace_hold_units, replace_pool_option,
                              replace_session_call, replace_step_option, set_hold_content)
+from oracle import offload
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.syntax import ast
@@ -93,6 +94,8 @@ OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_le
 #: draft-slot budget per K, as vLLM 0.33.0 sets them (oracle/real/driver.py's SPEC_METHODS).
 SPEC_METHODS = {"ngram": (0, 0), "draft_model": (1, 1), "parallel_draft_model": (1, None)}
 OPTIONAL += ("spec_method",)
+#: CPU offloading (docs/design/cpu-offloading.md, oracle/offload.py)
+OPTIONAL += ("offload",)
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
@@ -269,6 +272,8 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
             check_remote(r, k, at)
     if "kv_groups" in data:
         check_kv_groups(data, at)
+    if "offload" in data:
+        offload.check_offload(data, at)
     return at
 
 
@@ -444,6 +449,8 @@ def beyond_the_seed(data: object) -> str | None:
         return "sliding-window KV cache groups (kv_groups): seed 002's pool holds every token a hold computed"
     if isinstance(requests, list) and has_remote(data):
         return "a KV connector's remote prefill (remote): seed 002's vLLM program has no connector"
+    if offload.beyond_the_seed(data) is not None:
+        return offload.beyond_the_seed(data)
     return None
 
 
@@ -510,6 +517,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     at = check_scenario(data, path, text)
     refuse_kv_groups(data, at)
     refuse_remote(data, at)
+    offload.refuse_offload(data, at)
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
@@ -688,6 +696,7 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
     at = check_scenario(data, path, text)
     refuse_kv_groups(data, at)
     refuse_remote(data, at)
+    offload.refuse_offload(data, at)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,
