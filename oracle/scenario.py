@@ -442,6 +442,8 @@ def beyond_the_seed(data: object) -> str | None:
     None when nothing (a scenario that is no scenario is left to the
     program's builder to locate)."""
     requests = data.get("requests") if isinstance(data, dict) else None
+    if offload.beyond_the_seed(data) is not None:  # first: an offloading case shares prompts to hit the tier
+        return offload.beyond_the_seed(data)
     if isinstance(requests, list) and any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
         return "prefixes shared across requests (prompt_segments): seed 002's cache is a session's own"
     if isinstance(data, dict) and isinstance(data.get("kv_groups"), list) and \
@@ -449,8 +451,6 @@ def beyond_the_seed(data: object) -> str | None:
         return "sliding-window KV cache groups (kv_groups): seed 002's pool holds every token a hold computed"
     if isinstance(requests, list) and has_remote(data):
         return "a KV connector's remote prefill (remote): seed 002's vLLM program has no connector"
-    if offload.beyond_the_seed(data) is not None:
-        return offload.beyond_the_seed(data)
     return None
 
 

@@ -96,6 +96,9 @@ def test_pyserq_reports_offloading_unsupported() -> None:
     adapter = runpy.run_path(str(ROOT / "examples" / "adapters" / "pyserq_adapter.py"), run_name="adapter")
     assert adapter["answer"](SCENARIO) == {
         "unsupported": "CPU offloading (offload): seed 002's vLLM program has no CPU tier"}
+    # the reason given first, before the shared prompts every offloading case has to hit the tier
+    example = json.loads((ROOT / "examples" / "oracle" / "cpu_offload.json").read_text())
+    assert adapter["answer"](example) == adapter["answer"](SCENARIO)
 
 
 def _case(name: str) -> tuple[dict, dict]:
@@ -168,12 +171,98 @@ def test_a_pending_store_of_the_prefix_holds_a_request_back() -> None:
     assert answer["cached"]["1"] == 64 and answer["first"]["1"] == 9
 
 
+def test_a_one_token_prompt_in_the_tier_is_loaded_again_and_again() -> None:
+    # request 1's prompt is one token, which the tier holds (request 0's): the GPU hit is capped at
+    # num_tokens - 1 = 0, so it loads its whole prompt (step 6) and is promoted to num_tokens - 1 = 0
+    # computed tokens, which the waiting loop takes for a new request: it is looked up again and loads
+    # nothing, at every step, and never runs (vLLM 0.33.0 as driven; the driver ends the run as stalled once
+    # a load of nothing after a load is all that happens). Request 2, sharing that token, runs.
+    _, answer = _case("one_token_loads_forever")
+    assert answer["offload"]["loads"] == {"1": [[6, 6, 1], [7, 7, 0], [8, 8, 0], [9, 9, 0]]}
+    assert answer["status"] == "stalled at step 9: nothing schedulable and nothing to come"
+    assert answer["unfinished"] == ["1"] and answer["done"] == {"0": 2, "2": 7}
+
+
 @pytest.mark.vllm
-def test_the_driver_reproduces_the_rule_cases() -> None:
-    from oracle import real
+def test_the_driver_reproduces_the_rule_cases_and_the_first_records() -> None:
+    from oracle import campaign_offload, real
 
     names = sorted(p.name[:-len(".out.json")] for p in CASES.glob("*.out.json"))
     jobs = [{**json.loads((CASES / f"{name}.json").read_text()), "step_trace": True} for name in names]
-    for name, answer in zip(names, real.answer_all(jobs)):
+    records = [json.loads(line) for line in (ROOT / "oracle" / "data" / "campaign" / campaign_offload.CORPUS)
+               .read_text().splitlines()[:10]]
+    answers = real.answer_all(jobs + [r["case"] for r in records])
+    for name, answer in zip(names, answers):
         recorded = json.loads((CASES / f"{name}.out.json").read_text())
         assert {k: answer[k] for k in recorded} == recorded, name
+    for record, answer in zip(records, answers[len(names):]):
+        assert {k: answer[k] for k in record["answer"]} == record["answer"], record["index"]
+
+
+# --- the recorded corpus (oracle/data/campaign/cpu-offload.jsonl) ----------------------------------------
+
+from oracle import campaign_offload  # noqa: E402
+
+CORPUS = ROOT / "oracle" / "data" / "campaign" / campaign_offload.CORPUS
+#: The recorded corpus's least size (issue 20: at least 2,000 cases).
+CORPUS_CASES = 2000
+
+
+def _records() -> list[dict]:
+    return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_a_case_is_drawn_again_alone_and_the_same_and_is_valid() -> None:
+    seen = set()
+    for index in range(300):
+        case, region = campaign_offload.draw(1, index)
+        assert campaign_offload.scenario(1, index) == case
+        check_scenario(case)
+        assert case["prefix_caching"] and case["offload"]["cpu_blocks"] >= 1
+        seen.update(f"{k}={v}" for k, v in region.items())
+    for knob, regions in campaign_offload.KNOBS.items():
+        for name in regions:
+            assert f"{knob}={name}" in seen, (knob, name)
+
+
+def test_the_corpus_is_the_generators_and_follows_the_offloading_rules() -> None:
+    """The corpus (vLLM 0.33.0's answers, oracle/record.py) is the generator's, every case finished with
+    the tier vLLM was asked for, each load is reported at its start step + load_delay and brings whole
+    blocks of the prompt, a request whose first admission loads samples no earlier than the step after
+    that report (two after, asynchronous), and the corpus has what it was drawn for: loads, loads again
+    after a preemption, tiers that evict, asynchronous cases."""
+    records = _records()
+    assert len(records) >= CORPUS_CASES and [r["index"] for r in records] == list(range(len(records)))
+    counts = {"loads": 0, "loading cases": 0, "again": 0, "evicting": 0, "async": 0, "tiny tier hit": 0,
+              "livelocked": 0}
+    for record in records:
+        case, answer = record["case"], record["answer"]
+        assert record["seed"] == 1 and case == campaign_offload.scenario(1, record["index"]), record["index"]
+        offload = answer["offload"]
+        if answer["status"] != "finished":  # only the one-token prompt loaded again and again (a rule case)
+            assert answer["status"].startswith("stalled at step "), record["index"]
+            assert case["block_size"] == 1 and answer["unfinished"], record["index"]
+            assert all(case["requests"][int(rid)]["prompt"] == 1 for rid in answer["unfinished"]), record["index"]
+            assert any(loads[-1][2] == 0 for loads in offload["loads"].values()), record["index"]
+            counts["livelocked"] += 1
+        else:
+            assert answer["unfinished"] == [], record["index"]
+        assert offload["cpu_blocks"] == case["offload"]["cpu_blocks"], record["index"]
+        late = 2 if case.get("async") else 1
+        for rid, loads in offload["loads"].items():
+            prompt = case["requests"][int(rid)]["prompt"]
+            for start, done, tokens in loads:
+                assert done == start + case["offload"]["load_delay"], (record["index"], rid)
+                assert tokens % case["block_size"] == 0 and tokens <= prompt, (record["index"], rid)
+                assert tokens > 0 or answer["status"] != "finished", (record["index"], rid)  # the livelock's
+            if rid in answer["first"] and loads[0][0] <= answer["first"][rid]:
+                assert answer["first"][rid] >= loads[0][1] + late, (record["index"], rid)
+            counts["again"] += len(loads) > 1
+        counts["loads"] += sum(len(v) for v in offload["loads"].values())
+        counts["loading cases"] += bool(offload["loads"])
+        counts["evicting"] += offload["evicted"] > 0
+        counts["async"] += bool(case.get("async"))
+        counts["tiny tier hit"] += bool(offload["loads"]) and case["offload"]["cpu_blocks"] <= 3
+    assert counts["loading cases"] >= len(records) // 5 and counts["again"] > 0, counts
+    assert counts["evicting"] > 0 and counts["async"] > len(records) // 3 and counts["tiny tier hit"] > 0, counts
+    assert counts["livelocked"] == 2, counts  # cases 190 and 1,786 (docs/design/cpu-offloading.md section 1.7)

@@ -68,7 +68,9 @@ def with_offload(cls: type, load_delay: int, store_delay: int) -> type:
     ``clock``); ``due`` job id -> step it is
     reported done; ``reported`` whether the last output applied reported a
     job (a load's request is promoted at the next schedule(), a store's
-    chunks are ready for the next lookup: the scenario is not stalled); ``loads`` request
+    chunks are ready for the next lookup: the scenario is not stalled),
+    but for a load of nothing after a load (``empty_loads``: the request
+    would load nothing again at every step, and the run is stalled); ``loads`` request
     id -> [[step started, step reported, tokens loaded], ...]; ``stored``
     the chunks written to the tier, ``evicted`` the chunks the tier's policy
     dropped to make room (counted at the manager, prepare_store)."""
@@ -91,7 +93,16 @@ def with_offload(cls: type, load_delay: int, store_delay: int) -> type:
             self.due[job_id] = self.calls + load_delay
             self.load_of[job_id] = job.req_id
             tokens = len(jobs[job_id].keys) * self.scheduler_config_block_size
-            self.loads.setdefault(job.req_id, []).append([self.calls, None, tokens])
+            loads = self.loads.setdefault(job.req_id, [])
+            if tokens == 0 and loads:
+                # a load of nothing after a load: the request will be promoted
+                # to where it was and load nothing again (a one-token prompt
+                # whose token the tier holds: promoted to num_tokens - 1 = 0
+                # computed, it is looked up again as a new request). Its
+                # report is no progress (``reported``), so that the driver
+                # ends the run as stalled rather than at the step limit.
+                self.empty_loads.add(job_id)
+            loads.append([self.calls, None, tokens])
         for job_id in meta.store_jobs:
             self.due[job_id] = self.calls + store_delay
         for job_id in meta.jobs_to_flush or ():
@@ -111,7 +122,7 @@ def with_offload(cls: type, load_delay: int, store_delay: int) -> type:
                 for load in self.loads[rid]:
                     if load[1] is None:
                         load[1] = step
-        self.reported = bool(done)
+        self.reported = any(job not in self.empty_loads for job in done)
         if done:
             model_runner_output = dataclasses.replace(
                 model_runner_output,
@@ -131,6 +142,7 @@ def _observe_manager(scheduler) -> None:
     scheduler.load_of = {}
     scheduler.loads = {}
     scheduler.reported = False
+    scheduler.empty_loads = set()
     scheduler.stored = 0
     scheduler.evicted = 0
     scheduler.scheduler_config_block_size = scheduler.block_size
