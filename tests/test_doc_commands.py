@@ -174,6 +174,8 @@ EXPIT = {
     ("docs/conformance.md", "serq-ref oracle diverge eleven.log twelve.log"): 1,
     # "refuse such a scenario with an error at its first `remote` (exit 1)" (the KV connector, not modelled yet)
     ("docs/oracle.md", "serq-ref oracle run examples/oracle/pd_decode.json"): 1,
+    # "refuse such a scenario with an error at its `offload` (exit 1)" (CPU offloading, not modelled yet)
+    ("docs/oracle.md", "serq-ref oracle run examples/oracle/cpu_offload.json"): 1,
 }
 
 SUBCOMMANDS = ("check", "ir", "run", "trace", "fmt", "lean", "oracle", "peer")
