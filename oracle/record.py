@@ -14,6 +14,7 @@ the answers come from oracle/real/driver.py through ``oracle.real``).
     python -m oracle.record sliding-window --count 2000 --seed 1    sliding-window and hybrid KV groups (issue 20)
     python -m oracle.record kv-connector --count 2000 --seed 1      the KV connector's decode side (issue 20)
     python -m oracle.record kv-noload --count 200    recorded preempting scenarios again with a connector that loads nothing
+    python -m oracle.record cpu-offload --count 2000 --seed 1       CPU offloading (issue 20 section 3)
 
 Each command writes its files and updates ``oracle/data/manifest.json``: per
 file its sha256, size, the command that produced it, the vLLM version and
@@ -538,6 +539,38 @@ def record_sliding_window(count: int, seed: int, python=None, processes: int = 1
     print(f"campaign/{campaign_sliding.CORPUS}: {count - start} cases in {elapsed:.0f} s")
 
 
+# ---------------------------------------------------------------------------
+# CPU offloading (issue 20 section 3; the cases: oracle/campaign_offload.py)
+
+#: The answer's fields the CPU-offloading corpus keeps.
+CPU_OFFLOAD_KEEP = ("first", "done", "preemptions", "steps", "offload", "cached", "status", "unfinished",
+                    "features")
+
+
+def record_cpu_offload(count: int, seed: int, python=None, processes: int = 1, start: int = 0) -> None:
+    """Record cases ``start`` .. ``count - 1`` of ``seed`` (oracle/campaign_offload.py) with the real
+    scheduler's answers in oracle/data/campaign/cpu-offload.jsonl, after the cases before ``start``
+    already there (the draws and the answers are deterministic: recording in parts gives the file of one
+    run), and register the file in the manifest."""
+    from oracle import campaign_offload
+
+    out = DATA / "campaign" / campaign_offload.CORPUS
+    before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
+    if len(before) != start:
+        raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
+    if any(json.loads(line)["seed"] != seed for line in before):
+        raise SystemExit(f"{out.name}: a case of another seed before case {start}")
+    cases = [campaign_offload.scenario(seed, index) for index in range(start, count)]
+    elapsed = write_answered(out, "cpu-offload", cases, seed, start, CPU_OFFLOAD_KEEP, python, processes,
+                             before=tuple(before))
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record cpu-offload --count {count} --seed {seed}"
+             + (f" --processes {processes}" if processes > 1 else ""),
+             generator="oracle/campaign_offload.py", seed=seed, cases=sum(1 for _ in out.open()))
+    save_manifest(manifest)
+    print(f"campaign/{campaign_offload.CORPUS}: cases {start}-{count - 1} in {elapsed:.0f} s")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m oracle.record", description=__doc__.split("\n\n")[0])
     parser.add_argument("--vllm-python")
@@ -581,8 +614,16 @@ def main(argv=None) -> int:
     kv.add_argument("--start", type=int, default=0, help="go on from this case (the file's cases before it kept)")
     noload = commands.add_parser("kv-noload", help="campaign/kv-connector-noload.jsonl: a connector that loads nothing")
     noload.add_argument("--count", type=int, default=200, help="preempting cases of each source corpus")
+    offload = commands.add_parser("cpu-offload", help="campaign/cpu-offload.jsonl (oracle/campaign_offload.py)")
+    offload.add_argument("--count", type=int, required=True)
+    offload.add_argument("--seed", type=int, default=1)
+    offload.add_argument("--processes", type=int, default=1)
+    offload.add_argument("--start", type=int, default=0, help="go on from this case (the file's cases before it kept)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "cpu-offload":
+            record_cpu_offload(args.count, args.seed, args.vllm_python, args.processes, args.start)
+            return 0
         if args.command == "sliding-window":
             record_sliding_window(args.count, args.seed, args.vllm_python, args.processes, args.start,
                                   append=args.start > 0)

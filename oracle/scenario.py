@@ -64,6 +64,7 @@ from oracle.ast_edit import (Items, Loaded, append_to_init, edit_session_call, i
                              parse_expr, parse_pool_options, parse_step_options, parse_stmts, prepend_lets,
                              parse_content, replace_hold_reserve, replace_hold_units, replace_pool_option,
                              replace_session_call, replace_step_option, set_hold_content)
+from oracle import offload
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.syntax import ast
@@ -93,6 +94,8 @@ OPTIONAL = ("chunk", "prefix_caching", "serve", "async", "policy", "max_model_le
 #: draft-slot budget per K, as vLLM 0.33.0 sets them (oracle/real/driver.py's SPEC_METHODS).
 SPEC_METHODS = {"ngram": (0, 0), "draft_model": (1, 1), "parallel_draft_model": (1, None)}
 OPTIONAL += ("spec_method",)
+#: CPU offloading (docs/design/cpu-offloading.md, oracle/offload.py)
+OPTIONAL += ("offload",)
 #: A campaign case's own field (oracle/campaign.py), let through: the scenario is the rest.
 CASE_FIELDS = ("kind",)
 #: A scenario's numbers: natural numbers.
@@ -270,6 +273,8 @@ def check_scenario(data: object, path: str = "<scenario>", text: str | None = No
             check_remote(r, k, at)
     if "kv_groups" in data:
         check_kv_groups(data, at)
+    if "offload" in data:
+        offload.check_offload(data, at)
     return at
 
 
@@ -499,6 +504,8 @@ def beyond_the_seed(data: object) -> str | None:
     None when nothing (a scenario that is no scenario is left to the
     program's builder to locate)."""
     requests = data.get("requests") if isinstance(data, dict) else None
+    if offload.beyond_the_seed(data) is not None:  # first: an offloading case shares prompts to hit the tier
+        return offload.beyond_the_seed(data)
     if isinstance(requests, list) and any(isinstance(r, dict) and "prompt_segments" in r for r in requests):
         return "prefixes shared across requests (prompt_segments): seed 002's cache is a session's own"
     if isinstance(data, dict) and isinstance(data.get("kv_groups"), list) and \
@@ -588,6 +595,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     at = check_scenario(data, path, text)
     refuse_kv_groups(data, at)
     refuse_remote(data, at)
+    offload.refuse_offload(data, at)
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
@@ -782,6 +790,7 @@ def request_program(data: object, path: str = "<scenario>", text: str | None = N
                            "(docs/design/sliding-window.md): the harness's program (lib/vllm.sq) does",
                            at("kv_groups"))
     refuse_remote(data, at, connector=False)
+    offload.refuse_offload(data, at)
     if data.get("prefix_caching"):
         raise AssertionError("a scenario with prefix caching is the harness's program (compile_scenario)")
     sets = {"bs": float(data["block_size"]), "B": float(data["budget"]), "blocks": float(data["num_blocks"]) - 1,

@@ -107,7 +107,7 @@ BAD_SCENARIOS = [
     ({"serve": 3}, ' "serve": 3', '`serve` is a serve-by key in serQ syntax, e.g. "-admission"'),
     ({"arrive": 3}, ' "arrive": 3', "`arrive` is not a field of a scenario (fields: budget, max_seqs, "
                                     "block_size, num_blocks, requests, chunk, prefix_caching, serve, async, "
-                                    "policy, max_model_len, watermark, spec_tokens, kv_groups, spec_method)"),
+                                    "policy, max_model_len, watermark, spec_tokens, kv_groups, spec_method, offload)"),
     ({"serve": "free("}, ' "serve": "free("', "the scenario's serve key `free(` does not compile: "),
 ]
 

@@ -135,6 +135,15 @@ once; the transfer started by step s's schedule() is reported done
 ``kv_delay`` (default 0). The answer adds ``transfers``: request id to
 [step started, step reported done]. A scenario waiting only for a transfer
 is not stalled.
+CPU offloading (docs/design/cpu-offloading.md in serq-ref): a scenario
+with ``offload`` ({cpu_blocks, load_delay, store_delay}) gets vLLM's own
+OffloadingConnector (``kv_offloading_size``, backend native: its CPU
+manager and LRU policy over ``cpu_blocks`` chunks of one block); the
+driver plays its worker (oracle/real/offload.py): a load started at step s
+is reported done at s + load_delay, a store at s + store_delay, a flushed
+store at the step that flushes it. The answer adds ``offload``: the tier's
+chunks as vLLM built it, each request's loads [step started, step reported
+done, tokens], the chunks stored and evicted.
 
 Nothing here copies vLLM's code; it calls vLLM's public classes.
 """
@@ -265,6 +274,7 @@ def make_scheduler(
     spec_method: str = "ngram",
     kv_groups: list | None = None,
     remote_kv: bool = False,
+    offload: dict | None = None,
 ):
     """A real vLLM Scheduler with its KVCacheManager over ``num_blocks`` blocks
     (one of which is vLLM's null block). ``async_scheduling``: the scheduler
@@ -278,7 +288,10 @@ def make_scheduler(
     ``kv_groups``: the scenario's KV cache groups (``kv_cache_groups_of``);
     None, one full-attention group.
     ``remote_kv``: the decode side of P/D with the oracle's KV connector
-    (oracle/real/remote_kv.py, ``kv_transfer_config``)."""
+    (oracle/real/remote_kv.py, ``kv_transfer_config``).
+    ``offload``: CPU offloading (the scenario's ``offload``): vLLM's own
+    OffloadingConnector over a CPU tier of ``cpu_blocks`` chunks
+    (oracle/real/offload.py, ``kv_offloading_size``)."""
     cls = ObservedScheduler if cls is None else cls
     model = MODELS.get(max_model_len)
     extra = {}
@@ -303,6 +316,10 @@ def make_scheduler(
         watermark=watermark,
     )
     cache_cfg = CacheConfig(block_size=block_size, enable_prefix_caching=prefix_caching)
+    if offload is not None:  # vLLM picks OffloadingConnector itself (vllm/config/vllm.py:1150-1185)
+        cache_cfg.kv_offloading_size = offload_module().offloading_size_gib(
+            int(offload["cpu_blocks"]), block_size, FullAttentionSpec(
+                block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32).page_size_bytes)
     vllm_cfg = VllmConfig(
         model_config=model,
         scheduler_config=sched_cfg,
@@ -1151,7 +1168,7 @@ def run_scenario(job) -> dict:
         policy="priority" if serve or priorities else "fcfs",
         cls=(remote_kv_module().with_remote_kv if has_remote(job) else (lambda c, d: c))(
             (own_sampled_tokens if has_segments(job) else (lambda c: c))(
-                ServeByScheduler if serve else ObservedScheduler),
+                offload_class(job, ServeByScheduler if serve else ObservedScheduler)),
             {str(i): int(r.get("kv_delay", 0)) for i, r in enumerate(job["requests"])}),
         async_scheduling=bool(job.get("async", False)),
         watermark=float(job.get("watermark", 0.0)),
@@ -1159,6 +1176,7 @@ def run_scenario(job) -> dict:
         spec_method=str(job.get("spec_method", "ngram")),
         kv_groups=job.get("kv_groups"),
         remote_kv=has_remote(job),
+        offload=job.get("offload"),
     )
     # speculative decoding: each request's acceptance pattern (default [0]: every draft rejected)
     patterns = ({str(i): [int(a) for a in r.get("accept", [0])] for i, r in enumerate(job["requests"])}
@@ -1218,6 +1236,7 @@ def run_scenario(job) -> dict:
             status = f"step limit {max_steps}"
             break
         step += 1
+        scheduler.clock = step  # the step clock, for a connector's worker played here (oracle/real/offload.py)
         output = scheduler.schedule()
         preemptions += len(output.preempted_req_ids or ())
         if step_trace is not None:
@@ -1276,6 +1295,8 @@ def run_scenario(job) -> dict:
     if has_segments(job):
         reported = getattr(scheduler, "reported_cached", {})
         answer["cached"] = {rid: reported[rid] for rid in sorted(reported, key=int)}
+    if job.get("offload") is not None:  # the CPU tier, each request's loads, the chunks stored and evicted
+        answer["offload"] = offload_module().answer(scheduler)
     if has_remote(job):  # each transfer's [step started, step reported done]
         transfers = getattr(scheduler, "transfers", {})
         answer["transfers"] = {rid: transfers[rid] for rid in sorted(transfers, key=int)}
@@ -1325,6 +1346,7 @@ def drive_scenario_async(scheduler, pending, add_arrival, first, done, step_trac
                 record_step(step_trace, step, output)
             return step
 
+        scheduler.clock = step + 1  # the number of the batch formed next (oracle/real/offload.py)
         formed, applied = queue.step(on_schedule)
         if formed is not None:
             preemptions += len(formed.preempted_req_ids or ())
@@ -1357,6 +1379,30 @@ def record_step(step_trace: list, time_, output) -> None:
     preempted = sorted(output.preempted_req_ids or ())
     if tokens or preempted:
         step_trace.append([time_, dict(sorted(tokens.items())), preempted])
+
+
+# ---------------------------------------------------------------------------
+# CPU offloading (docs/design/cpu-offloading.md in serq-ref)
+
+
+def offload_module():
+    """oracle/real/offload.py: vLLM's OffloadingConnector's worker, played."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import offload
+
+    return offload
+
+
+def offload_class(job, cls: type) -> type:
+    """``cls`` playing the offloading connector's worker when the scenario
+    gives ``offload`` (its delays, oracle/real/offload.py), else ``cls``."""
+    spec = job.get("offload")
+    if spec is None:
+        return cls
+    fields = {**offload_module().DEFAULTS, **spec}
+    return offload_module().with_offload(cls, int(fields["load_delay"]), int(fields["store_delay"]))
 
 
 # ---------------------------------------------------------------------------
