@@ -367,6 +367,18 @@ def refresh_manifest() -> None:
 # Prefixes shared across requests (issue 19 section 1; the cases: oracle/campaign_prefix.py)
 
 
+def lines_before(out: Path, start: int, seed: int) -> tuple[str, ...]:
+    """The corpus ``out``'s first ``start`` lines, all of ``seed``, which a recording that goes on from case
+    ``start`` keeps (the draws and the answers are deterministic: recording in parts gives the file of one
+    run); a file with fewer, or with a case of another seed among them, stops it."""
+    before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
+    if len(before) != start:
+        raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
+    if any(json.loads(line)["seed"] != seed for line in before):
+        raise SystemExit(f"{out.name}: a case of another seed before case {start}")
+    return tuple(before)
+
+
 def write_answered(out: Path, name: str, cases: list[dict], seed: int, start: int, keep: tuple[str, ...],
                    python=None, processes: int = 1, before: tuple[str, ...] = (), append: bool = False,
                    with_mode: bool = False) -> float:
@@ -426,14 +438,10 @@ def record_kv_connector(count: int, seed: int, python=None, processes: int = 1, 
     ``start`` already there (the draws and the answers are deterministic, so recording in parts gives
     the file of one run), and register the file in the manifest."""
     out = DATA / "campaign" / campaign_kv.CORPUS
-    before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
-    if len(before) != start:
-        raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
-    if any(json.loads(line)["seed"] != seed for line in before):
-        raise SystemExit(f"{out.name}: a case of another seed before case {start}")
+    before = lines_before(out, start, seed)
     cases = [campaign_kv.scenario(seed, index) for index in range(start, count)]
     elapsed = write_answered(out, "kv-connector", cases, seed, start, KV_CONNECTOR_KEEP, python, processes,
-                             before=tuple(before))
+                             before=before)
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record kv-connector --count {count} --seed {seed}"
              + (f" --processes {processes}" if processes > 1 else ""),
@@ -555,14 +563,10 @@ def record_cpu_offload(count: int, seed: int, python=None, processes: int = 1, s
     from oracle import campaign_offload
 
     out = DATA / "campaign" / campaign_offload.CORPUS
-    before = [line for line in out.read_text().splitlines() if line.strip()][:start] if start else []
-    if len(before) != start:
-        raise SystemExit(f"{out.name} has {len(before)} cases: cannot go on from case {start}")
-    if any(json.loads(line)["seed"] != seed for line in before):
-        raise SystemExit(f"{out.name}: a case of another seed before case {start}")
+    before = lines_before(out, start, seed)
     cases = [campaign_offload.scenario(seed, index) for index in range(start, count)]
     elapsed = write_answered(out, "cpu-offload", cases, seed, start, CPU_OFFLOAD_KEEP, python, processes,
-                             before=tuple(before))
+                             before=before)
     manifest = load_manifest()
     register(manifest, out, f"python -m oracle.record cpu-offload --count {count} --seed {seed}"
              + (f" --processes {processes}" if processes > 1 else ""),
