@@ -59,6 +59,16 @@ def test_the_example_gives_vllms_answer_to_its_scenario() -> None:
     assert answer["done"] == {str(k): v for k, v in VLLM_DONE.items()}
 
 
+def test_the_example_is_beyond_the_reference() -> None:
+    """The example uses the serq-ref extension (its engine loads remotely), which seed 002 and pyserq do not
+    have, and says so; so no test runs it on the reference engine (tests/test_examples.py runs only pools/)."""
+    program, _ = compile_file(str(EXAMPLE))
+    engine = next(s for s in program.stages if s.name == "engine")
+    assert engine.kind.load_remote is not None and engine.kind.load_delay is not None
+    assert "beyond the reference" in EXAMPLE.read_text(encoding="utf-8").split("\n\n")[0].replace("\n// ", " ")
+    assert EXAMPLE.parent.name != "pools"
+
+
 def test_the_example_under_schedule_ahead_is_the_harness_answer_to_the_async_scenario() -> None:
     program, _ = compile_file(str(EXAMPLE), sets={"async_scheduling": 1.0})
     assert any(s.kind.schedule_ahead and s.kind.defer_free for s in program.stages if s.name == "engine")
