@@ -185,18 +185,10 @@ def test_a_one_token_prompt_in_the_tier_is_loaded_again_and_again() -> None:
 
 @pytest.mark.vllm
 def test_the_driver_reproduces_the_rule_cases_and_the_first_records() -> None:
-    from oracle import campaign_offload, real
+    from oracle import campaign_offload
+    from test_kv_connector import assert_the_driver_answers_as_recorded  # the connector's: the same check
 
-    names = sorted(p.name[:-len(".out.json")] for p in CASES.glob("*.out.json"))
-    jobs = [{**json.loads((CASES / f"{name}.json").read_text()), "step_trace": True} for name in names]
-    records = [json.loads(line) for line in (ROOT / "oracle" / "data" / "campaign" / campaign_offload.CORPUS)
-               .read_text().splitlines()[:10]]
-    answers = real.answer_all(jobs + [r["case"] for r in records])
-    for name, answer in zip(names, answers):
-        recorded = json.loads((CASES / f"{name}.out.json").read_text())
-        assert {k: answer[k] for k in recorded} == recorded, name
-    for record, answer in zip(records, answers[len(names):]):
-        assert {k: answer[k] for k in record["answer"]} == record["answer"], record["index"]
+    assert_the_driver_answers_as_recorded(CASES, ROOT / "oracle" / "data" / "campaign" / campaign_offload.CORPUS)
 
 
 # --- the recorded corpus (oracle/data/campaign/cpu-offload.jsonl) ----------------------------------------

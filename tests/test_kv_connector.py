@@ -213,20 +213,25 @@ def test_a_case_is_drawn_again_alone_and_the_same_and_is_valid() -> None:
             assert seen[f"{knob}={name}"] > 0, (knob, name)
 
 
-@pytest.mark.vllm
-def test_the_driver_reproduces_the_rule_cases_and_the_first_records() -> None:
+def assert_the_driver_answers_as_recorded(cases: pathlib.Path, corpus: pathlib.Path, first: int = 10) -> None:
+    """The real scheduler (oracle/real/driver.py) answers the hand-made scenarios under ``cases`` (each
+    NAME.json beside its NAME.out.json) and the first ``first`` records of ``corpus`` as they were recorded."""
     from oracle import real
 
-    names = sorted(p.name[:-len(".out.json")] for p in CASES.glob("*.out.json"))
-    jobs = [{**json.loads((CASES / f"{name}.json").read_text()), "step_trace": True} for name in names]
-    records = [json.loads(line) for line in (ROOT / "oracle" / "data" / "campaign" / campaign_kv.CORPUS)
-               .read_text().splitlines()[:10]]
+    names = sorted(p.name[:-len(".out.json")] for p in cases.glob("*.out.json"))
+    jobs = [{**json.loads((cases / f"{name}.json").read_text()), "step_trace": True} for name in names]
+    records = [json.loads(line) for line in corpus.read_text().splitlines()[:first]]
     answers = real.answer_all(jobs + [r["case"] for r in records])
     for name, answer in zip(names, answers):
-        recorded = json.loads((CASES / f"{name}.out.json").read_text())
+        recorded = json.loads((cases / f"{name}.out.json").read_text())
         assert {k: answer[k] for k in recorded} == recorded, name
     for record, answer in zip(records, answers[len(names):]):
         assert {k: answer[k] for k in record["answer"]} == record["answer"], record["index"]
+
+
+@pytest.mark.vllm
+def test_the_driver_reproduces_the_rule_cases_and_the_first_records() -> None:
+    assert_the_driver_answers_as_recorded(CASES, ROOT / "oracle" / "data" / "campaign" / campaign_kv.CORPUS)
 
 
 CORPUS = ROOT / "oracle" / "data" / "campaign" / campaign_kv.CORPUS

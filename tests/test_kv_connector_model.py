@@ -19,8 +19,8 @@ from oracle.scenario import run_scenario
 from semantics import fast
 from semantics.compiler import compile_file, compile_source
 from semantics.smallstep import driver
-from semantics.smallstep.driver import configurations
-from semantics.smallstep.invariants import RunInvariants
+from test_shared_prefix_rules import walk_with_invariants  # every configuration checked, the rules returned
+from test_sliding_window_model import per_serial  # a value per session by serial
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "pd-disaggregation" / "decode_side.sq"
@@ -38,15 +38,6 @@ def steps_of(result) -> tuple[dict[int, float], dict[int, float]]:
     first = {serial: time for time, serial, _, _ in by_name["first"].samples}
     done = {serial: time for time, serial, _, _ in by_name["done"].samples}
     return first, done
-
-
-def walk_with_invariants(program) -> list[str]:
-    checker = RunInvariants(program.warmup, program.horizon)
-    rules = []
-    for rule, c in configurations(program):
-        checker.check(c)
-        rules.append(rule)
-    return rules
 
 
 def test_the_example_gives_vllms_answer_to_its_scenario() -> None:
@@ -108,8 +99,6 @@ def loading_programs(draw) -> str:
     remotes = [draw(st.integers(0, p + 2)) for p in prompts]
     delays = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
     gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
-    pick = lambda xs: " : ".join(f"serial == {i} ? {x}" for i, x in enumerate(xs[:-1])) + \
-        (" : " if len(xs) > 1 else "") + str(xs[-1])  # noqa: E731
     clauses = ("schedule ahead; " if ahead else "") + ("defer free; " if defer else "") + \
         ("load remote (remote) after (kv_delay);" if load else "")
     return f"""
@@ -119,11 +108,11 @@ stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory
 stage gate : delay;
 workload {{ arrive batch({n}); }}
 session {{
-  set prompt = {pick(prompts)};
-  set o = {pick(outs)};
-  set remote = {pick(remotes)};
-  set kv_delay = {pick(delays)};
-  run gate ({pick(gaps)});
+  set prompt = {per_serial(prompts)};
+  set o = {per_serial(outs)};
+  set remote = {per_serial(remotes)};
+  set kv_delay = {per_serial(delays)};
+  run gate ({per_serial(gaps)});
   hold reqs (1), kv (min(known, budget_left(engine))) reserve (known)
        at admission (known = computed < prompt ? prompt : computed + 1) {{
     prefill (known) growing kv;

@@ -20,8 +20,7 @@ from semantics import fast
 from semantics.cli import main
 from semantics.compiler import compile_source
 from semantics.smallstep import driver
-from semantics.smallstep.driver import configurations
-from semantics.smallstep.invariants import RunInvariants
+from test_shared_prefix_rules import walk_with_invariants  # every configuration checked, the rules returned
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "data" / "sliding_window"
@@ -106,15 +105,6 @@ def test_the_option_needs_a_block_size(tmp_path, capsys) -> None:
 # -- the rules -----------------------------------------------------------------------------
 
 
-def walk_with_invariants(program) -> list[str]:
-    checker = RunInvariants(program.warmup, program.horizon)
-    rules = []
-    for rule, c in configurations(program):
-        checker.check(c)
-        rules.append(rule)
-    return rules
-
-
 def corpus_cases(indices) -> list[tuple[int, dict, dict]]:
     lines = CORPUS.read_text().splitlines()
     out = []
@@ -197,6 +187,12 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
+def per_serial(values) -> str:
+    """An expression that is ``values[i]`` for the session of serial i (the last value for every later one)."""
+    return " : ".join(f"serial == {i} ? {x}" for i, x in enumerate(values[:-1])) + \
+        (" : " if len(values) > 1 else "") + str(values[-1])
+
+
 @st.composite
 def grouped_programs(draw) -> str:
     """A step engine over a pool with KV cache groups: a window alone or hybrid, any window against the
@@ -212,8 +208,6 @@ def grouped_programs(draw) -> str:
     outs = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
     gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
     groups = f"full, window ({window})" if full else f"window ({window})"
-    pick = lambda xs: " : ".join(f"serial == {i} ? {x}" for i, x in enumerate(xs[:-1])) + \
-        (" : " if len(xs) > 1 else "") + str(xs[-1])  # noqa: E731
     return f"""
 pool reqs {{ cap 4; queue fifo; admit via engine; }}
 pool kv {{ cap {blocks * bs}; block {bs}; groups ({groups}); evict lru; preempt lifo; }}
@@ -221,9 +215,9 @@ stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory
 stage gate : delay;
 workload {{ arrive batch({n}); }}
 session {{
-  set prompt = {pick(prompts)};
-  set o = {pick(outs)};
-  run gate ({pick(gaps)});
+  set prompt = {per_serial(prompts)};
+  set o = {per_serial(outs)};
+  run gate ({per_serial(gaps)});
   hold reqs (1), kv (min(known, budget_left(engine))) reserve (known)
        at admission (known = computed < prompt ? prompt : computed + 1) {{
     prefill (known) growing kv;
