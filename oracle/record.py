@@ -379,6 +379,25 @@ def lines_before(out: Path, start: int, seed: int) -> tuple[str, ...]:
     return tuple(before)
 
 
+def record_in_parts(generator, name: str, keep: tuple[str, ...], count: int, seed: int, python=None,
+                    processes: int = 1, start: int = 0) -> None:
+    """Record cases ``start`` .. ``count - 1`` of ``seed`` drawn by the module ``generator`` (its
+    ``scenario`` and ``CORPUS``) with the real scheduler's answers (the fields ``keep``) in
+    oracle/data/campaign/CORPUS, after the cases before ``start`` already there (``lines_before``), and
+    register the file in the manifest as ``python -m oracle.record NAME``'s."""
+    out = DATA / "campaign" / generator.CORPUS
+    before = lines_before(out, start, seed)
+    cases = [generator.scenario(seed, index) for index in range(start, count)]
+    elapsed = write_answered(out, name, cases, seed, start, keep, python, processes, before=before)
+    manifest = load_manifest()
+    register(manifest, out, f"python -m oracle.record {name} --count {count} --seed {seed}"
+             + (f" --processes {processes}" if processes > 1 else ""),
+             generator=f"oracle/{generator.__name__.rsplit('.', 1)[-1]}.py", seed=seed,
+             cases=sum(1 for _ in out.open()))
+    save_manifest(manifest)
+    print(f"campaign/{generator.CORPUS}: cases {start}-{count - 1} in {elapsed:.0f} s")
+
+
 def write_answered(out: Path, name: str, cases: list[dict], seed: int, start: int, keep: tuple[str, ...],
                    python=None, processes: int = 1, before: tuple[str, ...] = (), append: bool = False,
                    with_mode: bool = False) -> float:
@@ -437,17 +456,7 @@ def record_kv_connector(count: int, seed: int, python=None, processes: int = 1, 
     scheduler's answers in oracle/data/campaign/kv-connector.jsonl, appended to the cases before
     ``start`` already there (the draws and the answers are deterministic, so recording in parts gives
     the file of one run), and register the file in the manifest."""
-    out = DATA / "campaign" / campaign_kv.CORPUS
-    before = lines_before(out, start, seed)
-    cases = [campaign_kv.scenario(seed, index) for index in range(start, count)]
-    elapsed = write_answered(out, "kv-connector", cases, seed, start, KV_CONNECTOR_KEEP, python, processes,
-                             before=before)
-    manifest = load_manifest()
-    register(manifest, out, f"python -m oracle.record kv-connector --count {count} --seed {seed}"
-             + (f" --processes {processes}" if processes > 1 else ""),
-             generator="oracle/campaign_kv.py", seed=seed, cases=sum(1 for _ in out.open()))
-    save_manifest(manifest)
-    print(f"campaign/{campaign_kv.CORPUS}: cases {start}-{count - 1} in {elapsed:.0f} s")
+    record_in_parts(campaign_kv, "kv-connector", KV_CONNECTOR_KEEP, count, seed, python, processes, start)
 
 
 #: The connector that loads nothing: the corpus it is drawn from, and its file.
@@ -562,17 +571,7 @@ def record_cpu_offload(count: int, seed: int, python=None, processes: int = 1, s
     run), and register the file in the manifest."""
     from oracle import campaign_offload
 
-    out = DATA / "campaign" / campaign_offload.CORPUS
-    before = lines_before(out, start, seed)
-    cases = [campaign_offload.scenario(seed, index) for index in range(start, count)]
-    elapsed = write_answered(out, "cpu-offload", cases, seed, start, CPU_OFFLOAD_KEEP, python, processes,
-                             before=before)
-    manifest = load_manifest()
-    register(manifest, out, f"python -m oracle.record cpu-offload --count {count} --seed {seed}"
-             + (f" --processes {processes}" if processes > 1 else ""),
-             generator="oracle/campaign_offload.py", seed=seed, cases=sum(1 for _ in out.open()))
-    save_manifest(manifest)
-    print(f"campaign/{campaign_offload.CORPUS}: cases {start}-{count - 1} in {elapsed:.0f} s")
+    record_in_parts(campaign_offload, "cpu-offload", CPU_OFFLOAD_KEEP, count, seed, python, processes, start)
 
 
 def main(argv=None) -> int:
