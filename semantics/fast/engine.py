@@ -12,8 +12,8 @@ from ..smallstep.machine import Machine
 from ..smallstep.sessions import compile_ops
 from ..smallstep.pools import expire_lease
 from ..smallstep.stages.step import EVENT as STEP_EVENT
-from ..smallstep.workload import load_trace
 from . import forms, loop, measure, step
+from .trace import load_trace
 from .values import WrittenCompiler
 
 
