@@ -12,7 +12,7 @@ from ..smallstep.machine import Machine
 from ..smallstep.sessions import compile_ops
 from ..smallstep.pools import expire_lease
 from ..smallstep.stages.step import EVENT as STEP_EVENT
-from . import forms, loop, measure, step
+from . import forms, loop, measure, step, steploop
 from .trace import load_trace
 from .values import WrittenCompiler
 
@@ -50,6 +50,11 @@ def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> R
     m = build_machine(program, trace_sessions=load_trace(program, base_dir))
     if loop.applies(m):
         return loop.run(m, progress)
+    if steploop.applies(m):
+        result = steploop.run(m, progress)
+        if result is not None:
+            return result
+        # it met what it does not write out (a preemption, say): the run from its start on the fast forms
     return run_machine(m, progress)
 
 

@@ -1,0 +1,1020 @@
+"""The fast engine's own loop for a step engine and its pools: lib/vllm.sq's
+engine (the request pool served by the engine, the KV pool of blocks with an
+LRU cache of each session's prefix) and the sessions that hold them, as the
+oracle's scenario and replay programs run them (``applies`` says which
+programs, field by field).
+
+The definition (semantics/smallstep) builds one immutable configuration per
+rule, and the fast forms (step.py, flow.py) still build one per few rules;
+here one run keeps the same facts in mutable state of its own: the pending
+events in a heap on their (time, sequence number) keys, the sessions in a
+dict (the definition's Session records, each replaced as its rules replace
+it), the ready sessions in a deque, each pool's allocated and cached units,
+its queue, holders and cache entries in lists (the definition's Waiting,
+Holding and CacheEntry records), the step stage's residents in a list (in
+the definition's order: their session's latest admission, then job id) and
+the iteration being formed in local variables, a delay stage's jobs in a
+dict, the statistics and areas in lists. Every rule it applies is the
+definition's, written out on that state with the same arithmetic in the same
+order:
+
+| here | the definition's rules |
+|---|---|
+| ``_advance`` | time/advance (measure.integrate: each area plus its level times dt) |
+| ``_arrive`` | workload/arrive and the open workload's arrival event (arrival_event, draw_gap) |
+| ``_run_session`` | settle.run_session: session/set, session/observe, session/turn, session/run with stage/delay-enter or stage/step-enter, session/hold-enter (pools.enter_hold), the hold's exit (pool/release, session/hold-exit), session/end (and workload/arrive under ``closed``); the local rules (branch, loop, while, choose, a block's end) are the definition's own functions |
+| ``_form`` | settle.form_iteration: step/iteration-start, step/schedule, pool/grow and step/grow (a growth that fits), step/admit with pool/admit (pool/consume, the LRU evictions of make_room), step/admit-stop, step/iteration, step/idle |
+| ``_end_iteration`` | step/iteration-end (and its inter-token bookkeeping), stage/step-complete |
+| ``_settle`` | settle's loop: the ready sessions, then an iteration on the idle engine when no other event is pending now |
+
+The definition's readers are applied to a view of the state (``_View``: the
+time, the sessions, the pools and stages as records of the same fields):
+admissible (a head's header, with at admission), context_before,
+budget_plan (budget_left), cost_context, want_of, the expressions and the
+pool and stage queries they read. At the end the last configuration's
+statistics, samples, areas and counts are built for measure.build_result.
+
+What the loop does not write out it does not approximate: a preemption, a
+growth that waits, a rejected hold, a session that ends inside a hold, and
+every RunError or limit (its message, statement and time are the
+definition's to give) abandon the loop's run, and the program runs from its
+start on the fast forms (engine.py), which give the answer; a run costs
+then what the loop spent until it gave up, on top. tests/test_fast_steploop.py
+holds the loop to the definition (the oracle corpora's scenario programs
+and generated step-engine programs over the knobs' ranges, byte for byte,
+the loop counted as taken) and docs/campaigns.md records its campaign.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import math
+from collections import deque
+from heapq import heappop, heappush
+
+import immutables
+
+from .. import ir
+from ..errors import RunStop
+from ..results import RunResult
+from ..smallstep.configuration import (AT_STAGE, DECODE, GROWING, HOLD, PREFILL, QUEUED, READY, ActiveHold, Allocation,
+                                       CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
+                                       Waiting, Workload, innermost_hold, own_entry_index)
+from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
+from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, Machine, session_env
+from ..smallstep.measure import build_result
+from ..smallstep.observables import holding_sessions
+from ..smallstep.pools import MAX_EVICTIONS, admissible, check_evictions
+from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
+from ..smallstep.sessions import end_session, exit_hold_body
+from ..smallstep.stages.delay import DelayJob
+from ..smallstep.stages.step import (Assignment, Resident, StepStats, _read, _stage_env, context_before,
+                                     cost_context, want_of)
+from ..smallstep.values import Env, resolve_index
+from .records import build, setter
+from .step import _ITERATION_DEFAULTS  # noqa: F401  (the fields an extension added: applies keeps them at default)
+from .flow import _HOLDING_DEFAULTS
+
+STEP, DELAY = "step", "delay"
+
+#: the statements the loop runs itself (the local ones it hands to their rules)
+_SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL = range(8)
+_STATEMENTS = {ir.Set: _SET, ir.Observe: _OBSERVE, ir.Run: _RUN, ir.Hold: _HOLD, ir.Turn: _TURN, ir.End: _END,
+               ir.Branch: _LOCAL, ir.Loop: _LOCAL, ir.While: _LOCAL, ir.Choose: _LOCAL}
+
+_set_attrs_pc_draws = setter(Session, "attrs", "pc", "draws")
+_set_at_stage = setter(Session, "attrs", "status", "job", "pc", "draws")
+_set_ready = setter(Session, "status", "readies", "job", "growth", "pending")
+_set_queued = setter(Session, "attrs", "pc", "draws", "status", "pending")
+_set_holds = setter(Session, "holds")
+_set_draws = setter(Session, "draws")
+_set_allocations = setter(ActiveHold, "allocations")
+_set_units = setter(Allocation, "units")
+_set_position_advanced = setter(Allocation, "position", "advanced")
+_set_advanced = setter(Allocation, "advanced")
+_set_remaining = setter(Resident, "remaining")
+_set_entry_units = setter(CacheEntry, "units")
+_set_entry_dead = setter(CacheEntry, "owner", "units")
+_INF = math.inf
+_new = object.__new__
+
+
+class Fallback(Exception):
+    """The loop met what it does not write out: the run is the fast forms' (the module's docstring)."""
+
+
+class _View:
+    """The state as the definition's readers see a configuration: its time, sessions, pools and stages."""
+
+    __slots__ = ("time", "sessions", "pools", "stages")
+
+
+class _Pool:
+    """A pool's state (PoolState's fields the readers read), mutable."""
+
+    __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups")
+
+    def __init__(self, cap, block):
+        self.cap, self.block = cap, block
+        self.allocated = self.cached = 0.0
+        self.holders, self.entries, self.queue = [], [], []
+        self.growers, self.table, self.groups = (), None, 0
+
+
+class _StepState:
+    """A step stage's state as the readers read it: its residents (and no parked session or load)."""
+
+    __slots__ = ("jobs", "iteration", "parked", "loads")
+
+    def __init__(self):
+        self.jobs, self.iteration, self.parked, self.loads = [], None, (), ()
+
+
+class _DelayState:
+    __slots__ = ("jobs", "by_id")
+
+    def __init__(self):
+        self.by_id = {}
+        self.jobs = self.by_id.values()  # start order (a dict keeps its insertion order)
+
+
+class _Formed:
+    """What cost_context and busy(s) read of an iteration: its context and what it assigned."""
+
+    __slots__ = ("context", "assigned")
+
+    def __init__(self, context, assigned):
+        self.context, self.assigned = context, assigned
+
+
+def applies(m: Machine) -> bool:
+    """Whether ``m``'s program is of the shape the loop runs: one step stage whose iterations the fast forms
+    form (step.applies: serve admission, no speculate, every field known) without schedule ahead, the other
+    stages delay stages; pools that the fast forms of pool rules know (step.pools_known), none sharing
+    prefixes, with KV cache groups, a spill, eviction by keys, queue keys or requeue by key; every hold's first
+    pool admitted by the engine, without lease; the statements set, observe, turn, run (plain at a delay
+    stage, prefill or decode at the step stage), hold, end and the local ones; a workload of sessions
+    (``arrive poisson``, ``renewal``, ``closed`` or ``batch``, a trace or none) without init or turn block; no
+    gauge, estimate, flow or observer."""
+    program = m.program
+    if (m.observer or program.gauges or m.reads_estimates or m.flow_stages or not m.fast_pools
+            or len(m.engines) != 1 or not all(m.fast_steps[s] for s in m.engines)):
+        return False
+    s = m.engines[0]
+    facts = m.steps[s]
+    if facts.ahead or facts.defer or facts.remote is not None or facts.keys or facts.exclusive or facts.spec \
+            or facts.slots or facts.lookahead or facts.within:
+        return False
+    if any(name not in (STEP, DELAY) for name in m.kind_names):
+        return False
+    for p, pool in enumerate(program.pools):
+        if (pool.share_prefixes or pool.groups or m.spill[p] is not None or m.evict_keys[p] is not None
+                or m.queue_keys[p] is not None or m.requeue_key[p] or m.kv_groups[p] is not None):
+            return False
+    if not isinstance(program.arrival, (ir.Poisson, ir.Renewal, ir.Closed, ir.Batch, ir.Sessions)):
+        return False
+    for b in (program.init, program.turn):  # a workload block sets and observes
+        if b is not None and any(not isinstance(stmt, (ir.Set, ir.Observe)) for stmt in program.blocks[b]):
+            return False
+    for hold in m.holds.values():
+        first = hold.refs[0]
+        if hold.lease_ref is not None or hold.content or any(
+                not m.admitted_via_stage[q] for q in range(first.base, first.base + first.count)):
+            return False
+    for b, block in enumerate(program.blocks):
+        if b in (program.init, program.turn):
+            continue
+        for stmt in block:
+            kind = _STATEMENTS.get(type(stmt))
+            if kind is None:
+                return False
+            if kind == _RUN:
+                if stmt.also or stmt.stage.index is not None:
+                    return False
+                name = m.kind_names[stmt.stage.base]
+                if (name == DELAY) != (stmt.mode == "Plain") or (name == STEP and stmt.growing is not None
+                                                               and stmt.growing.index is not None):
+                    return False
+    return True
+
+
+def run(m: Machine, progress=None) -> RunResult | None:
+    """Run ``m``'s program (``applies(m)``) to its end: the RunResult the definition's run gives; None when the
+    loop met what it does not write out (the caller runs the program on the fast forms). The collector is off
+    while it runs, as in driver.run_machine."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            c = _Run(m, progress).walk()
+        except (Fallback, RunStop):
+            return None
+        result = build_result(m, c, c.time)
+    finally:
+        if collecting:
+            gc.enable()
+    if progress is not None:
+        progress(1.0)
+    return result
+
+
+class _Run:
+    """One run's state and the rules applied to it."""
+
+    def __init__(self, m: Machine, progress):
+        self.m = m
+        self.progress = progress
+        program = m.program
+        self.program = program
+        self.s = m.engines[0]
+        self.facts = m.steps[self.s]
+        self.warmup = m.warmup
+        view = self.view = _View()
+        view.time = 0.0
+        self.sessions = view.sessions = {}
+        self.pools = view.pools = [_Pool(p.cap, p.block) for p in program.pools]
+        self.stages = view.stages = [_StepState() if name == STEP else _DelayState() for name in m.kind_names]
+        self.engine = self.stages[self.s]
+        self.ready = deque()
+        self.events = []
+        self.now = 0.0
+        self.seq = self.taken = self.ended = self.turns = 0
+        self.next_serial = self.generated = self.arrivals_draws = self.workload_draws = 0
+        self.replaced = (-1.0, 0)
+        self.samples = []
+        n_pools, n_stages = len(program.pools), len(program.stages)
+        self.areas = [0.0] * (4 * n_pools + 2 * n_stages + 1)
+        # PoolStats' counts per pool (wait_sum, wait_count, admissions, evicted_entries, evicted_units)
+        self.pool_counts = [[0.0, 0, 0, 0, 0.0] for _ in range(n_pools)]
+        self.stage_counts = [[0, 0.0, 0.0] for _ in range(n_stages)]  # completed, wait_sum, service_sum
+        # the step stage's counts (StepStats: iterations ... offered), its last tokens and gaps (oldest first)
+        self.step_counts = [0, 0, 0, 0, 0, 0.0, 0, 0, 0.0]
+        self.count = 0  # iterations so far
+        self.last_token = {}
+        self.gaps = []
+        self.in_flight = None  # the iteration in flight (_Formed), None: idle
+        self.table = self._table()
+        self.holds_once = m.holds_once
+
+    # -- the walk (driver.walk) -------------------------------------------------------------------------------------
+
+    def walk(self):
+        m, program = self.m, self.program
+        horizon = program.horizon
+        limit = program.arrivals
+        arrival = program.arrival
+        if limit is not None and not isinstance(arrival, (ir.Poisson, ir.Renewal)):
+            raise Fallback
+        events = self.events
+        # start_workload
+        if isinstance(arrival, ir.Poisson):
+            self._schedule_arrival(0.0)
+        elif isinstance(arrival, ir.Renewal):
+            gap, self.arrivals_draws = self._gap(self.arrivals_draws)
+            self._schedule_arrival(gap)
+        elif isinstance(arrival, ir.Sessions):
+            for k in range(len(arrival.sessions)):
+                self._arrive(explicit=k)
+        else:
+            for _ in range(arrival.n):
+                self._arrive()
+        self._settle()
+        count = 0
+        progress = self.progress
+        s = self.s
+        while events and events[0][0] <= horizon:
+            t, _, kind, a, b = heappop(events)
+            self._advance(t)
+            self.taken += 1
+            if kind == "arrive":
+                self._arrival_event()
+            elif kind == "delay":
+                self._delay_complete(a, b)
+            else:
+                assert a == s
+                self._end_iteration()
+            self._settle()
+            if limit is not None and self.generated >= limit and not self.sessions:
+                if self.now <= program.warmup:
+                    raise Fallback
+                return self._configuration()
+            if progress is not None:
+                count += 1
+                if count % PROGRESS_EVERY == 0:
+                    progress(min(1.0, self.now / horizon) if horizon > 0 else 1.0)
+        if limit is not None or not math.isfinite(horizon):
+            raise Fallback  # the definition's errors
+        if horizon > self.now:
+            self._advance(horizon)
+        return self._configuration()
+
+    def _advance(self, t: float) -> None:
+        """time/advance to ``t`` (measure.integrate, in the order of Configuration.areas)."""
+        if t > self.now:
+            warmup = self.warmup
+            dt = t - (self.now if self.now > warmup else warmup)
+            if dt > 0:
+                areas = self.areas
+                k = 0
+                holds_once = self.holds_once
+                for pool in self.pools:
+                    areas[k] = areas[k] + pool.allocated * dt
+                    areas[k + 1] = areas[k + 1] + pool.cached * dt
+                    areas[k + 2] = areas[k + 2] + len(pool.queue) * dt
+                    areas[k + 3] = areas[k + 3] + (len(pool.holders) if holds_once else holding_sessions(pool)) * dt
+                    k += 4
+                for st in self.stages:
+                    n = len(st.jobs)
+                    areas[k] = areas[k] + n * dt
+                    if type(st) is _StepState:
+                        areas[k + 1] = areas[k + 1] + (0.0 if self.in_flight is None else 1.0) * dt
+                    else:
+                        areas[k + 1] = areas[k + 1] + (1.0 if n else 0.0) * dt
+                    k += 2
+                areas[k] = areas[k] + len(self.sessions) * dt
+            self.now = self.view.time = t
+
+    def _configuration(self):
+        """The last configuration, as far as build_result reads it."""
+        m = self.m
+        c0 = initial_configuration(m)
+        stats = c0.statistics
+        pools = tuple(build(PoolStats, (w, n, adm, ent, units, 0, 0, 0, 0, ()))
+                      for w, n, adm, ent, units in self.pool_counts)
+        stages = tuple(build(StageStats, tuple(x)) for x in self.stage_counts)
+        gaps = None
+        for g in self.gaps:
+            gaps = (g, gaps)
+        it, po, do, mx, em, tok, dec, sch, off = self.step_counts
+        engines = tuple(None if e is None else build(StepStats, (it, po, do, mx, em, tok, dec, immutables.Map(self.last_token),
+                                                                 gaps, sch, off, 0))
+                        for e in stats.engines)
+        samples = None
+        for x in self.samples:
+            samples = (x, samples)
+        stats = stats._replace(pools=pools, stages=stages, engines=engines, ended=self.ended, turns=self.turns)
+        return c0._replace(time=self.now, sessions=immutables.Map(self.sessions), statistics=stats,
+                           areas=tuple(self.areas), samples=samples, taken=self.taken, sequence=self.seq,
+                           workload=Workload(self.next_serial, self.generated, self.arrivals_draws,
+                                             self.workload_draws, 0, self.replaced))
+
+    # -- arrivals (workload.py) -------------------------------------------------------------------------------------
+
+    def _gap(self, position: int):
+        """workload.draw_gap."""
+        m = self.m
+        if m.poisson_gap is not None:
+            return sample_exp(m.poisson_gap, m.stream_arrivals, position), position + 1
+        env = Env(self.view, None, -1, m.stream_arrivals, position)
+        gap = m.compiler.compile(self.program.arrival.gap)(env)
+        if not (gap > 0 and math.isfinite(gap)):
+            raise Fallback
+        return gap, env.draws
+
+    def _schedule_arrival(self, gap: float) -> None:
+        limit = self.program.arrivals
+        if limit is not None and self.generated >= limit:
+            return
+        heappush(self.events, (self.now + gap, self.seq, "arrive", 0, 0))
+        self.seq += 1
+
+    def _arrival_event(self) -> None:
+        """The open workload's arrival event (arrival_event): the next one scheduled, then workload/arrive."""
+        gap, position = self._gap(self.arrivals_draws)
+        generated = self.generated + 1
+        limit = self.program.arrivals
+        if limit is None or generated < limit:
+            heappush(self.events, (self.now + gap, self.seq, "arrive", 0, 0))
+            self.seq += 1
+        self.generated, self.arrivals_draws = generated, position
+        self._arrive()
+
+    def _arrive(self, explicit: int = -1) -> None:
+        """workload/arrive: a new session, its init block run, an explicit session's attributes written."""
+        m = self.m
+        program = self.program
+        serial = self.next_serial
+        attrs = m.blank_attrs
+        k = m.slot_serial
+        attrs = attrs[:k] + (float(serial),) + attrs[k + 1:]
+        script = explicit
+        if explicit < 0 and m.trace_sessions:
+            if self.program.trace_ordered:
+                script = serial % len(m.trace_sessions)
+            else:
+                u = draw_uniform(m.stream_workload, self.workload_draws)
+                script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
+                self.workload_draws += 1
+        if m.has_init:
+            attrs = self._workload_block(program.init, attrs, serial, 0)
+        if explicit >= 0:
+            attrs = list(attrs)
+            for slot, value in program.arrival.sessions[explicit].attrs:
+                attrs[slot] = value
+            attrs = tuple(attrs)
+        self.sessions[serial] = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None,
+                                                -1, (), -1, member_stream(m.stream_sessions, serial), 0, script, 0,
+                                                (self.now, 1)))
+        self.next_serial = serial + 1
+        self.ready.append(serial)
+
+    def _workload_block(self, block: int, attrs: tuple, serial: int, turn: int) -> tuple:
+        """workload.run_workload_block: an init or turn block (set and observe) on the stream of (session,
+        turn)."""
+        m = self.m
+        statements = self.program.blocks[block]
+        if not statements:
+            return attrs
+        env = Env(self.view, attrs, serial, derive_stream(m.seed, ("turn", serial, turn)), 0)
+        values = list(attrs)
+        for index, stmt in enumerate(statements):
+            env.stmt = (block, index)
+            if isinstance(stmt, ir.Set):
+                values[stmt.slot] = m.compiler.compile(stmt.expr)(env)
+                env.attrs = tuple(values)
+            else:
+                value = m.compiler.compile(stmt.expr)(env)
+                if self.now >= self.warmup:
+                    self.samples.append((stmt.index, self.now, serial, turn, value))
+        return tuple(values)
+
+    def _make_ready(self, s: Session) -> None:
+        """machine.make_ready: ``s`` ready (the backstop: a RunError, the definition's), at the end of the
+        ready sessions."""
+        instant, count = s.readies
+        count = count + 1 if instant == self.now else 1
+        if count > MAX_READIES_PER_INSTANT:
+            raise Fallback
+        self.sessions[s.serial] = _set_ready(s, READY, (self.now, count), None, None, None)
+        self.ready.append(s.serial)
+
+    # -- settle -----------------------------------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """settle: the ready sessions run; then, when no other event is pending now, an iteration on the idle
+        engine that has residents or a waiting queue. (No pool retries: every hold waits in a queue the engine
+        serves, and no growth waits: applies, Fallback.)"""
+        ready = self.ready
+        run_session = self._run_session
+        while ready:
+            run_session(ready.popleft())
+        events = self.events
+        if events and events[0][0] == self.now:
+            return
+        st = self.engine
+        if self.in_flight is None and (st.jobs or any(self.pools[p].queue for p in self.facts.served)):
+            self._form()
+            while ready:  # (none: the admitted sessions run at once)
+                run_session(ready.popleft())
+
+    # -- a session's run (settle.run_session) -----------------------------------------------------------------------
+
+    def _table(self):
+        """Per block, per statement (then its end): (what the loop does, its expression, the statement after
+        it, where it is, its slot, observation index or stage, its Op)."""
+        m = self.m
+        rows = []
+        for block in m.ops:
+            row = []
+            for n, op in enumerate(block):
+                if n == len(block) - 1:  # the block's end (sessions.end_op: its stmt is the opener)
+                    code = _END if op.rule is end_session else _EXIT_HOLD if op.rule is exit_hold_body else _LOCAL
+                    assert code != _LOCAL or op.local
+                else:
+                    code = _STATEMENTS[type(op.stmt)]
+                    assert code != _LOCAL or op.local, "a statement the loop does not run"
+                f = op.exprs[0] if code in (_SET, _OBSERVE, _RUN) else None
+                aux = None
+                if code == _SET:
+                    aux = op.stmt.slot
+                elif code == _OBSERVE:
+                    aux = op.stmt.index
+                elif code == _RUN:
+                    aux = op.exprs[2][0]
+                row.append((code, f, op.next, op.at, aux, op))
+            rows.append(tuple(row))
+        return tuple(rows)
+
+    def _run_session(self, serial: int) -> None:
+        """Run the ready session ``serial`` until it blocks or ends (settle.run_session)."""
+        m = self.m
+        sessions = self.sessions
+        s = sessions.get(serial)
+        if s is None or s.status != READY:
+            return
+        view = self.view
+        now = self.now
+        table = self.table
+        quiet = MAX_QUIET_STATEMENTS
+        env = _new(Env)
+        env.config = view
+        env.serial = serial
+        env.stream = s.stream
+        attrs = env.attrs = s.attrs
+        env.draws = s.draws
+        pc = s.pc
+        row = table[s.frames[-1].block]
+        while True:
+            quiet -= 1
+            if quiet < 0:
+                raise Fallback
+            code, f, nxt, at, aux, op = row[pc]
+            env.stmt = at
+            if code == _SET:
+                value = f(env)
+                attrs = env.attrs = attrs[:aux] + (value,) + attrs[aux + 1:]
+                pc = nxt
+            elif code == _OBSERVE:
+                value = f(env)
+                if now >= self.warmup:
+                    turn = attrs[m.slot_turn]
+                    if not -_INF < turn < _INF:
+                        raise Fallback
+                    self.samples.append((aux, now, serial, int(turn), value))
+                pc = nxt
+            elif code == _LOCAL:
+                s = op.rule(m, view, _set_attrs_pc_draws(s, attrs, pc, env.draws), op, env)
+                attrs = env.attrs = s.attrs
+                env.draws = s.draws
+                pc = s.pc
+                row = table[s.frames[-1].block]
+            elif code == _RUN:
+                work = f(env)
+                if not 0 < work < _INF:
+                    if not work == work or work == _INF:
+                        raise Fallback
+                    pc = nxt  # session/run: zero work completes at once
+                    continue
+                job_id = self.seq
+                if self.stages[aux].__class__ is _DelayState:  # stage/delay-enter
+                    due = (now + work, job_id + 1)
+                    self.stages[aux].by_id[job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
+                    heappush(self.events, (due[0], job_id + 1, "delay", aux, job_id))
+                    self.seq = job_id + 2
+                else:  # stage/step-enter
+                    growing = op.exprs[4]
+                    p = None if growing is None else resolve_index(growing[0], growing[1], env, "pool")
+                    job = build(Resident, (job_id, serial, now, now, None, op.exprs[3], work, p))
+                    jobs = self.stages[aux].jobs
+                    key = (s.admission, job_id)
+                    i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
+                    jobs.insert(i, job)
+                    self.seq = job_id + 1
+                sessions[serial] = _set_at_stage(s, attrs, AT_STAGE, (aux, job_id), nxt, env.draws)
+                return
+            elif code == _HOLD:
+                self._enter_hold(_set_attrs_pc_draws(s, attrs, nxt, env.draws), at)
+                return
+            elif code == _TURN:
+                turn = attrs[m.slot_turn]
+                if not math.isfinite(turn):
+                    raise Fallback
+                s = self._take_turn(_set_attrs_pc_draws(s, attrs, nxt, env.draws))
+                attrs = env.attrs = s.attrs
+                env.draws = s.draws
+                pc = s.pc
+            elif code == _END:
+                s = _set_attrs_pc_draws(s, attrs, nxt, env.draws)
+                if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
+                    raise Fallback  # an end inside a hold: its releases are the definition's
+                del sessions[serial]
+                if now >= self.warmup:
+                    self.ended += 1
+                if m.closed:  # workload.replace_closed
+                    instant, n = self.replaced
+                    n = n + 1 if instant == now else 1
+                    if n > MAX_READIES_PER_INSTANT:
+                        raise Fallback
+                    self.replaced = (now, n)
+                    self._arrive()
+                return
+            else:  # _EXIT_HOLD: the hold's body ended: every allocation goes back, then session/hold-exit
+                s = _set_attrs_pc_draws(s, attrs, pc, env.draws)
+                s = self._exit_hold(s)
+                attrs = env.attrs = s.attrs
+                env.draws = s.draws
+                pc = s.pc
+                row = table[s.frames[-1].block]
+
+    def _take_turn(self, s: Session) -> Session:
+        """session/turn (workload.take_turn, no turn block): turn_no counts, the next trace row is loaded."""
+        m, program = self.m, self.program
+        attrs = list(s.attrs)
+        turn_no = attrs[program.slot_turn] + 1.0
+        attrs[program.slot_turn] = turn_no
+        script_turn = s.script_turn
+        arrival = program.arrival
+        if s.script >= 0 and isinstance(arrival, ir.Sessions):
+            turns = arrival.sessions[s.script].turns or ()
+            if script_turn < len(turns):
+                for slot, value in turns[script_turn]:
+                    attrs[slot] = value
+                script_turn += 1
+            attrs[program.slot_more] = 1.0 if script_turn < len(turns) else 0.0
+        elif s.script >= 0 and m.trace_sessions:
+            rows = m.trace_sessions[s.script]
+            if script_turn < len(rows):
+                new, out, think, forced = rows[script_turn]
+                attrs[program.slot_new] = new
+                attrs[program.slot_out] = out
+                attrs[program.slot_think] = think
+                attrs[program.slot_forced] = forced
+                script_turn += 1
+            attrs[program.slot_more] = 1.0 if script_turn < len(rows) else 0.0
+        attrs = tuple(attrs)
+        if program.turn is not None:
+            attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
+        s = s._replace(attrs=attrs, script_turn=script_turn)
+        self.sessions[s.serial] = s
+        if self.now >= program.warmup:
+            self.turns += 1
+        return s
+
+    # -- holds (pools.py) -------------------------------------------------------------------------------------------
+
+    def _enter_hold(self, s: Session, stmt) -> None:
+        """pools.enter_hold: the hold's units and reserve read to judge whether it can ever fit (a reject is the
+        definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
+        m = self.m
+        hold = m.holds[stmt]
+        env = session_env(m, self.view, s, stmt)
+        pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
+        for k, p in enumerate(pools):
+            units = max(0.0, hold.units[k](env))
+            reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
+            if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
+                raise Fallback  # pool/reject
+        serial = s.serial
+        self.sessions[serial] = s._replace(draws=env.draws, status=QUEUED, pending=PendingHold(stmt, pools, self.now))
+        self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
+        self.seq += 1
+
+    def _admit(self, p: int, a) -> None:
+        """pool/admit of the head ``a`` (which fits): it leaves the queue and takes its units on every pool of
+        its hold (its own cached prefix consumed, room made), its body runs."""
+        m = self.m
+        waiting, units, reuse = a.waiting, a.units, a.reuse
+        serial = waiting.serial
+        sessions = self.sessions
+        s = sessions[serial]
+        pending = s.pending
+        hold = m.holds[pending.stmt]
+        queue = self.pools[p].queue
+        del queue[queue.index(waiting)]
+        admission = self.seq
+        self.seq = admission + 1
+        cached = 0.0
+        warm = self.now >= self.warmup
+        allocations = []
+        for q, u in zip(pending.pools, units):
+            pool = self.pools[q]
+            consumed = 0.0
+            if hold.cache is not None:  # pool/consume
+                k = own_entry_index(pool.entries, serial)
+                if k >= 0:
+                    entry = pool.entries[k]
+                    consumed = min(entry.units, m.round_down(q, reuse))
+                    rest = entry.units - consumed
+                    if rest > EPSILON:
+                        pool.entries[k] = _set_entry_dead(entry, None, rest)
+                    else:
+                        del pool.entries[k]
+                    pool.cached = pool.cached - consumed
+                cached = max(cached, consumed)
+            need = m.round_up(q, u)
+            if need == _INF:
+                raise Fallback
+            self._make_room(q, need, pending.stmt)
+            pool.allocated = pool.allocated + need
+            pool.holders.append(build(Holding, (admission, serial, admission, need, False) + _HOLDING_DEFAULTS))
+            if warm:
+                self.pool_counts[q][2] += 1
+            allocations.append(build(Allocation, (q, need, min(consumed, need), False)))
+        if warm:
+            counts = self.pool_counts[p]
+            counts[0] += self.now - pending.joined
+            counts[1] += 1
+        attrs = list(s.attrs)
+        attrs[self.program.slot_cached] = cached
+        s = s._replace(holds=s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),),
+                       attrs=tuple(attrs), frames=s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),),
+                       pc=0, admission=admission)
+        self._make_ready(s)
+
+    def _make_room(self, q: int, need: float, stmt) -> None:
+        """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
+        pool/evict-block and pool/evict-entry rules, a run of whole blocks of one entry at once when every count
+        is a whole number)."""
+        m = self.m
+        pool = self.pools[q]
+        cap, block, allocated, cached = m.caps[q], m.block_sizes[q], pool.allocated, pool.cached
+        entries = pool.entries
+        if block and min(allocated + cached + need - cap, cached) / block > MAX_EVICTIONS:
+            raise Fallback  # check_evictions' LimitError
+        if allocated + cached + need <= cap + EPSILON or not entries:
+            return
+        removed, gone = [], 0
+        n = len(entries)
+        first = 0
+        left = entries[0].units
+        whole = bool(block) and _whole(block) and _whole(cap) and _whole(allocated) and _whole(need)
+        while allocated + cached + need > cap + EPSILON and first < n:
+            if block and left - block > EPSILON:  # pool/evict-block
+                if whole and _whole(cached) and _whole(left):
+                    deficit = allocated + cached + need - cap
+                    j = min(-(-deficit // block), -(-(left - block) // block))
+                    left = left - j * block
+                    cached = cached - j * block
+                    removed.append((block, int(j)))
+                    continue
+                left = left - block
+                cached = cached - block
+                removed.append((block, 1))
+            else:  # pool/evict-entry
+                units = min(block, left) if block else left
+                first += 1
+                if first < n:
+                    left = entries[first].units
+                cached = cached - units
+                removed.append((units, 1))
+                gone += 1
+        if first < n and left != entries[first].units:
+            entries[first] = _set_entry_units(entries[first], left)
+        del entries[:first]
+        pool.cached = cached
+        if self.now >= self.warmup:
+            counts = self.pool_counts[q]
+            units = counts[4]
+            for r, times in removed:
+                if times == 1:
+                    units += r
+                elif _whole(units) and _whole(r) and abs(units) + r * times < _EXACT:
+                    units += r * times
+                else:
+                    for _ in range(times):
+                        units += r
+            counts[3] += gone
+            counts[4] = units
+
+    def _exit_hold(self, s: Session) -> Session:
+        """The end of a hold's body (exit_hold_body, without schedule ahead or lease): every allocation goes back
+        (pool/release: give_back, min(cache, computed) units cached), then session/hold-exit."""
+        m = self.m
+        serial = s.serial
+        hold = s.holds[-1]
+        compiled = m.holds[hold.stmt]
+        done = []
+        for a in hold.allocations:  # pool/release, in the hold's order
+            q = a.pool
+            done.append(q)
+            pool = self.pools[q]
+            computed = a.position if a.advanced else a.units
+            units = a.units
+            pool.allocated = pool.allocated - units
+            holders = pool.holders
+            hold_id = hold.hold_id
+            for i, x in enumerate(holders):
+                if x.serial == serial and x.hold_id == hold_id:
+                    del holders[i]
+                    break
+            if compiled.cache is not None:
+                env = session_env(m, self.view, s, hold.stmt)
+                want = max(0.0, compiled.cache(env))
+                if env.draws != s.draws:
+                    s = _set_draws(s, env.draws)
+                kept = m.round_down(q, min(want, computed, units))
+                if kept > 0:
+                    entries = pool.entries
+                    k = own_entry_index(entries, serial)
+                    cached = pool.cached
+                    if k >= 0:
+                        cached -= entries[k].units
+                        del entries[k]
+                    entries.append(build(CacheEntry, (serial, serial, kept, self.now, self.seq)))
+                    pool.cached = cached + kept
+                    self.seq += 1
+        attrs = list(s.attrs)
+        attrs[self.program.slot_computed] = 0.0
+        s = s._replace(frames=s.frames[:-1], pc=s.frames[-1].resume, holds=s.holds[:-1], attrs=tuple(attrs),
+                       preempted_at=tuple((q, x) for q, x in s.preempted_at if q not in done))
+        self.sessions[serial] = s
+        return s
+
+    # -- the step engine (stages/step.py, settle.form_iteration) ----------------------------------------------------
+
+    def _form(self) -> None:
+        """settle.form_iteration on the idle engine: step/iteration-start, then step/schedule of each resident in
+        admission order (pool/grow and step/grow when its hold must grow first, and the growth fits), step/admit
+        of each head while the budget lasts (or step/admit-stop), then step/iteration or step/idle."""
+        m = self.m
+        s = self.s
+        facts = self.facts
+        view = self.view
+        st = self.engine
+        sessions = self.sessions
+        context = context_before(m, view, s)
+        env = _stage_env(view, context)
+        budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
+        chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
+        left = budget - facts.slots
+        served = set()
+        assigned = []
+        open_ = True
+        jobs = st.jobs
+        i = 0  # the residents before it were served (a resident joins at the end when it is admitted now)
+        while open_ and left > 0:
+            if i < len(jobs):
+                r = jobs[i]
+                i += 1
+                if r.job_id in served:
+                    continue
+                served.add(r.job_id)
+                # step/schedule
+                tokens = min(want_of(r, chunk, 0.0), left)
+                session = sessions[r.owner]
+                if session.status == GROWING:
+                    continue
+                position = need = 0.0
+                if r.growing is not None:
+                    h, k = innermost_hold(session, r.growing)
+                    if h < 0:
+                        raise Fallback
+                    alloc = session.holds[h].allocations[k]
+                    position = alloc.position
+                    need = position + tokens - alloc.units
+                if tokens <= 0.0:
+                    continue
+                if need > EPSILON:  # pool/grow (when it fits), then step/grow
+                    self._grow(r, session, h, k, need)
+                assigned.append(build(Assignment, (r.job_id, r.owner, r.mode, tokens, position, 0.0, 0.0)))
+                left = left - tokens - facts.slots
+                continue
+            # step/admit: the head of the first queue the stage serves
+            head = None
+            for q in facts.served:
+                if self.pools[q].queue:
+                    head = q, admissible(m, view, q, budget=(s, left))
+                    break
+            if head is None:
+                break
+            q, a = head
+            serial = a.waiting.serial
+            waiter = sessions[serial]
+            if waiter.draws != a.draws:  # header_drawn
+                sessions[serial] = _set_draws(waiter, a.draws)
+            if not a.fits:  # step/admit-stop
+                open_ = False
+                break
+            self._admit(q, a)
+            self.ready.remove(serial)  # step/admit: it runs at once
+            self._run_session(serial)
+            jobs = st.jobs
+            # (its run joined the residents after every resident served: admission order)
+        # the residents a closed or spent iteration did not reach are not served
+        if assigned:
+            self._close(context, assigned, budget)
+        # else step/idle: the stage stays idle
+
+    def _grow(self, r: Resident, session: Session, h: int, k: int, amount: float) -> None:
+        """pool/grow of the resident's hold by ``amount`` (growth_need: to whole blocks) when it fits the pool
+        (room made by evictions); a growth that does not fit (a preemption, a wait) is the definition's."""
+        m = self.m
+        p = r.growing
+        hold = session.holds[h]
+        alloc = hold.allocations[k]
+        current = alloc.units
+        need = m.round_up(p, current + amount) - current
+        if need == _INF:
+            raise Fallback
+        if need <= EPSILON:
+            return
+        pool = self.pools[p]
+        if not pool.allocated + need <= m.caps[p] + EPSILON:
+            raise Fallback  # pool/preempt or pool/grow-wait
+        self._make_room(p, need, None)
+        session = self.sessions[r.owner]
+        hold = session.holds[h]
+        alloc = hold.allocations[k]
+        hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
+                                + hold.allocations[k + 1:])
+        self.sessions[r.owner] = _set_holds(session, session.holds[:h] + (hold,) + session.holds[h + 1:])
+        pool.allocated = pool.allocated + need
+
+    def _close(self, context, assigned: list, budget: float) -> None:
+        """step/iteration: the cost read, the end an event at now + cost, the counts added."""
+        m = self.m
+        s = self.s
+        formed = _Formed(context, assigned)
+        env = cost_context(m, self.view, s, formed)
+        cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
+        if cost == 0.0 and env.tokens > 0:
+            raise Fallback
+        now = self.now
+        heappush(self.events, (now + cost, self.seq, "iteration", s, 0))
+        self.seq += 1
+        self.count += 1
+        self.in_flight = formed
+        self.engine.iteration = formed
+        if now >= self.warmup:
+            counts = self.step_counts
+            prefills = decodes = 0
+            for a in assigned:
+                if a.mode == PREFILL:
+                    prefills += 1
+                elif a.mode == DECODE:
+                    decodes += 1
+            counts[0] += 1
+            counts[1] += 1 if prefills and not decodes else 0
+            counts[2] += 1 if decodes and not prefills else 0
+            counts[3] += 1 if prefills and decodes else 0
+            counts[4] += 1 if not assigned else 0
+            counts[5] = counts[5] + env.tokens
+            counts[6] += decodes
+            counts[7] += len(assigned)
+            counts[8] = counts[8] + budget
+
+    def _end_iteration(self) -> None:
+        """step/iteration-end: each served resident's run lowered by its tokens, its growing hold's position
+        advanced; the inter-token bookkeeping; the runs done complete (stage/step-complete), in the order
+        served."""
+        s = self.s
+        st = self.engine
+        formed = self.in_flight
+        self.in_flight = st.iteration = None
+        sessions = self.sessions
+        jobs = st.jobs
+        index = {r.job_id: i for i, r in enumerate(jobs)}
+        done = []
+        finished = {}
+        for a in formed.assigned:
+            i = index[a.job_id]
+            r = jobs[i]
+            r = jobs[i] = _set_remaining(r, r.remaining - a.tokens)
+            if r.growing is not None:
+                session = sessions[a.serial]
+                h, k = innermost_hold(session, r.growing)
+                holds = session.holds
+                sessions[a.serial] = _set_holds(session, holds[:h] + (_advance_position(holds[h], k, a.tokens),)
+                                                + holds[h + 1:])
+            finished[a.job_id] = r.remaining <= EPSILON
+            if r.remaining <= EPSILON:
+                done.append(r)
+        # _note_tokens
+        now = self.now
+        warm = now >= self.warmup
+        last = self.last_token
+        for a in formed.assigned:
+            fin = finished[a.job_id]
+            if a.mode == PREFILL:
+                if fin:
+                    last[a.serial] = now
+                continue
+            previous = last.get(a.serial)
+            if previous is not None and warm:
+                self.gaps.append(now - previous)
+            if fin:
+                last.pop(a.serial, None)
+            else:
+                last[a.serial] = now
+        # stage/step-complete, in the order served
+        for r in done:
+            for i, x in enumerate(jobs):
+                if x.job_id == r.job_id:
+                    del jobs[i]
+                    break
+            self._finish(s, r)
+
+    def _delay_complete(self, s: int, job_id: int) -> None:
+        """stage/delay-complete."""
+        self._finish(s, self.stages[s].by_id.pop(job_id))
+
+    def _finish(self, s: int, job) -> None:
+        """jobs.finish_job: the completion counted (at or after the warm-up), the session ready."""
+        if self.now >= self.warmup:
+            counts = self.stage_counts[s]
+            counts[0] += 1
+            counts[1] = counts[1] + job.started - job.arrived
+            counts[2] = counts[2] + self.now - job.started
+        self._make_ready(self.sessions[job.owner])
+
+
+def _advance_position(hold: ActiveHold, k: int, amount: float) -> ActiveHold:
+    """pools.advance_position, each record built by a setter."""
+    allocations = []
+    for i, x in enumerate(hold.allocations):
+        if i == k:
+            allocations.append(_set_position_advanced(x, x.position + amount, True))
+        elif x.advanced:
+            allocations.append(x)
+        else:
+            allocations.append(_set_advanced(x, True))
+    return _set_allocations(hold, tuple(allocations))
+
+
+#: below it every whole number is a float, and sums of three and differences of them are exact
+_EXACT = 2.0 ** 50
+
+
+def _whole(x) -> bool:
+    return -_EXACT < x < _EXACT and float(x).is_integer()

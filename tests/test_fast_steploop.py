@@ -1,0 +1,149 @@
+"""The fast engine's own loop for the step engine (semantics/fast/steploop.py)
+against the definition: lib/vllm.sq's engine on the oracle's scenario programs
+(the cases of oracle/campaign.draw: every knob over its whole range, the
+``space`` and ``space-all`` kinds: block sizes, max_seqs, budgets, the
+long-prefill threshold off to above the budget, pools from barely one request
+to never tight, prefix caching on and off, arrivals together to long gaps,
+synchronous and asynchronous, priorities and limits; the ``pressure`` kind,
+preemption-heavy; the older ``scenario`` kind) and the full trace's replay
+(its first sessions) give the same RunResult on both engines, byte for byte,
+or the same RunError; and the loop is what the fast engine ran them with
+where it applies (counted: a run it gave, a run it gave up for the fast
+forms, a program it does not take).
+
+The default run draws DEFAULT_CASES cases of each kind; the campaign
+(``python3 -m pytest -m campaign -o timeout=0 -n 2 tests/test_fast_steploop.py``)
+draws CAMPAIGN_CASES cases of each kind in all, in SHARDS shards, and each
+shard records its counts in docs/data/steploop_campaign/shard-K.json (written
+only when every case agreed), which the default run checks."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from oracle.campaign import draw
+from oracle.scenario import scenario_program
+from semantics import fast
+from semantics.errors import RunError
+from semantics.fast import engine, steploop
+from semantics.smallstep import driver
+
+#: the kinds of oracle/campaign.draw the test draws, with the seed it draws them from
+KINDS = {"space": 7, "space-all": 7, "scenario": 7, "limits": 7, "pressure": 7}
+DEFAULT_CASES = 6
+#: per kind, in all (SHARDS shards)
+CAMPAIGN_CASES, SHARDS = 400, 4
+CAMPAIGN_DATA = Path(__file__).resolve().parent.parent / "docs" / "data" / "steploop_campaign"
+TRACE = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "short_base.csv"
+
+
+def outcome(run, program) -> str:
+    try:
+        return repr(run(program))
+    except RunError as e:
+        return f"RunError {e.message!r} stmt={e.stmt!r} time={e.time!r}"
+
+
+def both(program, patch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The outcome on both engines, asserted equal, and what the loop did: ``taken`` (it gave the run),
+    ``gave up`` (it met a preemption or the like: the fast forms ran it), ``not applied``."""
+    definition = outcome(driver.run, program)
+    done = []
+    original = steploop.run
+
+    def counted(m, progress=None):
+        result = original(m, progress)
+        done.append(result is not None)
+        return result
+
+    patch.setattr(steploop, "run", counted)
+    try:
+        assert outcome(fast.run, program) == definition
+    finally:
+        patch.setattr(steploop, "run", original)
+    how = "not applied" if not done else "taken" if done[0] else "gave up"
+    return ("run error" if definition.startswith("RunError") else "result"), how
+
+
+def case_program(kind: str, seed: int, index: int):
+    case = draw(kind, seed, index)
+    return scenario_program(case), case
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_scenarios_agree_and_the_loop_takes_the_synchronous_engine(kind):
+    hows: Counter = Counter()
+    with pytest.MonkeyPatch.context() as patch:
+        for index in range(DEFAULT_CASES):
+            program, case = case_program(kind, KINDS[kind], index)
+            _, how = both(program, patch)
+            hows[how] += 1
+            applies = steploop.applies(engine.machine_for(program))
+            assert (how != "not applied") == applies
+            if case.get("async") or case.get("policy"):
+                assert not applies, "the loop writes out neither schedule ahead nor a serve order"
+    if kind in ("space", "scenario", "limits"):  # synchronous FCFS engines: the loop's shape
+        assert hows["taken"] >= DEFAULT_CASES // 2, hows
+
+
+def test_the_replay_of_the_trace_agrees_and_takes_the_loop():
+    """The replay program (a trace, delay stages, turns) on the first sessions of the full trace, at a
+    tight and a loose pool: the loose one is the loop's throughout."""
+    if not TRACE.exists():
+        pytest.skip("the shared traces are not beside the repository")
+    from oracle.replay import replay_program
+
+    with pytest.MonkeyPatch.context() as patch:
+        hows = []
+        for blocks, sessions in ((8010, 12), (300, 6)):
+            program, _ = replay_program(str(TRACE), 24, 512, 64, blocks, sessions=sessions)
+            hows.append(both(program, patch)[1])
+    assert hows[0] == "taken" and hows[1] in ("taken", "gave up")
+
+
+def test_what_the_loop_does_not_take_falls_back():
+    """An asynchronous engine and a priority order are not the loop's shape; the same case without them is."""
+    base = {key: value for key, value in draw("scenario", 7, 0).items() if key not in ("async", "policy")}
+    assert steploop.applies(engine.machine_for(scenario_program(base)))
+    assert not steploop.applies(engine.machine_for(scenario_program({**base, "async": True})))
+    assert not steploop.applies(engine.machine_for(scenario_program({**draw("priority", 7, 0)})))
+
+
+# -- the campaign --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_campaign_the_loop_gives_the_definitions_result(shard):
+    counts: dict = {kind: Counter() for kind in KINDS}
+    per_shard = CAMPAIGN_CASES // SHARDS
+    with pytest.MonkeyPatch.context() as patch:
+        for kind, seed in KINDS.items():
+            for index in range(shard * per_shard, (shard + 1) * per_shard):
+                program, _ = case_program(kind, seed + 1000, index)
+                end, how = both(program, patch)
+                counts[kind][end] += 1
+                counts[kind][how] += 1
+    CAMPAIGN_DATA.mkdir(exist_ok=True)
+    (CAMPAIGN_DATA / f"shard-{shard}.json").write_text(json.dumps({
+        "shard": shard, "cases_per_kind": per_shard, "differences": 0,
+        "counts": {kind: dict(sorted(c.items())) for kind, c in counts.items()}}, indent=1) + "\n")
+
+
+def test_the_recorded_campaign_held_the_loop_to_the_definition():
+    """docs/data/steploop_campaign: at least 2,000 cases, every one the same on both engines, the loop
+    taken in hundreds of them and given up (a preemption: the fast forms) in others."""
+    total: Counter = Counter()
+    cases = 0
+    for shard in range(SHARDS):
+        data = json.loads((CAMPAIGN_DATA / f"shard-{shard}.json").read_text())
+        assert data["differences"] == 0 and data["cases_per_kind"] == CAMPAIGN_CASES // SHARDS
+        for kind in KINDS:
+            total.update(data["counts"][kind])
+            cases += data["counts"][kind]["result"] + data["counts"][kind].get("run error", 0)
+    assert cases == CAMPAIGN_CASES * len(KINDS) >= 2000
+    assert total["taken"] >= 500 and total["gave up"] > 0 and total["not applied"] > 0
