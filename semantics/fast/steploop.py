@@ -113,10 +113,13 @@ class _View:
 class _Pool:
     """A pool's state (PoolState's fields the readers read), mutable."""
 
-    __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups")
+    __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups",
+                 "whole")
 
     def __init__(self, cap, block):
         self.cap, self.block = cap, block
+        #: make_room_lru's premise of runs of whole blocks, as far as the pool's constants go
+        self.whole = bool(block) and _whole(block) and _whole(cap)
         self.allocated = self.cached = 0.0
         self.holders, self.entries, self.queue = [], [], []
         self.growers, self.table, self.groups = (), None, 0
@@ -254,8 +257,10 @@ class _Run:
         self.last_token = {}
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
+        self.where = {}  # a growing resident's job id -> (hold, allocation) of the pool it grows
         self.table = self._table()
         self.holds_once = m.holds_once
+        self.integrate = self._integrator()
 
     # -- the walk (driver.walk) -------------------------------------------------------------------------------------
 
@@ -315,25 +320,36 @@ class _Run:
             warmup = self.warmup
             dt = t - (self.now if self.now > warmup else warmup)
             if dt > 0:
-                areas = self.areas
-                k = 0
-                holds_once = self.holds_once
-                for pool in self.pools:
-                    areas[k] = areas[k] + pool.allocated * dt
-                    areas[k + 1] = areas[k + 1] + pool.cached * dt
-                    areas[k + 2] = areas[k + 2] + len(pool.queue) * dt
-                    areas[k + 3] = areas[k + 3] + (len(pool.holders) if holds_once else holding_sessions(pool)) * dt
-                    k += 4
-                for st in self.stages:
-                    n = len(st.jobs)
-                    areas[k] = areas[k] + n * dt
-                    if type(st) is _StepState:
-                        areas[k + 1] = areas[k + 1] + (0.0 if self.in_flight is None else 1.0) * dt
-                    else:
-                        areas[k + 1] = areas[k + 1] + (1.0 if n else 0.0) * dt
-                    k += 2
-                areas[k] = areas[k] + len(self.sessions) * dt
+                self.integrate(self.areas, dt)
             self.now = self.view.time = t
+
+    def _integrator(self):
+        """``integrate(areas, dt)``: every area plus its level times ``dt`` (measure.integrate's arithmetic, in
+        the order of Configuration.areas: per pool used, cached, queue, holders; per stage jobs present and
+        its level; the live sessions), written out for the program as the fast forms' event taker is."""
+        lines = ["def integrate(areas, dt):"]
+        k = 0
+        for p in range(len(self.pools)):
+            holders = f"len(p{p}.holders)" if self.holds_once else f"holding_sessions(p{p})"
+            lines += [f"    p{p} = pools[{p}]",
+                      f"    areas[{k}] = areas[{k}] + p{p}.allocated * dt",
+                      f"    areas[{k + 1}] = areas[{k + 1}] + p{p}.cached * dt",
+                      f"    areas[{k + 2}] = areas[{k + 2}] + len(p{p}.queue) * dt",
+                      f"    areas[{k + 3}] = areas[{k + 3}] + {holders} * dt"]
+            k += 4
+        for s, st in enumerate(self.stages):
+            lines.append(f"    n = len(stages[{s}].jobs)")
+            lines.append(f"    areas[{k}] = areas[{k}] + n * dt")
+            if type(st) is _StepState:
+                lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (0.0 if stages[{s}].iteration is None else 1.0) * dt")
+            else:
+                lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (1.0 if n else 0.0) * dt")
+            k += 2
+        lines.append(f"    areas[{k}] = areas[{k}] + len(sessions) * dt")
+        namespace = {"pools": self.pools, "stages": self.stages, "sessions": self.sessions,
+                     "holding_sessions": holding_sessions}
+        exec("\n".join(lines) + "\n", namespace)
+        return namespace["integrate"]
 
     def _configuration(self):
         """The last configuration, as far as build_result reads it."""
@@ -556,6 +572,8 @@ class _Run:
                     growing = op.exprs[4]
                     p = None if growing is None else resolve_index(growing[0], growing[1], env, "pool")
                     job = build(Resident, (job_id, serial, now, now, None, op.exprs[3], work, p))
+                    if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
+                        self.where[job_id] = innermost_hold(s, p)  # stay while it is a resident
                     jobs = self.stages[aux].jobs
                     key = (s.admission, job_id)
                     i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
@@ -706,9 +724,8 @@ class _Run:
         """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
         pool/evict-block and pool/evict-entry rules, a run of whole blocks of one entry at once when every count
         is a whole number)."""
-        m = self.m
         pool = self.pools[q]
-        cap, block, allocated, cached = m.caps[q], m.block_sizes[q], pool.allocated, pool.cached
+        cap, block, allocated, cached = pool.cap, pool.block, pool.allocated, pool.cached
         entries = pool.entries
         if block and min(allocated + cached + need - cap, cached) / block > MAX_EVICTIONS:
             raise Fallback  # check_evictions' LimitError
@@ -718,10 +735,12 @@ class _Run:
         n = len(entries)
         first = 0
         left = entries[0].units
-        whole = bool(block) and _whole(block) and _whole(cap) and _whole(allocated) and _whole(need)
+        whole = pool.whole and -_EXACT < allocated < _EXACT and allocated == int(allocated) \
+            and -_EXACT < need < _EXACT and need == int(need)
         while allocated + cached + need > cap + EPSILON and first < n:
             if block and left - block > EPSILON:  # pool/evict-block
-                if whole and _whole(cached) and _whole(left):
+                if whole and -_EXACT < cached < _EXACT and cached == int(cached) and -_EXACT < left < _EXACT \
+                        and left == int(left):
                     deficit = allocated + cached + need - cap
                     j = min(-(-deficit // block), -(-(left - block) // block))
                     left = left - j * block
@@ -813,15 +832,28 @@ class _Run:
         view = self.view
         st = self.engine
         sessions = self.sessions
-        context = context_before(m, view, s)
+        # context_before: residents, decoders, kv_decode, kv_prefill (no parked session, no load)
+        memory = facts.memory
+        decoders = kv_decode = kv_prefill = 0.0
+        for r in st.jobs:
+            units = 0.0 if memory is None else sum(a.units for h in sessions[r.owner].holds for a in h.allocations
+                                                   if a.pool == memory)
+            if r.mode == DECODE:
+                decoders += 1.0
+                kv_decode += units
+            else:
+                kv_prefill += units
+        context = (float(len(st.jobs)), decoders, kv_decode, kv_prefill)
         env = _stage_env(view, context)
         budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
         chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
         left = budget - facts.slots
         served = set()
         assigned = []
+        st.iteration = _Formed(context, assigned)  # what busy(s) reads while it forms
         open_ = True
         jobs = st.jobs
+        where = self.where
         i = 0  # the residents before it were served (a resident joins at the end when it is admitted now)
         while open_ and left > 0:
             if i < len(jobs):
@@ -837,7 +869,7 @@ class _Run:
                     continue
                 position = need = 0.0
                 if r.growing is not None:
-                    h, k = innermost_hold(session, r.growing)
+                    h, k = where[r.job_id]
                     if h < 0:
                         raise Fallback
                     alloc = session.holds[h].allocations[k]
@@ -873,8 +905,9 @@ class _Run:
             # (its run joined the residents after every resident served: admission order)
         # the residents a closed or spent iteration did not reach are not served
         if assigned:
-            self._close(context, assigned, budget)
-        # else step/idle: the stage stays idle
+            self._close(st.iteration, budget)
+        else:  # step/idle: the stage stays idle
+            st.iteration = None
 
     def _grow(self, r: Resident, session: Session, h: int, k: int, amount: float) -> None:
         """pool/grow of the resident's hold by ``amount`` (growth_need: to whole blocks) when it fits the pool
@@ -901,11 +934,11 @@ class _Run:
         self.sessions[r.owner] = _set_holds(session, session.holds[:h] + (hold,) + session.holds[h + 1:])
         pool.allocated = pool.allocated + need
 
-    def _close(self, context, assigned: list, budget: float) -> None:
+    def _close(self, formed: _Formed, budget: float) -> None:
         """step/iteration: the cost read, the end an event at now + cost, the counts added."""
         m = self.m
         s = self.s
-        formed = _Formed(context, assigned)
+        assigned = formed.assigned
         env = cost_context(m, self.view, s, formed)
         cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
         if cost == 0.0 and env.tokens > 0:
@@ -915,7 +948,6 @@ class _Run:
         self.seq += 1
         self.count += 1
         self.in_flight = formed
-        self.engine.iteration = formed
         if now >= self.warmup:
             counts = self.step_counts
             prefills = decodes = 0
@@ -944,6 +976,7 @@ class _Run:
         self.in_flight = st.iteration = None
         sessions = self.sessions
         jobs = st.jobs
+        where = self.where
         index = {r.job_id: i for i, r in enumerate(jobs)}
         done = []
         finished = {}
@@ -953,7 +986,7 @@ class _Run:
             r = jobs[i] = _set_remaining(r, r.remaining - a.tokens)
             if r.growing is not None:
                 session = sessions[a.serial]
-                h, k = innermost_hold(session, r.growing)
+                h, k = where[a.job_id]
                 holds = session.holds
                 sessions[a.serial] = _set_holds(session, holds[:h] + (_advance_position(holds[h], k, a.tokens),)
                                                 + holds[h + 1:])
@@ -983,6 +1016,7 @@ class _Run:
                 if x.job_id == r.job_id:
                     del jobs[i]
                     break
+            where.pop(r.job_id, None)
             self._finish(s, r)
 
     def _delay_complete(self, s: int, job_id: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .. import ir
+from .. import arithmetic, ir
 from ..smallstep.values import CONTEXT_FIELDS, Compiled, ExpressionCompiler, _divide, _power, _truth
 
 #: Binary operators written as Python: operator -> a format of the two operands' source. Each is
@@ -71,7 +71,10 @@ class WrittenCompiler(ExpressionCompiler):
                 return _BINARY_SOURCE[x.op].format(source(x.left), source(x.right))
             if kind is ir.Cond:
                 return f"({source(x.then)} if {source(x.test)} != 0.0 else {source(x.otherwise)})"
-            return f"{name(self.compile(x))}(env)"  # a draw, a call, a step stage's variable
+            if kind is ir.Call and x.fun in _PURE_CALLS:  # arithmetic's function called on the arguments, in order
+                arity = 2 if x.fun in ("Min", "Max", "Pow") else 1
+                return f"{name(arithmetic.FUNCTIONS[x.fun])}({', '.join(source(a.expr) for a in x.args[:arity])})"
+            return f"{name(self.compile(x))}(env)"  # a draw, a query of the state, a step stage's variable
 
         body = source(e)
         lines = ["def expression(env):"] + (["    attrs = env.attrs"] if reads_attrs else []) + [f"    return {body}"]
@@ -79,12 +82,18 @@ class WrittenCompiler(ExpressionCompiler):
         return namespace["expression"]
 
 
+#: the calls of numbers alone, written out as a call of arithmetic's function (the closures call the same
+#: function on the arguments' values, left to right: values.ExpressionCompiler._compile_call)
+_PURE_CALLS = frozenset({"Min", "Max", "Pow", "Abs", "Floor", "Ceil", "Sqrt", "Exp", "Ln"})
+
+
 def _writable(e: ir.Expr) -> bool:
-    """Whether ``e``'s own node is written out (a draw or a call is its closure)."""
+    """Whether ``e``'s own node is written out (a draw or a query of the state is its closure)."""
     kind = type(e)
     if kind is ir.Cost:
         return _writable(e.expr)
-    return kind in (ir.Num, ir.Attr, ir.Unary, ir.Binary, ir.Cond) or (kind is ir.Ctx and e.var in CONTEXT_FIELDS)
+    return kind in (ir.Num, ir.Attr, ir.Unary, ir.Binary, ir.Cond) or (kind is ir.Ctx and e.var in CONTEXT_FIELDS) \
+        or (kind is ir.Call and e.fun in _PURE_CALLS and all(isinstance(a, ir.ExprArg) for a in e.args))
 
 
 def _nests_deeper_than(e: ir.Expr, n: int) -> bool:
@@ -99,4 +108,6 @@ def _nests_deeper_than(e: ir.Expr, n: int) -> bool:
         return _nests_deeper_than(e.left, n - 1) or _nests_deeper_than(e.right, n - 1)
     if kind is ir.Cond:
         return any(_nests_deeper_than(x, n - 1) for x in (e.test, e.then, e.otherwise))
+    if kind is ir.Call and e.fun in _PURE_CALLS:
+        return any(_nests_deeper_than(a.expr, n - 1) for a in e.args if isinstance(a, ir.ExprArg))
     return n < 1
