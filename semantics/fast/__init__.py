@@ -12,7 +12,10 @@ stages, no pool, gauge or query of the state): the same rules on mutable
 state inside one run, the last configuration built for build_result.
 step.py forms and ends a step engine's iterations (lib/vllm.sq's shape)
 with fewer configurations, and flow.py runs settle's loops of rules with
-pool/admit and pool/release written with setters.
+pool/admit and pool/release written with setters. steploop.py is its own
+loop for lib/vllm.sq's engine and pools (the oracle's scenarios and
+replays): mutable state inside one run, the run given back to the fast
+forms from its start where it meets a preemption or the like.
 ``run`` is what `serq-ref
 run`, `sweep`, the oracle and the campaigns use; `--engine definition` runs
 the definition instead, and `trace`, the property tests and the Lean bridge

@@ -23,8 +23,9 @@ order:
 | ``_advance`` | time/advance (measure.integrate: each area plus its level times dt) |
 | ``_arrive`` | workload/arrive and the open workload's arrival event (arrival_event, draw_gap) |
 | ``_run_session`` | settle.run_session: session/set, session/observe, session/turn, session/run with stage/delay-enter or stage/step-enter, session/hold-enter (pools.enter_hold), the hold's exit (pool/release, session/hold-exit), session/end (and workload/arrive under ``closed``); the local rules (branch, loop, while, choose, a block's end) are the definition's own functions |
-| ``_form`` | settle.form_iteration: step/iteration-start, step/schedule, pool/grow and step/grow (a growth that fits), step/admit with pool/admit (pool/consume, the LRU evictions of make_room), step/admit-stop, step/iteration, step/idle |
-| ``_end_iteration`` | step/iteration-end (and its inter-token bookkeeping), stage/step-complete |
+| ``_form`` | settle.form_iteration: step/iteration-start, step/schedule, pool/grow and step/grow (a growth that fits), step/admit with pool/admit (pool/consume, the LRU evictions of make_room), step/admit-stop, step/iteration, step/idle, and under schedule ahead step/apply |
+| ``_end_iteration`` | step/iteration-end (and its inter-token bookkeeping; under schedule ahead the sessions finishing), stage/step-complete |
+| the hold's exit in ``_run_session`` | under schedule ahead step/park: a session finishing at the engine waits at the exit of its hold on the engine's memory until the next iteration is formed |
 | ``_settle`` | settle's loop: the ready sessions, then an iteration on the idle engine when no other event is pending now |
 
 The definition's readers are applied to a view of the state (``_View``: the
@@ -58,7 +59,7 @@ import immutables
 from .. import ir
 from ..errors import RunStop
 from ..results import RunResult
-from ..smallstep.configuration import (AT_STAGE, DECODE, GROWING, HOLD, PREFILL, QUEUED, READY, ActiveHold, Allocation,
+from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, GROWING, HOLD, LOOP, PLAIN, PREFILL, QUEUED, READY, ActiveHold, Allocation,
                                        CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
                                        Waiting, Workload, innermost_hold, own_entry_index)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
@@ -67,34 +68,30 @@ from ..smallstep.measure import build_result
 from ..smallstep.observables import holding_sessions
 from ..smallstep.pools import MAX_EVICTIONS, admissible, check_evictions
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
-from ..smallstep.sessions import end_session, exit_hold_body
+from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
 from ..smallstep.stages.step import (Assignment, Resident, StepStats, _read, _stage_env, context_before,
                                      cost_context, want_of)
 from ..smallstep.values import Env, resolve_index
+from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
+from .loop import _set_ready
+from .pools import _set_entry_units
 from .records import build, setter
-from .step import _ITERATION_DEFAULTS  # noqa: F401  (the fields an extension added: applies keeps them at default)
-from .flow import _HOLDING_DEFAULTS
+from .step import _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units
 
 STEP, DELAY = "step", "delay"
 
 #: the statements the loop runs itself (the local ones it hands to their rules)
-_SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL = range(8)
+_SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL, _BRANCH, _LOOP, _LOOP_AGAIN, _BLOCK_EXIT = range(12)
 _STATEMENTS = {ir.Set: _SET, ir.Observe: _OBSERVE, ir.Run: _RUN, ir.Hold: _HOLD, ir.Turn: _TURN, ir.End: _END,
-               ir.Branch: _LOCAL, ir.Loop: _LOCAL, ir.While: _LOCAL, ir.Choose: _LOCAL}
+               ir.Branch: _BRANCH, ir.Loop: _LOOP, ir.While: _LOCAL, ir.Choose: _LOCAL}
+#: a block's end by its rule (sessions.end_op); a while's end is the definition's rule (_LOCAL)
+_BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_AGAIN, exit_block: _BLOCK_EXIT}
 
-_set_attrs_pc_draws = setter(Session, "attrs", "pc", "draws")
-_set_at_stage = setter(Session, "attrs", "status", "job", "pc", "draws")
-_set_ready = setter(Session, "status", "readies", "job", "growth", "pending")
-_set_queued = setter(Session, "attrs", "pc", "draws", "status", "pending")
-_set_holds = setter(Session, "holds")
-_set_draws = setter(Session, "draws")
-_set_allocations = setter(ActiveHold, "allocations")
-_set_units = setter(Allocation, "units")
-_set_position_advanced = setter(Allocation, "position", "advanced")
-_set_advanced = setter(Allocation, "advanced")
-_set_remaining = setter(Resident, "remaining")
-_set_entry_units = setter(CacheEntry, "units")
+#: (the setters the fast forms made for the same records and fields, shared: each is Python source compiled
+#: at import, 0.3 ms)
+_set_at_stage = setter(Session, "status", "job")
+_set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
 _INF = math.inf
 _new = object.__new__
@@ -126,12 +123,13 @@ class _Pool:
 
 
 class _StepState:
-    """A step stage's state as the readers read it: its residents (and no parked session or load)."""
+    """A step stage's state as the readers read it: its residents, the iteration (forming or in flight), and
+    under schedule ahead the sessions finishing and parked (no load)."""
 
-    __slots__ = ("jobs", "iteration", "parked", "loads")
+    __slots__ = ("jobs", "iteration", "parked", "loads", "finishing")
 
     def __init__(self):
-        self.jobs, self.iteration, self.parked, self.loads = [], None, (), ()
+        self.jobs, self.iteration, self.parked, self.loads, self.finishing = [], None, [], (), []
 
 
 class _DelayState:
@@ -153,8 +151,8 @@ class _Formed:
 
 def applies(m: Machine) -> bool:
     """Whether ``m``'s program is of the shape the loop runs: one step stage whose iterations the fast forms
-    form (step.applies: serve admission, no speculate, every field known) without schedule ahead, the other
-    stages delay stages; pools that the fast forms of pool rules know (step.pools_known), none sharing
+    form (step.applies: serve admission, no speculate, every field known), synchronous or ahead (without
+    defer free or load remote), the other stages delay stages; pools that the fast forms of pool rules know (step.pools_known), none sharing
     prefixes, with KV cache groups, a spill, eviction by keys, queue keys or requeue by key; every hold's first
     pool admitted by the engine, without lease; the statements set, observe, turn, run (plain at a delay
     stage, prefill or decode at the step stage), hold, end and the local ones; a workload of sessions
@@ -166,7 +164,7 @@ def applies(m: Machine) -> bool:
         return False
     s = m.engines[0]
     facts = m.steps[s]
-    if facts.ahead or facts.defer or facts.remote is not None or facts.keys or facts.exclusive or facts.spec \
+    if facts.defer or facts.remote is not None or facts.keys or facts.exclusive or facts.spec \
             or facts.slots or facts.lookahead or facts.within:
         return False
     if any(name not in (STEP, DELAY) for name in m.kind_names):
@@ -239,6 +237,7 @@ class _Run:
         self.pools = view.pools = [_Pool(p.cap, p.block) for p in program.pools]
         self.stages = view.stages = [_StepState() if name == STEP else _DelayState() for name in m.kind_names]
         self.engine = self.stages[self.s]
+        self.ahead = self.facts.ahead
         self.ready = deque()
         self.events = []
         self.now = 0.0
@@ -479,7 +478,7 @@ class _Run:
         if events and events[0][0] == self.now:
             return
         st = self.engine
-        if self.in_flight is None and (st.jobs or any(self.pools[p].queue for p in self.facts.served)):
+        if self.in_flight is None and (st.jobs or st.parked or any(self.pools[p].queue for p in self.facts.served)):
             self._form()
             while ready:  # (none: the admitted sessions run at once)
                 run_session(ready.popleft())
@@ -495,12 +494,12 @@ class _Run:
             row = []
             for n, op in enumerate(block):
                 if n == len(block) - 1:  # the block's end (sessions.end_op: its stmt is the opener)
-                    code = _END if op.rule is end_session else _EXIT_HOLD if op.rule is exit_hold_body else _LOCAL
+                    code = _BLOCK_ENDS.get(op.rule, _LOCAL)
                     assert code != _LOCAL or op.local
                 else:
                     code = _STATEMENTS[type(op.stmt)]
                     assert code != _LOCAL or op.local, "a statement the loop does not run"
-                f = op.exprs[0] if code in (_SET, _OBSERVE, _RUN) else None
+                f = op.exprs[0] if code in (_SET, _OBSERVE, _RUN, _BRANCH) else None
                 aux = None
                 if code == _SET:
                     aux = op.stmt.slot
@@ -508,12 +507,18 @@ class _Run:
                     aux = op.stmt.index
                 elif code == _RUN:
                     aux = op.exprs[2][0]
+                elif code == _BRANCH:
+                    aux = (op.stmt.then_block, op.stmt.else_block)
+                elif code == _LOOP:
+                    aux = op.stmt.block
                 row.append((code, f, op.next, op.at, aux, op))
             rows.append(tuple(row))
         return tuple(rows)
 
     def _run_session(self, serial: int) -> None:
-        """Run the ready session ``serial`` until it blocks or ends (settle.run_session)."""
+        """Run the ready session ``serial`` until it blocks or ends (settle.run_session). Its attributes,
+        frames, statement and stream position are kept here while it runs (its record is built when it
+        blocks, or for a rule of the definition's)."""
         m = self.m
         sessions = self.sessions
         s = sessions.get(serial)
@@ -530,18 +535,19 @@ class _Run:
         attrs = env.attrs = s.attrs
         env.draws = s.draws
         pc = s.pc
-        row = table[s.frames[-1].block]
+        frames = s.frames
+        row = table[frames[-1].block]
         while True:
             quiet -= 1
             if quiet < 0:
                 raise Fallback
             code, f, nxt, at, aux, op = row[pc]
             env.stmt = at
-            if code == _SET:
+            if code == _SET:  # session/set
                 value = f(env)
                 attrs = env.attrs = attrs[:aux] + (value,) + attrs[aux + 1:]
                 pc = nxt
-            elif code == _OBSERVE:
+            elif code == _OBSERVE:  # session/observe
                 value = f(env)
                 if now >= self.warmup:
                     turn = attrs[m.slot_turn]
@@ -549,20 +555,43 @@ class _Run:
                         raise Fallback
                     self.samples.append((aux, now, serial, int(turn), value))
                 pc = nxt
-            elif code == _LOCAL:
-                s = op.rule(m, view, _set_attrs_pc_draws(s, attrs, pc, env.draws), op, env)
+            elif code == _BRANCH:  # session/branch
+                value = f(env)
+                if value == 1.0:
+                    block = aux[0]
+                elif value == 0.0:
+                    block = aux[1]
+                else:
+                    raise Fallback  # the guard's RunError
+                frames = frames + (build(Frame, (block, PLAIN, at, nxt)),)
+                pc = 0
+                row = table[block]
+            elif code == _BLOCK_EXIT:  # session/block-exit
+                pc = frames[-1].resume
+                frames = frames[:-1]
+                row = table[frames[-1].block]
+            elif code == _LOOP_AGAIN:  # session/loop-again
+                pc = 0
+            elif code == _LOOP:  # session/loop
+                frames = frames + (build(Frame, (aux, LOOP, at, nxt)),)
+                pc = 0
+                row = table[aux]
+            elif code == _LOCAL:  # while, choose, a while's end: the definition's rule
+                s = op.rule(m, view, _set_attrs_frames_pc_draws(s, attrs, frames, pc, env.draws), op, env)
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
-                row = table[s.frames[-1].block]
-            elif code == _RUN:
+                frames = s.frames
+                row = table[frames[-1].block]
+            elif code == _RUN:  # session/run
                 work = f(env)
                 if not 0 < work < _INF:
                     if not work == work or work == _INF:
                         raise Fallback
-                    pc = nxt  # session/run: zero work completes at once
+                    pc = nxt  # zero work completes at once
                     continue
                 job_id = self.seq
+                s = _set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws)
                 if self.stages[aux].__class__ is _DelayState:  # stage/delay-enter
                     due = (now + work, job_id + 1)
                     self.stages[aux].by_id[job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
@@ -573,27 +602,29 @@ class _Run:
                     p = None if growing is None else resolve_index(growing[0], growing[1], env, "pool")
                     job = build(Resident, (job_id, serial, now, now, None, op.exprs[3], work, p))
                     if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
-                        self.where[job_id] = innermost_hold(s, p)  # stay while it is a resident
+                        # stay while it is a resident, and its position once an iteration advanced it (None: the
+                        # allocation's), written into the allocation when its run completes (_end_iteration)
+                        self.where[job_id] = [*innermost_hold(s, p), None]
                     jobs = self.stages[aux].jobs
                     key = (s.admission, job_id)
                     i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
                     jobs.insert(i, job)
                     self.seq = job_id + 1
-                sessions[serial] = _set_at_stage(s, attrs, AT_STAGE, (aux, job_id), nxt, env.draws)
+                sessions[serial] = _set_at_stage(s, AT_STAGE, (aux, job_id))
                 return
             elif code == _HOLD:
-                self._enter_hold(_set_attrs_pc_draws(s, attrs, nxt, env.draws), at)
+                self._enter_hold(_set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws), at)
                 return
             elif code == _TURN:
                 turn = attrs[m.slot_turn]
                 if not math.isfinite(turn):
                     raise Fallback
-                s = self._take_turn(_set_attrs_pc_draws(s, attrs, nxt, env.draws))
+                s = self._take_turn(_set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws))
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
             elif code == _END:
-                s = _set_attrs_pc_draws(s, attrs, nxt, env.draws)
+                s = _set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws)
                 if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
                     raise Fallback  # an end inside a hold: its releases are the definition's
                 del sessions[serial]
@@ -608,12 +639,21 @@ class _Run:
                     self._arrive()
                 return
             else:  # _EXIT_HOLD: the hold's body ended: every allocation goes back, then session/hold-exit
-                s = _set_attrs_pc_draws(s, attrs, pc, env.draws)
+                s = _set_attrs_frames_pc_draws(s, attrs, frames, pc, env.draws)
+                if self.ahead and serial in self.engine.finishing and any(
+                        a.pool == self.facts.memory for a in s.holds[-1].allocations):
+                    # step/park (schedule ahead): it waits at the exit, its units held, until the engine's next
+                    # iteration is formed (step/apply)
+                    self.engine.finishing.remove(serial)
+                    self.engine.parked.append(serial)
+                    sessions[serial] = s._replace(status=FINISHING)
+                    return
                 s = self._exit_hold(s)
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
-                row = table[s.frames[-1].block]
+                frames = s.frames
+                row = table[frames[-1].block]
 
     def _take_turn(self, s: Session) -> Session:
         """session/turn (workload.take_turn, no turn block): turn_no counts, the next trace row is loaded."""
@@ -843,7 +883,9 @@ class _Run:
                 kv_decode += units
             else:
                 kv_prefill += units
-        context = (float(len(st.jobs)), decoders, kv_decode, kv_prefill)
+        context = (float(len(st.jobs) + len(st.parked)), decoders, kv_decode, kv_prefill)
+        if st.finishing:  # schedule ahead: the next iteration is formed; a session that did not park goes on
+            st.finishing = []
         env = _stage_env(view, context)
         budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
         chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
@@ -869,11 +911,12 @@ class _Run:
                     continue
                 position = need = 0.0
                 if r.growing is not None:
-                    h, k = where[r.job_id]
+                    h, k, position = where[r.job_id]
                     if h < 0:
                         raise Fallback
                     alloc = session.holds[h].allocations[k]
-                    position = alloc.position
+                    if position is None:
+                        position = alloc.position
                     need = position + tokens - alloc.units
                 if tokens <= 0.0:
                     continue
@@ -904,10 +947,14 @@ class _Run:
             jobs = st.jobs
             # (its run joined the residents after every resident served: admission order)
         # the residents a closed or spent iteration did not reach are not served
-        if assigned:
+        if assigned or st.parked:  # schedule ahead: a batch, though empty, while a parked session waits for it
             self._close(st.iteration, budget)
         else:  # step/idle: the stage stays idle
             st.iteration = None
+        if st.parked:  # step/apply (schedule ahead): the ended iteration's results: the parked sessions go on
+            parked, st.parked = st.parked, []
+            for serial in parked:
+                self._make_ready(sessions[serial])
 
     def _grow(self, r: Resident, session: Session, h: int, k: int, amount: float) -> None:
         """pool/grow of the resident's hold by ``amount`` (growth_need: to whole blocks) when it fits the pool
@@ -984,12 +1031,12 @@ class _Run:
             i = index[a.job_id]
             r = jobs[i]
             r = jobs[i] = _set_remaining(r, r.remaining - a.tokens)
-            if r.growing is not None:
-                session = sessions[a.serial]
-                h, k = where[a.job_id]
-                holds = session.holds
-                sessions[a.serial] = _set_holds(session, holds[:h] + (_advance_position(holds[h], k, a.tokens),)
-                                                + holds[h + 1:])
+            if r.growing is not None:  # pools.advance_position, kept in ``where`` until the run completes
+                w = where[a.job_id]
+                if w[2] is None:
+                    w[2] = sessions[a.serial].holds[w[0]].allocations[w[1]].position + a.tokens
+                else:
+                    w[2] = w[2] + a.tokens
             finished[a.job_id] = r.remaining <= EPSILON
             if r.remaining <= EPSILON:
                 done.append(r)
@@ -1010,13 +1057,21 @@ class _Run:
                 last.pop(a.serial, None)
             else:
                 last[a.serial] = now
+        if self.ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
+            st.finishing = [r.owner for r in done]
         # stage/step-complete, in the order served
         for r in done:
             for i, x in enumerate(jobs):
                 if x.job_id == r.job_id:
                     del jobs[i]
                     break
-            where.pop(r.job_id, None)
+            w = where.pop(r.job_id, None)
+            if w is not None and w[2] is not None:  # the position its iterations advanced the hold to
+                session = sessions[r.owner]
+                h, k, position = w
+                holds = session.holds
+                sessions[r.owner] = _set_holds(session, holds[:h] + (_advance_position(holds[h], k, position),)
+                                               + holds[h + 1:])
             self._finish(s, r)
 
     def _delay_complete(self, s: int, job_id: int) -> None:
@@ -1033,12 +1088,13 @@ class _Run:
         self._make_ready(self.sessions[job.owner])
 
 
-def _advance_position(hold: ActiveHold, k: int, amount: float) -> ActiveHold:
-    """pools.advance_position, each record built by a setter."""
+def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
+    """The hold as pools.advance_position leaves it, its allocation ``k`` advanced to ``position``, each record
+    built by a setter."""
     allocations = []
     for i, x in enumerate(hold.allocations):
         if i == k:
-            allocations.append(_set_position_advanced(x, x.position + amount, True))
+            allocations.append(_set_position_advanced(x, position, True))
         elif x.advanced:
             allocations.append(x)
         else:
