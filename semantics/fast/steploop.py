@@ -93,6 +93,9 @@ _BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_
 _set_at_stage = setter(Session, "status", "job")
 _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
+_set_admitted = setter(Session, "holds", "attrs", "frames", "pc", "admission", "status", "readies", "job", "growth",
+                       "pending")
+_set_exited = setter(Session, "frames", "pc", "holds", "attrs", "preempted_at")
 _INF = math.inf
 _new = object.__new__
 
@@ -755,10 +758,16 @@ class _Run:
             counts[1] += 1
         attrs = list(s.attrs)
         attrs[self.program.slot_cached] = cached
-        s = s._replace(holds=s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),),
-                       attrs=tuple(attrs), frames=s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),),
-                       pc=0, admission=admission)
-        self._make_ready(s)
+        # made ready (machine.make_ready), its body to run: the engine runs it at once (step/admit: _form), so
+        # it is not put in the ready sequence, which step/admit would take it out of
+        instant, count = s.readies
+        count = count + 1 if instant == self.now else 1
+        if count > MAX_READIES_PER_INSTANT:
+            raise Fallback
+        self.sessions[serial] = _set_admitted(
+            s, s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),), tuple(attrs),
+            s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),), 0, admission, READY,
+            (self.now, count), None, None, None)
 
     def _make_room(self, q: int, need: float, stmt) -> None:
         """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
@@ -855,8 +864,8 @@ class _Run:
                     self.seq += 1
         attrs = list(s.attrs)
         attrs[self.program.slot_computed] = 0.0
-        s = s._replace(frames=s.frames[:-1], pc=s.frames[-1].resume, holds=s.holds[:-1], attrs=tuple(attrs),
-                       preempted_at=tuple((q, x) for q, x in s.preempted_at if q not in done))
+        s = _set_exited(s, s.frames[:-1], s.frames[-1].resume, s.holds[:-1], tuple(attrs),
+                        tuple((q, x) for q, x in s.preempted_at if q not in done) if s.preempted_at else ())
         self.sessions[serial] = s
         return s
 
@@ -941,8 +950,7 @@ class _Run:
             if not a.fits:  # step/admit-stop
                 open_ = False
                 break
-            self._admit(q, a)
-            self.ready.remove(serial)  # step/admit: it runs at once
+            self._admit(q, a)  # pool/admit, then step/admit: it runs at once
             self._run_session(serial)
             jobs = st.jobs
             # (its run joined the residents after every resident served: admission order)
