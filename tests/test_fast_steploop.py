@@ -121,6 +121,42 @@ def test_the_asynchronous_engine_is_taken_and_a_priority_order_falls_back():
     assert taken >= 3
 
 
+def test_a_setting_the_loop_does_not_know_falls_back():
+    """A stage, step kind or pool with a field the loop does not know (an extension's), set, is not the loop's."""
+    import dataclasses
+
+    from semantics import ir
+
+    program = scenario_program(draw("space", 7, 0))
+    assert steploop.applies(engine.machine_for(program))
+    s = next(k for k, stage in enumerate(program.stages) if isinstance(stage.kind, ir.Step))
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedStep(ir.Step):
+        offload: int = 0
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedStage(ir.Stage):
+        placement: int = 0
+
+    kind = program.stages[s].kind
+    fields = {f.name: getattr(kind, f.name) for f in dataclasses.fields(kind)}
+    for stage in (dataclasses.replace(program.stages[s], kind=ExtendedStep(**fields, offload=1)),
+                  ExtendedStage(program.stages[s].name, program.stages[s].index, kind, placement=1)):
+        stages = list(program.stages)
+        stages[s] = stage
+        assert not steploop.applies(engine.machine_for(dataclasses.replace(program, stages=tuple(stages))))
+
+    @dataclasses.dataclass(frozen=True)
+    class ExtendedPool(ir.Pool):
+        tier: int = 0
+
+    pool = program.pools[1]
+    pools = list(program.pools)
+    pools[1] = ExtendedPool(**{f.name: getattr(pool, f.name) for f in dataclasses.fields(pool)}, tier=2)
+    assert not steploop.applies(engine.machine_for(dataclasses.replace(program, pools=tuple(pools))))
+
+
 # -- the campaign --------------------------------------------------------------------------------------------------
 
 

@@ -77,12 +77,19 @@ from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
 from .loop import _set_ready
 from .pools import _set_entry_units
 from .records import build, setter
-from .step import _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units
+from .step import _non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units
 
 STEP, DELAY = "step", "delay"
 
 #: the statements the loop runs itself (the local ones it hands to their rules)
 _SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL, _BRANCH, _LOOP, _LOOP_AGAIN, _BLOCK_EXIT = range(12)
+#: the fields of each statement, stage and arrival the loop knows: a program with another one (a setting an
+#: extension adds) not at its default is not the loop's (step._non_default)
+KNOWN_FIELDS = {ir.Set: {"slot", "expr"}, ir.Observe: {"index", "expr"}, ir.Run: {"stage", "mode", "work", "growing", "also"},
+                ir.Hold: {"pools", "reuse", "body", "cache", "lease", "content"}, ir.Turn: set(), ir.End: set(),
+                ir.Branch: {"guard", "then_block", "else_block"}, ir.Loop: {"block"}, ir.While: {"guard", "block"},
+                ir.Choose: {"var", "count", "key"}, ir.Stage: {"name", "index", "kind"}, ir.Poisson: {"rate"},
+                ir.Renewal: {"gap"}, ir.Closed: {"n"}, ir.Batch: {"n"}, ir.Sessions: {"sessions"}}
 _STATEMENTS = {ir.Set: _SET, ir.Observe: _OBSERVE, ir.Run: _RUN, ir.Hold: _HOLD, ir.Turn: _TURN, ir.End: _END,
                ir.Branch: _BRANCH, ir.Loop: _LOOP, ir.While: _LOCAL, ir.Choose: _LOCAL}
 #: a block's end by its rule (sessions.end_op); a while's end is the definition's rule (_LOCAL)
@@ -176,7 +183,8 @@ def applies(m: Machine) -> bool:
         if (pool.share_prefixes or pool.groups or m.spill[p] is not None or m.evict_keys[p] is not None
                 or m.queue_keys[p] is not None or m.requeue_key[p] or m.kv_groups[p] is not None):
             return False
-    if not isinstance(program.arrival, (ir.Poisson, ir.Renewal, ir.Closed, ir.Batch, ir.Sessions)):
+    if not isinstance(program.arrival, (ir.Poisson, ir.Renewal, ir.Closed, ir.Batch, ir.Sessions)) or _unknown(
+            program.arrival) or any(_unknown(stage) for stage in program.stages):
         return False
     for b in (program.init, program.turn):  # a workload block sets and observes
         if b is not None and any(not isinstance(stmt, (ir.Set, ir.Observe)) for stmt in program.blocks[b]):
@@ -191,7 +199,7 @@ def applies(m: Machine) -> bool:
             continue
         for stmt in block:
             kind = _STATEMENTS.get(type(stmt))
-            if kind is None:
+            if kind is None or _unknown(stmt):
                 return False
             if kind == _RUN:
                 if stmt.also or stmt.stage.index is not None:
@@ -201,6 +209,13 @@ def applies(m: Machine) -> bool:
                                                                and stmt.growing.index is not None):
                     return False
     return True
+
+
+def _unknown(node) -> bool:
+    """Whether IR record ``node`` has a field the loop does not know set to other than its default (a record
+    of a type it does not know: yes)."""
+    known = KNOWN_FIELDS.get(type(node))
+    return known is None or _non_default(node, known)
 
 
 def run(m: Machine, progress=None) -> RunResult | None:
