@@ -30,8 +30,8 @@ order:
 
 The definition's readers are applied to a view of the state (``_View``: the
 time, the sessions, the pools and stages as records of the same fields):
-admissible (a head's header, with at admission), context_before,
-budget_plan (budget_left), cost_context, want_of, the expressions and the
+admissible (a head's header, with at admission), budget_plan (budget_left,
+and the context_before it reads), cost_context, want_of, the expressions and the
 pool and stage queries they read. At the end the last configuration's
 statistics, samples, areas and counts are built for measure.build_result.
 
@@ -66,12 +66,11 @@ from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
 from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, Machine, session_env
 from ..smallstep.measure import build_result
 from ..smallstep.observables import holding_sessions
-from ..smallstep.pools import MAX_EVICTIONS, admissible, check_evictions
+from ..smallstep.pools import MAX_EVICTIONS, admissible
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
-from ..smallstep.stages.step import (Assignment, Resident, StepStats, _read, _stage_env, context_before,
-                                     cost_context, want_of)
+from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, cost_context, want_of
 from ..smallstep.values import Env, resolve_index
 from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
 from .loop import _set_ready
@@ -95,8 +94,8 @@ _STATEMENTS = {ir.Set: _SET, ir.Observe: _OBSERVE, ir.Run: _RUN, ir.Hold: _HOLD,
 #: a block's end by its rule (sessions.end_op); a while's end is the definition's rule (_LOCAL)
 _BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_AGAIN, exit_block: _BLOCK_EXIT}
 
-#: (the setters the fast forms made for the same records and fields, shared: each is Python source compiled
-#: at import, 0.3 ms)
+#: the loop's setters (those the fast forms made for the same records and fields are theirs, imported above:
+#: each is Python source compiled at import, 0.3 ms)
 _set_at_stage = setter(Session, "status", "job")
 _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
@@ -282,7 +281,8 @@ class _Run:
     # -- the walk (driver.walk) -------------------------------------------------------------------------------------
 
     def walk(self):
-        m, program = self.m, self.program
+        """The run's last configuration (driver.walk's, with every=False), as far as build_result reads it."""
+        program = self.program
         horizon = program.horizon
         limit = program.arrivals
         arrival = program.arrival
