@@ -319,18 +319,11 @@ def check_kv_groups(data: dict, at: Callable[..., Span]) -> None:
 
 def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
     """The located refusal of a scenario with sliding-window KV cache groups that serq-ref's model does not
-    cover yet: with prefix caching and content shared across requests (a hit must hold in every group, and a
-    window group caches sparsely: docs/design/sliding-window.md, section 7), or beside speculative decoding or
-    remote KV; answered without it, it would be another deployment's answer. With prefix caching and no
-    shared content the only hit is a preempted request's own, on its resumption: the run stops there with
-    the rule's error (pools.admissible), never answering without it."""
+    cover yet: beside speculative decoding or remote KV; answered without it, it would be another deployment's
+    answer. With prefix caching the KV pool shares prefixes (``_with_shared_groups``): the hit in every group
+    and the window group's sparse registration (docs/design/sliding-window.md, section 1 (c))."""
     if not has_kv_groups(data):
         return
-    if data.get("prefix_caching") and has_segments(data):
-        raise ProgramError("serq-ref does not model sliding-window KV cache groups with prefix caching across "
-                           "requests yet (issue 20 section 1, docs/design/sliding-window.md, section 7: a hit must "
-                           "hold in every group): this scenario's answer would miss the window group's sparse cache",
-                           at("kv_groups"))
     if spec_tokens_of(data) or has_remote(data):
         raise ProgramError("serq-ref does not model sliding-window KV cache groups beside speculative decoding "
                            "or remote KV (docs/design/sliding-window.md, section 7)", at("kv_groups"))
@@ -620,6 +613,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         if sets["spec_lookahead"] > 0:  # vLLM allocates the lookahead with a waiting request's first tokens
             items = replace_hold_units(items, REQUEST_DEF, KV_POOL, _with_lookahead)  # the library's KV_UNITS
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
+    if has_kv_groups(data) and data.get("prefix_caching") and not has_segments(data):
+        items = _with_shared_groups(items)
     if has_segments(data):
         if spec_tokens_of(data):
             raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
@@ -706,6 +701,16 @@ def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
                               parse_stmts(f"observe {FIRST_HIT} = {first};", FRAGMENT))
     sets = " ".join(f"set {SEGMENT_KEY}{j} = 0; set {SEGMENT_LENGTH}{j} = 0;" for j in range(n))
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
+
+
+def _with_shared_groups(items: Items) -> Items:
+    """The scenario program of KV cache groups with prefix caching and no shared content: the KV pool shares
+    prefixes, each request's tokens its own (docs/design/sliding-window.md, section 1 (c)): the one hit is a
+    preempted request's own on its resumption, in every group, and a window group registers only the blocks
+    ending at its prompt's last boundary (vLLM 0.33.0 kv_cache_coordinator.py:65-87, 806-941). A session's own
+    cached prefix (seed 002's) knows no window group's sparse registration."""
+    return replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
+                                                                               FRAGMENT))
 
 
 def _segment_pairs(slot, data: dict, r: dict) -> tuple:
