@@ -327,11 +327,10 @@ def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
     if spec_tokens_of(data) or has_remote(data):
         raise ProgramError("serq-ref does not model sliding-window KV cache groups beside speculative decoding "
                            "or remote KV (docs/design/sliding-window.md, section 7)", at("kv_groups"))
-    window = next(g["window"] for g in data["kv_groups"] if g["kind"] == "sliding")
-    if window - 1 + data["budget"] * (2 if is_async(data) else 1) > _max_model_len(data):
-        raise ProgramError("serq-ref's admission cap of a sliding-window group is clamped by max_model_len only "
-                           "under speculate (docs/design/sliding-window.md): this window and budget reach past "
-                           "it", at("kv_groups"))
+    # The cap's clamp at max_model_len (kv_cache_interface.py:936-939) is not written into the program: it never
+    # binds. The admission counts min(ceil(N / bs), cap) for a sequence of N <= max_model_len tokens
+    # (kv_cache_manager.py:531-533), and the clamped cap, ceil(max_model_len / bs) + 1 blocks, is above
+    # ceil(N / bs); so is the unclamped one (tests/data/sliding_window/cap_clamped_by_max_model_len.json).
 
 
 def kv_group_sets(data: dict) -> dict[str, float]:
@@ -849,7 +848,7 @@ def _with_limits(items: Items, data: dict) -> Items:
         "min(known + (holders(reqs) > 0 ? floor(watermark * (blocks + 1)) : 0) * bs, blocks * bs)", FRAGMENT))
     items = append_to_init(items, INIT_SETS, parse_stmts("set priority = 0; set arrival = 0;", FRAGMENT))
     items = replace_session_call(items, REQUEST_DEF, REQUEST_CALL, parse_stmts(f"""
-        set refusal = {given} == 1 && ceil(max_model_len / bs) > blocks ? 1
+        set refusal = {given} == 1 && {_startup_blocks(data)} > blocks ? 1
                     : prompt >= max_model_len ? 2
                     : {given} == 0 && {_fit_blocks(data)} > blocks ? 3 : 0;
         branch (refusal > 0) {{
@@ -860,6 +859,22 @@ def _with_limits(items: Items, data: dict) -> Items:
     return prepend_lets(items, (("max_model_len", parse_expr(str(_max_model_len(data)), FRAGMENT)),
                                 ("watermark", parse_expr(repr(float(data.get("watermark", 0.0))), FRAGMENT))),
                         FRAGMENT)
+
+
+def _startup_blocks(data: dict) -> str:
+    """The startup check's count, as lib/vllm.sq's expression, against the usable blocks (refusal 1): vLLM
+    0.33.0's check_enough_kv_cache_memory (kv_cache_planning.py:151-183) asks the memory of one request of
+    max_model_len in every layer, a full group's ceil(max_model_len / bs) pages and a sliding group's its admission
+    cap (SlidingWindowSpec.max_memory_usage_bytes, kv_cache_interface.py:946-955, the cap clamped at
+    max_model_len), of the pool's memory less one block of it, which holds a page of every layer
+    (_pool_bytes_per_block, kv_cache_planning.py:251-262): with two groups one page more than the usable blocks'
+    (tests/data/sliding_window/startup_counts_both_groups.json, cap_clamped_by_max_model_len.json)."""
+    blocks = "ceil(max_model_len / bs)"
+    if not has_kv_groups(data):
+        return blocks
+    groups = data["kv_groups"]
+    terms = [blocks if g["kind"] == "full" else str(_window_cap(data, g["window"])) for g in groups]
+    return "(" + " + ".join(terms + [str(len(groups) - 1)] * (len(groups) > 1)) + ")"
 
 
 def _fit_blocks(data: dict) -> str:

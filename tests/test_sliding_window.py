@@ -148,7 +148,7 @@ def test_pyserq_reports_sliding_windows_unsupported() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Six scenarios answered by vLLM 0.33.0, each a rule of the design note worked by hand
+# Nine scenarios answered by vLLM 0.33.0, each a rule of the design note worked by hand
 
 #: name -> what the note's rules give, checked against the recorded answer
 HAND = {
@@ -174,6 +174,19 @@ HAND = {
     # On full attention alone (full_hit_same_requests) requests 2 and 3 both hit 24.
     "hybrid_hit_in_every_group": {"cached": {"0": 0, "1": 40, "2": 0, "3": 24}},
     "full_hit_same_requests": {"cached": {"0": 0, "1": 40, "2": 24, "3": 24}},
+    # max_model_len 64 below the window less one plus the budget (7 + 64): vLLM's cap is clamped to
+    # ceil(64 / 4) + 1 = 17 blocks. At startup (a scenario giving max_model_len) vLLM asks one request of
+    # max_model_len in every layer, 16 pages for the full group and the cap, 17, for the sliding one, of the
+    # pool less one block of two pages: 33 <= 35 - 2 runs (and the clamp never binds at admission: a
+    # sequence counted is at most 64 tokens, 16 blocks); 33 > 34 - 2 is refused
+    "cap_clamped_by_max_model_len": {"first": {"0": 1, "1": 2, "2": 28, "3": 29}, "preemptions": 1},
+    "startup_counts_both_groups": {"first": {}, "refused": {
+        str(k): "configuration: the KV cache of 33 usable blocks of 4 tokens cannot hold one request of "
+                "max_model_len 64 (16 blocks)" for k in range(4)}},
+    # a sliding group alone asks its cap, 17 pages, more than full attention's 16: 16 usable blocks refuse
+    "startup_counts_the_window_cap": {"first": {}, "refused": {
+        str(k): "configuration: the KV cache of 16 usable blocks of 4 tokens cannot hold one request of "
+                "max_model_len 64 (16 blocks)" for k in range(2)}},
 }
 
 
@@ -190,11 +203,13 @@ def test_each_rule_of_the_design_note_is_the_real_schedulers(name) -> None:
         window = scenario["kv_groups"][-1]["window"]
         assert caps == [{"kind": "sliding", "window": window,
                          "cap": campaign_sliding.admission_cap(window, scenario["block_size"],
-                                                               scenario["budget"], False)}]
+                                                               scenario["budget"], False,
+                                                               scenario.get("max_model_len",
+                                                                            campaign_sliding.MAX_MODEL_LEN))}]
 
 
 @pytest.mark.vllm
-def test_the_six_scenarios_are_answered_so_by_vllm_0_33() -> None:
+def test_the_hand_worked_scenarios_are_answered_so_by_vllm_0_33() -> None:
     from oracle import real
 
     names = sorted(HAND)

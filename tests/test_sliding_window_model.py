@@ -145,10 +145,12 @@ def test_the_fast_engine_gives_the_definitions_result(which) -> None:
 
 # -- against vLLM 0.33.0 -----------------------------------------------------------------
 
-#: The six hand-worked scenarios (tests/test_sliding_window.py holds their recorded answers to the design note's
-#: rules), the two with prefix caching and a shared prompt among them (the hit in every group).
+#: The nine hand-worked scenarios (tests/test_sliding_window.py holds their recorded answers to the design note's
+#: rules), the two with prefix caching and a shared prompt among them (the hit in every group), three with
+#: max_model_len below the window less one plus the budget (the cap's clamp, the startup check per group).
 HAND = ("window_frees_blocks", "full_attention_same_requests", "admission_cap", "hybrid_counts_both",
-        "full_hit_same_requests", "hybrid_hit_in_every_group")
+        "full_hit_same_requests", "hybrid_hit_in_every_group", "cap_clamped_by_max_model_len",
+        "startup_counts_both_groups", "startup_counts_the_window_cap")
 
 
 @pytest.mark.parametrize("name", HAND)

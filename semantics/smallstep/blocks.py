@@ -162,6 +162,10 @@ def check_table(pool, cap: float, tol: float) -> None:
             for i in hold.window[nulls:]:
                 refs[i] = refs.get(i, 0) + 1
     assert refs == {i: n for i, n in table.counts.items() if n > 0}, "the counts are not the holds' references"
+    if pool.groups:  # a holder's skipped blocks are its window group's nulls
+        for h in pool.holders:
+            hold = table.holds.get((h.serial, h.hold_id))
+            assert hold is None or h.skipped == sum(1 for i in hold.window if i < 0), "skipped is not the nulls"
     assert abs(sum(h.units for h in pool.holders) - sum(refs.values()) * bs) <= tol, "holders are not the references"
     for name, copies in table.index.items():
         assert copies and all(table.names.get(i) == name for i in copies), "the index and the names disagree"
