@@ -114,6 +114,57 @@ def window_run(table: SharedTable, content: tuple, serial: int, bs: float, limit
     return run
 
 
+# -- the hit in every group (a pool with KV cache groups: docs/design/sliding-window.md §1 (c)) -------------------
+
+#: set while a hold's reuse clause is read for its hit (``reuse_limit``): a reuse that read ``cachedin`` would
+#: ask for itself
+_READING = []
+
+
+def need_blocks(m, q: int) -> int:
+    """The window group's run a hit needs: ceil((W - 1) / bs) blocks (_contiguous_blocks_for_hit,
+    single_type_kv_cache_manager.py:955-966)."""
+    g = m.kv_groups[q]
+    return math.ceil((g.window - 1.0) / g.block - EPSILON)
+
+
+def reuse_limit(m, q: int, stmt, env) -> float:
+    """The blocks a hold's hit may reach, read for ``cachedin``: its reuse clause rounded down to blocks (inf
+    without one). A window group's hit depends on where the lookup starts (vLLM's max_cache_hit_length), so in a
+    pool with groups ``cachedin`` is the hit within the reuse (for a full group alone that is min(hit, reuse))."""
+    hold = m.holds[stmt]
+    if hold.reuse is None or _READING:
+        return math.inf
+    draws = env.draws
+    _READING.append(stmt)
+    try:
+        reuse = max(0.0, hold.reuse(env))
+    finally:
+        _READING.pop()
+        env.draws = draws
+    return m.round_down(q, reuse) / m.block_sizes[q]
+
+
+def group_hit(m, table, q: int, content: tuple, serial: int, limit: float) -> tuple[int, int, float]:
+    """The premise of pool/hit-groups: (the hit in blocks, the full group's run, the junction in units: the full
+    group's run when the window group's hit is shorter, else 0), within ``limit`` blocks. One pass: the full
+    group first, its run bounding the window group's (kv_cache_coordinator.py:838-840, 916-917)."""
+    g = m.kv_groups[q]
+    bs = g.block
+    limit = math.floor(limit + EPSILON) if math.isfinite(limit) else math.inf
+    if g.full:
+        full = hit_run(table, content, serial, bs, limit)
+        if not full:
+            return 0, 0, 0.0
+        e = window_run(table, content, serial, bs, full, need_blocks(m, q))
+        return e, full, full * bs if full > e else 0.0
+    if not math.isfinite(limit):  # no cap: as far as a registered window block reaches (its identity's units)
+        limit = max((round(sum(length for _, length in name[1]) / bs) for name in table.index
+                     if name[0] == "window"), default=0)
+    return window_run(table, content, serial, bs, limit, need_blocks(m, q)), 0, 0.0
+
+
+
 def hit_run(table: SharedTable, content: tuple, serial: int, bs: float, limit: float) -> int:
     """The longest run of blocks 0, 1, ... of a hold with ``content`` that ``table`` has registered, at most
     ``limit`` blocks (vLLM's find_longest_cache_hit)."""
@@ -130,7 +181,6 @@ def hold_hit(m, c, q: int, stmt: tuple[int, int], env) -> float:
     table = c.pools[q].table
     bs = m.block_sizes[q]
     if m.kv_groups[q] is not None:  # the hit in every group, within the hold's reuse (docs/design/sliding-window.md)
-        from .window_sharing import reuse_limit, group_hit
         return bs * group_hit(m, table, q, evaluate_content(m, stmt, env), env.serial, reuse_limit(m, q, stmt, env))[0]
     return bs * hit_run(table, evaluate_content(m, stmt, env), env.serial, bs, math.inf)
 

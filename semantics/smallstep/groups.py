@@ -98,9 +98,6 @@ def slide(m: Machine, c: Configuration, q: int, serial: int, hold_id: int, cover
     """pool/slide: the premise, a holding whose window group has blocks to
     give back; the conclusion, they go back (the holding's units and the
     pool's allocated less them), the pool retried."""
-    if c.pools[q].table is not None:  # the pool shares prefixes: its table's blocks (pool/slide-shared)
-        from .window_sharing import slide_shared
-        return slide_shared(m, c, q, serial, hold_id, coverage, processed)
     g = m.kv_groups[q]
     i = holding_index(c, q, serial, hold_id)
     if i < 0:

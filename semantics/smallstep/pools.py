@@ -542,7 +542,8 @@ def give_back(m: Machine, c: Configuration, serial: int, q: int, units: float, c
             want = max(0.0, hold.cache(env))
             s = with_draws(s, env)
             c = c._replace(sessions=c.sessions.set(serial, s))
-        c, kept = sharing.give_back_shared(m, c, serial, q, units, computed, holder_id, want)
+        give = sharing.give_back_shared if m.kv_groups[q] is None else window_sharing.give_back_groups
+        c, kept = give(m, c, serial, q, units, computed, holder_id, want)
         if m.keeps_ended_attrs:
             c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
         return mark_dirty(m, c, q), kept
@@ -681,7 +682,8 @@ def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: floa
     s = c.sessions[serial]
     h, k = innermost_hold(s, p)
     if c.pools[p].table is not None:  # new blocks at the end of the hold's (they count in allocated there)
-        c = sharing.grow_hold(m, c, p, serial, s.holds[h].hold_id, need, stmt)
+        grow = sharing.grow_hold if m.kv_groups[p] is None else window_sharing.grow
+        c = grow(m, c, p, serial, s.holds[h].hold_id, need, stmt)
         c = _set_pool(c, p, c.pools[p]._replace(allocated=c.pools[p].allocated - taken_by(m, p, need)))
     else:
         c = m.make_room(m, c, p, taken_by(m, p, need), stmt)

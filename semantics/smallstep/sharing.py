@@ -167,10 +167,7 @@ def evict_shared(m: Machine, c: Configuration, q: int) -> Configuration:
 
 def grow_hold(m: Machine, c: Configuration, q: int, serial: int, hold_id: int, need: float, stmt=None) -> Configuration:
     """pool/grow's part in a pool that shares prefixes: ``need`` units of new blocks at the end of the hold's
-    blocks (taken as an admission's new blocks are); with KV cache groups, at the end of every group's."""
-    if m.kv_groups[q] is not None:
-        from .window_sharing import grow
-        return grow(m, c, q, serial, hold_id, need, stmt)
+    blocks (taken as an admission's new blocks are); with KV cache groups, window_sharing.grow."""
     c = _take_new(m, c, q, need, stmt)
     table = c.pools[q].table
     n = round(need / m.block_sizes[q])
@@ -232,10 +229,6 @@ def register_served(m: Machine, c: Configuration, q: int | None, serial: int, po
     hold_id = s.holds[h].hold_id
     if registers(m, c, q, serial, hold_id, position + tokens):
         c = register(m, c, q, serial, hold_id, position + tokens)
-    if m.kv_groups[q] is not None:  # a window group registers sparsely (pool/register-window)
-        from .window_sharing import register_window, registers_window
-        if registers_window(m, c, q, serial, hold_id, position + tokens):
-            c = register_window(m, c, q, serial, hold_id, position + tokens)
     return c
 
 
@@ -302,9 +295,5 @@ def give_back_shared(m: Machine, c: Configuration, serial: int, q: int, units: f
         upto = m.round_down(q, min(want, computed))
         if registers(m, c, q, serial, holder_id, upto):
             c = register(m, c, q, serial, holder_id, upto)
-        if m.kv_groups[q] is not None:  # a window group registers sparsely (pool/register-window)
-            from .window_sharing import register_window, registers_window
-            if registers_window(m, c, q, serial, holder_id, upto):
-                c = register_window(m, c, q, serial, holder_id, upto)
         keep = m.round_down(q, want)
     return release_shared(m, c, serial, q, holder_id, units, keep)

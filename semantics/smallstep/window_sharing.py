@@ -20,67 +20,22 @@ cached block by its hash and its group.
   count 0 joins the free order's tail, any other is a free unit outside the cache
   (single_type_kv_cache_manager.py:655-720, block_pool.py:816-849).
 
-Growth takes the same new blocks in every group (sharing.grow_hold); a release gives back the full group's
-blocks, then the window group's, each tail first (pool/release-shared; kv_cache_coordinator.py:404-412).
+Growth takes the same new blocks in every group (``grow``); a release gives back the full group's blocks, then
+the window group's, each tail first (pool/release-shared; kv_cache_coordinator.py:404-412). The follow-ups
+``pool/register`` and ``pool/slide`` of a step stage come here (``register_served``, ``slide_any``), which pass a
+pool without the table or the groups to sharing's and groups' rules.
 """
 
 from __future__ import annotations
 
 import math
 
-from .blocks import SharedHold, hit_run, identity, window_identity, window_run
-from .configuration import Configuration, Holding, replace_at
+from .blocks import SharedHold, group_hit, identity, need_blocks, window_identity
+from .configuration import Configuration, Holding, innermost_hold, replace_at
+from .groups import holding_index, slide, slide_target
 from .machine import EPSILON, Machine, mark_dirty
 from .rules import rule
 from . import sharing
-
-#: set while a hold's reuse clause is read for its hit (``reuse_limit``): a reuse that read ``cachedin`` would
-#: ask for itself
-_READING = []
-
-
-def need_blocks(m: Machine, q: int) -> int:
-    """The window group's run a hit needs: ceil((W - 1) / bs) blocks (_contiguous_blocks_for_hit,
-    single_type_kv_cache_manager.py:955-966)."""
-    g = m.kv_groups[q]
-    return math.ceil((g.window - 1.0) / g.block - EPSILON)
-
-
-def reuse_limit(m: Machine, q: int, stmt, env) -> float:
-    """The blocks a hold's hit may reach, read for ``cachedin``: its reuse clause rounded down to blocks (inf
-    without one). A window group's hit depends on where the lookup starts (vLLM's max_cache_hit_length), so in a
-    pool with groups ``cachedin`` is the hit within the reuse (for a full group alone that is min(hit, reuse))."""
-    hold = m.holds[stmt]
-    if hold.reuse is None or _READING:
-        return math.inf
-    draws = env.draws
-    _READING.append(stmt)
-    try:
-        reuse = max(0.0, hold.reuse(env))
-    finally:
-        _READING.pop()
-        env.draws = draws
-    return m.round_down(q, reuse) / m.block_sizes[q]
-
-
-def group_hit(m: Machine, table, q: int, content: tuple, serial: int, limit: float) -> tuple[int, int, float]:
-    """The premise of pool/hit-groups: (the hit in blocks, the full group's run, the junction in units: the full
-    group's run when the window group's hit is shorter, else 0), within ``limit`` blocks. One pass: the full
-    group first, its run bounding the window group's (kv_cache_coordinator.py:838-840, 916-917)."""
-    g = m.kv_groups[q]
-    bs = g.block
-    limit = math.floor(limit + EPSILON) if math.isfinite(limit) else math.inf
-    if g.full:
-        full = hit_run(table, content, serial, bs, limit)
-        if not full:
-            return 0, 0, 0.0
-        e = window_run(table, content, serial, bs, full, need_blocks(m, q))
-        return e, full, full * bs if full > e else 0.0
-    if not math.isfinite(limit):  # no cap: as far as a registered window block reaches (its identity's units)
-        limit = max((round(sum(length for _, length in name[1]) / bs) for name in table.index
-                     if name[0] == "window"), default=0)
-    return window_run(table, content, serial, bs, limit, need_blocks(m, q)), 0, 0.0
-
 
 def hit_ids(m: Machine, c: Configuration, q: int, serial: int, content: tuple, reuse: float,
             units: float) -> tuple[tuple[int, ...], tuple[int, ...], int, float, int]:
@@ -255,7 +210,6 @@ def register_window(m: Machine, c: Configuration, q: int, serial: int, hold_id: 
       "serq-ref extension (docs/design/sliding-window.md §1 (b), (c)): vLLM 0.33.0 kv_cache_manager.py:556-568; remove_skipped_blocks, _remove_blocks_in_range, single_type_kv_cache_manager.py:655-720 (backwards); block_pool.py:816-849 (free_blocks: hashed blocks to the free queue's tail)")
 def slide_shared(m: Machine, c: Configuration, q: int, serial: int, hold_id: int, coverage: float,
                  processed: float) -> Configuration:
-    from .groups import holding_index, slide_target
     g = m.kv_groups[q]
     i = holding_index(c, q, serial, hold_id)
     if i < 0:
@@ -299,3 +253,45 @@ def slide_shared(m: Machine, c: Configuration, q: int, serial: int, hold_id: int
                                           "blocks": gone, "skipped": target, "freed": dropped,
                                           "cached": len(joined)})
     return c
+
+
+# -- the follow-ups and the release ---------------------------------------------------------------------------------
+
+
+def slide_any(m: Machine, c: Configuration, q: int, serial: int, hold_id: int, coverage: float,
+              processed: float) -> Configuration:
+    """The follow-up ``pool/slide`` of a step stage: pool/slide-shared in a pool that shares prefixes, else
+    pool/slide (groups.py)."""
+    if c.pools[q].table is not None:
+        return slide_shared(m, c, q, serial, hold_id, coverage, processed)
+    return slide(m, c, q, serial, hold_id, coverage, processed)
+
+
+def register_served(m: Machine, c: Configuration, q: int | None, serial: int, position: float,
+                    tokens: float) -> Configuration:
+    """The follow-up ``pool/register`` of a step stage: sharing.register_served (the full group's blocks), then,
+    in a pool with a window group, pool/register-window up to the same tokens."""
+    c = sharing.register_served(m, c, q, serial, position, tokens)
+    if q is None or c.pools[q].table is None or m.kv_groups[q] is None:
+        return c
+    h, _ = innermost_hold(c.sessions[serial], q)
+    if h < 0:
+        return c
+    hold_id = c.sessions[serial].holds[h].hold_id
+    if registers_window(m, c, q, serial, hold_id, position + tokens):
+        c = register_window(m, c, q, serial, hold_id, position + tokens)
+    return c
+
+
+def give_back_groups(m: Machine, c: Configuration, serial: int, q: int, units: float, computed: float,
+                     holder_id: int, want: float | None) -> tuple[Configuration, float]:
+    """pool/release's conclusion in such a pool: sharing.give_back_shared's, with the window group's computed
+    prefix within the cache clause registered too (pool/register-window) before the blocks go back
+    (pool/release-shared, every group's)."""
+    if want is not None:
+        upto = m.round_down(q, min(want, computed))
+        if sharing.registers(m, c, q, serial, holder_id, upto):
+            c = sharing.register(m, c, q, serial, holder_id, upto)
+        if registers_window(m, c, q, serial, holder_id, upto):
+            c = register_window(m, c, q, serial, holder_id, upto)
+    return sharing.release_shared(m, c, serial, q, holder_id, units, m.round_down(q, want) if want is not None else 0.0)
