@@ -116,11 +116,6 @@ def window_run(table: SharedTable, content: tuple, serial: int, bs: float, limit
 
 # -- the hit in every group (a pool with KV cache groups: docs/design/sliding-window.md §1 (c)) -------------------
 
-#: set while a hold's reuse clause is read for its hit (``reuse_limit``): a reuse that read ``cachedin`` would
-#: ask for itself
-_READING = []
-
-
 def need_blocks(m, q: int) -> int:
     """The window group's run a hit needs: ceil((W - 1) / bs) blocks (_contiguous_blocks_for_hit,
     single_type_kv_cache_manager.py:955-966)."""
@@ -133,15 +128,15 @@ def reuse_limit(m, q: int, stmt, env) -> float:
     without one). A window group's hit depends on where the lookup starts (vLLM's max_cache_hit_length), so in a
     pool with groups ``cachedin`` is the hit within the reuse (for a full group alone that is min(hit, reuse))."""
     hold = m.holds[stmt]
-    if hold.reuse is None or _READING:
+    if hold.reuse is None:
         return math.inf
+    # read outside the admission (a reuse that read cachedin would ask for itself: it reads 0), its draws undone
     draws = env.draws
-    _READING.append(stmt)
+    env.stmt = None
     try:
         reuse = max(0.0, hold.reuse(env))
     finally:
-        _READING.pop()
-        env.draws = draws
+        env.stmt, env.draws = stmt, draws
     return m.round_down(q, reuse) / m.block_sizes[q]
 
 
