@@ -319,26 +319,18 @@ def check_kv_groups(data: dict, at: Callable[..., Span]) -> None:
 
 def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
     """The located refusal of a scenario with sliding-window KV cache groups that serq-ref's model does not
-    cover yet: with prefix caching and content shared across requests (a hit must hold in every group, and a
-    window group caches sparsely: docs/design/sliding-window.md, section 7), or beside speculative decoding or
-    remote KV; answered without it, it would be another deployment's answer. With prefix caching and no
-    shared content the only hit is a preempted request's own, on its resumption: the run stops there with
-    the rule's error (pools.admissible), never answering without it."""
+    cover yet: beside speculative decoding or remote KV; answered without it, it would be another deployment's
+    answer. With prefix caching the KV pool shares prefixes (``_with_shared_groups``): the hit in every group
+    and the window group's sparse registration (docs/design/sliding-window.md, section 1 (c))."""
     if not has_kv_groups(data):
         return
-    if data.get("prefix_caching") and has_segments(data):
-        raise ProgramError("serq-ref does not model sliding-window KV cache groups with prefix caching across "
-                           "requests yet (issue 20 section 1, docs/design/sliding-window.md, section 7: a hit must "
-                           "hold in every group): this scenario's answer would miss the window group's sparse cache",
-                           at("kv_groups"))
     if spec_tokens_of(data) or has_remote(data):
         raise ProgramError("serq-ref does not model sliding-window KV cache groups beside speculative decoding "
                            "or remote KV (docs/design/sliding-window.md, section 7)", at("kv_groups"))
-    window = next(g["window"] for g in data["kv_groups"] if g["kind"] == "sliding")
-    if window - 1 + data["budget"] * (2 if is_async(data) else 1) > _max_model_len(data):
-        raise ProgramError("serq-ref's admission cap of a sliding-window group is clamped by max_model_len only "
-                           "under speculate (docs/design/sliding-window.md): this window and budget reach past "
-                           "it", at("kv_groups"))
+    # The cap's clamp at max_model_len (kv_cache_interface.py:936-939) is not written into the program: it never
+    # binds. The admission counts min(ceil(N / bs), cap) for a sequence of N <= max_model_len tokens
+    # (kv_cache_manager.py:531-533), and the clamped cap, ceil(max_model_len / bs) + 1 blocks, is above
+    # ceil(N / bs); so is the unclamped one (tests/data/sliding_window/cap_clamped_by_max_model_len.json).
 
 
 def kv_group_sets(data: dict) -> dict[str, float]:
@@ -620,6 +612,8 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         if sets["spec_lookahead"] > 0:  # vLLM allocates the lookahead with a waiting request's first tokens
             items = replace_hold_units(items, REQUEST_DEF, KV_POOL, _with_lookahead)  # the library's KV_UNITS
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
+    if has_kv_groups(data) and data.get("prefix_caching") and not has_segments(data):
+        items = _with_shared_groups(items)
     if has_segments(data):
         if spec_tokens_of(data):
             raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
@@ -706,6 +700,16 @@ def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
                               parse_stmts(f"observe {FIRST_HIT} = {first};", FRAGMENT))
     sets = " ".join(f"set {SEGMENT_KEY}{j} = 0; set {SEGMENT_LENGTH}{j} = 0;" for j in range(n))
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
+
+
+def _with_shared_groups(items: Items) -> Items:
+    """The scenario program of KV cache groups with prefix caching and no shared content: the KV pool shares
+    prefixes, each request's tokens its own (docs/design/sliding-window.md, section 1 (c)): the one hit is a
+    preempted request's own on its resumption, in every group, and a window group registers only the blocks
+    ending at its prompt's last boundary (vLLM 0.33.0 kv_cache_coordinator.py:65-87, 806-941). A session's own
+    cached prefix (seed 002's) knows no window group's sparse registration."""
+    return replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
+                                                                               FRAGMENT))
 
 
 def _segment_pairs(slot, data: dict, r: dict) -> tuple:
@@ -844,7 +848,7 @@ def _with_limits(items: Items, data: dict) -> Items:
         "min(known + (holders(reqs) > 0 ? floor(watermark * (blocks + 1)) : 0) * bs, blocks * bs)", FRAGMENT))
     items = append_to_init(items, INIT_SETS, parse_stmts("set priority = 0; set arrival = 0;", FRAGMENT))
     items = replace_session_call(items, REQUEST_DEF, REQUEST_CALL, parse_stmts(f"""
-        set refusal = {given} == 1 && ceil(max_model_len / bs) > blocks ? 1
+        set refusal = {given} == 1 && {_startup_blocks(data)} > blocks ? 1
                     : prompt >= max_model_len ? 2
                     : {given} == 0 && {_fit_blocks(data)} > blocks ? 3 : 0;
         branch (refusal > 0) {{
@@ -855,6 +859,22 @@ def _with_limits(items: Items, data: dict) -> Items:
     return prepend_lets(items, (("max_model_len", parse_expr(str(_max_model_len(data)), FRAGMENT)),
                                 ("watermark", parse_expr(repr(float(data.get("watermark", 0.0))), FRAGMENT))),
                         FRAGMENT)
+
+
+def _startup_blocks(data: dict) -> str:
+    """The startup check's count, as lib/vllm.sq's expression, against the usable blocks (refusal 1): vLLM
+    0.33.0's check_enough_kv_cache_memory (kv_cache_planning.py:151-183) asks the memory of one request of
+    max_model_len in every layer, a full group's ceil(max_model_len / bs) pages and a sliding group's its admission
+    cap (SlidingWindowSpec.max_memory_usage_bytes, kv_cache_interface.py:946-955, the cap clamped at
+    max_model_len), of the pool's memory less one block of it, which holds a page of every layer
+    (_pool_bytes_per_block, kv_cache_planning.py:251-262): with two groups one page more than the usable blocks'
+    (tests/data/sliding_window/startup_counts_both_groups.json, cap_clamped_by_max_model_len.json)."""
+    blocks = "ceil(max_model_len / bs)"
+    if not has_kv_groups(data):
+        return blocks
+    groups = data["kv_groups"]
+    terms = [blocks if g["kind"] == "full" else str(_window_cap(data, g["window"])) for g in groups]
+    return "(" + " + ".join(terms + [str(len(groups) - 1)] * (len(groups) > 1)) + ")"
 
 
 def _fit_blocks(data: dict) -> str:

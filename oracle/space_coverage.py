@@ -132,7 +132,8 @@ def requeue_decides(program, data: dict) -> bool:
 UNREACHABLE_SHARING = ("pool/hit", "pool/admit-shared", "pool/evict-shared", "pool/register", "pool/release-shared")
 #: The rules of a pool with KV cache groups (docs/design/sliding-window.md): no space case has kv_groups
 #: (sliding-window.jsonl and tests/test_sliding_window_model.py apply them).
-UNREACHABLE_GROUPS = ("pool/admit-groups", "pool/slide")
+UNREACHABLE_GROUPS = ("pool/admit-groups", "pool/slide", "pool/hit-groups", "pool/admit-shared-groups",
+                      "pool/register-window", "pool/slide-shared")
 
 
 def relevant_rules() -> list[str]:

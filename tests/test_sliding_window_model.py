@@ -79,7 +79,6 @@ BAD = [
     ("groups (full, window (0));", "`window (0)`: a window is a whole number of units, at least 1", "0"),
     ("groups (window (2.5));", "`window (2.5)`: a window is a whole number of units, at least 1", "2.5"),
     ("groups (full, full);", "a second `full` group", "full"),
-    ("groups (window (4)); share prefixes;", "a window group with `share prefixes` is not modelled yet", "groups"),
 ]
 
 
@@ -146,9 +145,12 @@ def test_the_fast_engine_gives_the_definitions_result(which) -> None:
 
 # -- against vLLM 0.33.0 -----------------------------------------------------------------
 
-#: The hand-worked scenarios without prefix caching (tests/test_sliding_window.py holds their recorded answers
-#: to the design note's rules; the two with prefix caching are refused: the hit in every group is not modelled).
-HAND = ("window_frees_blocks", "full_attention_same_requests", "admission_cap", "hybrid_counts_both")
+#: The nine hand-worked scenarios (tests/test_sliding_window.py holds their recorded answers to the design note's
+#: rules), the two with prefix caching and a shared prompt among them (the hit in every group), three with
+#: max_model_len below the window less one plus the budget (the cap's clamp, the startup check per group).
+HAND = ("window_frees_blocks", "full_attention_same_requests", "admission_cap", "hybrid_counts_both",
+        "full_hit_same_requests", "hybrid_hit_in_every_group", "cap_clamped_by_max_model_len",
+        "startup_counts_both_groups", "startup_counts_the_window_cap")
 
 
 @pytest.mark.parametrize("name", HAND)
@@ -156,7 +158,7 @@ def test_the_hand_worked_scenarios_are_answered_as_vllm(name) -> None:
     data = json.loads((CASES / f"{name}.json").read_text())
     recorded = json.loads((CASES / f"{name}.out.json").read_text())
     answer = run_scenario(data, str(CASES / f"{name}.json"))
-    for field in ("first", "done", "preemptions", "steps", "refused"):
+    for field in ("first", "done", "preemptions", "steps", "refused", "cached"):
         assert answer.get(field) == recorded.get(field), (name, field)
 
 
@@ -170,6 +172,39 @@ def test_a_slice_of_the_corpus_agrees(index, case, recorded) -> None:
     answer = run_scenario(case, f"sliding-window.jsonl#{index}")
     for field in ("first", "done", "preemptions", "steps"):
         assert answer[field] == recorded[field], (index, field)
+
+
+#: A slice of the corpus with prefix caching (pool/hit-groups, pool/register-window, pool/slide-shared): a shared
+#: system prompt with hits, and preempted requests resuming with their own hit, a window alone and hybrid, both
+#: engines.
+SHARED_SLICE = (47, 328, 43, 743, 8, 315, 7, 758, 1306, 1528, 89, 351, 82, 17)
+
+
+@pytest.mark.parametrize("index, case, recorded", corpus_cases(SHARED_SLICE), ids=[f"case{i}" for i in SHARED_SLICE])
+def test_a_slice_of_the_corpus_with_prefix_caching_agrees(index, case, recorded) -> None:
+    answer = run_scenario(case, f"sliding-window.jsonl#{index}")
+    for field in ("first", "done", "preemptions", "steps", "cached"):
+        assert answer.get(field) == recorded.get(field), (index, field)
+
+
+def test_the_shared_slice_has_hits_in_both_shapes_both_engines_and_resumptions() -> None:
+    cases = corpus_cases(SHARED_SLICE)
+    assert all(c["prefix_caching"] for _, c, _ in cases)
+    hits = [(len(c["kv_groups"]), bool(c.get("async"))) for _, c, r in cases if any(r.get("cached", {}).values())]
+    assert set(hits) == {(1, False), (1, True), (2, False), (2, True)}
+    assert sum(r["preemptions"] > 0 and any(r.get("cached", {}).values()) for _, _, r in cases) >= 4
+    assert sum(r["preemptions"] > 0 and "cached" not in r for _, _, r in cases) >= 4  # own prefixes only
+
+
+def test_every_configuration_of_a_shared_grouped_run_holds_the_invariants() -> None:
+    """Hybrid cases whose window slides (1306: synchronous, 1528: asynchronous) and a window alone (743,
+    asynchronous), each with a shared prompt, hits and preemptions: every configuration holds the table's
+    invariants, every group's table of one length."""
+    applied = set()
+    for _, case, _ in corpus_cases((1306, 1528, 743)):
+        applied |= set(walk_with_invariants(scenario_program(case)))
+    assert {"pool/hit-groups", "pool/admit-shared-groups", "pool/register-window", "pool/slide-shared",
+            "pool/release-shared", "pool/evict-shared", "pool/preempt"} <= applied, applied
 
 
 def test_the_slice_has_both_shapes_both_engines_preemptions_and_blocked_admissions() -> None:
@@ -234,5 +269,59 @@ run {{ horizon 400; seed 1; }}
 @given(grouped_programs())
 def test_generated_grouped_programs_hold_the_invariants_and_both_engines_agree(source) -> None:
     program, _ = compile_source(source, "<generated>")
+    walk_with_invariants(program)
+    assert fast.run(program) == driver.run(program)
+
+
+@st.composite
+def shared_grouped_programs(draw) -> str:
+    """grouped_programs' engines over a pool that also shares prefixes: each request's prompt begins with one of
+    two heads (a key and a length), its hit in every group within max(prompt - 1, its computed blocks), cached
+    whole at its release, as lib/vllm.sq's vllm_request with a content clause."""
+    bs = draw(st.integers(1, 6))
+    window = draw(st.integers(1, 6 * bs))
+    full = draw(st.booleans())
+    blocks = draw(st.integers(6, 40))
+    budget = draw(st.integers(1, 24))
+    ahead = "schedule ahead;" if draw(st.booleans()) else ""
+    n = draw(st.integers(1, 6))
+    prompts = draw(st.lists(st.integers(2, 40), min_size=n, max_size=n))
+    heads = [draw(st.integers(0, p)) for p in prompts]
+    keys = draw(st.lists(st.integers(1, 2), min_size=n, max_size=n))
+    outs = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    groups = f"full, window ({window})" if full else f"window ({window})"
+    cap = "max(prompt - 1, floor(computed / bs) * bs)"
+    return f"""
+let bs = {bs};
+pool reqs {{ cap 4; queue fifo; admit via engine; }}
+pool kv {{ cap {blocks} * bs; block bs; groups ({groups}); evict lru; share prefixes; preempt lifo; }}
+stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; self preemption continue; {ahead} }}
+stage gate : delay;
+workload {{ arrive batch({n}); }}
+session {{
+  set prompt = {per_serial(prompts)};
+  set o = {per_serial(outs)};
+  set key = {per_serial(keys)};
+  set head = {per_serial(heads)};
+  run gate ({per_serial(gaps)});
+  hold reqs (1), kv (hit + min(known - hit, budget_left(engine))) reserve (known)
+       reuse ({cap}) content (key : head)
+       at admission (known = computed < prompt ? prompt : computed + 1, hit = min(cachedin(kv), {cap})) {{
+    prefill (known - cached) growing kv;
+    decode (o - 1 - (known - prompt)) growing kv;
+  }} cache (prompt + o - 1);
+  observe done = now;
+  end;
+}}
+run {{ horizon 400; seed 1; }}
+"""
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shared_grouped_programs())
+def test_generated_shared_grouped_programs_hold_the_invariants_and_both_engines_agree(source) -> None:
+    program, _ = compile_source(source, "<generated>")
+    assert program.pools[1].share_prefixes and program.pools[1].groups
     walk_with_invariants(program)
     assert fast.run(program) == driver.run(program)

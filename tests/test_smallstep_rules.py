@@ -111,6 +111,28 @@ session {
 }
 run { horizon 100; seed 1; }
 """,
+    # a pool with KV cache groups that shares prefixes (docs/design/sliding-window.md §1 (c)): hit-groups,
+    # admit-shared-groups, register-window, slide-shared
+    "shared groups": """
+pool reqs { cap 2; queue fifo; admit via engine; }
+pool kv { cap 64; block 4; groups (full, window (8)); evict lru; preempt lifo; share prefixes; }
+stage engine : step { budget 8; cost 1; chunk 0; serve admission; memory kv; }
+stage gate : delay;
+workload { arrive batch(4); hidden o; }
+session {
+  run gate (serial * 3);
+  set prompt = 20 + 3 * serial; set o = 6;
+  hold reqs (1), kv (hit + min(prompt - hit, budget_left(engine))) reserve (prompt)
+       reuse (prompt - 1) content (1 : 16)
+       at admission (hit = min(cachedin(kv), prompt - 1)) {
+    prefill (prompt - cached) growing kv;
+    decode (o - 1) growing kv;
+  } cache (prompt + o - 1);
+  observe hit = cached;
+  end;
+}
+run { horizon 100; seed 1; }
+""",
     # growth under preempt lifo: grow, preempt (the victim's job leaves its stage)
     "growth": """
 pool kv { cap 12; block 4; preempt lifo; }

@@ -26,12 +26,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "semantics" / "smallstep
 PACKAGE = "semantics.smallstep"
 
 #: modules that hold rules (a configuration to a configuration)
-RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "driver", "sharing", "groups"}
+RULES = {"pools", "sessions", "stages", "workload", "settle", "measure", "driver", "sharing", "groups",
+         "window_sharing"}
 #: modules below the rules: what a rule reads and writes, never a rule
 FACTS = {"configuration", "machine", "observables", "values", "rng", "estimates", "steptrace", "invariants", "rules",
          "blocks", "windows"}
 #: the rule modules from the bottom up: each imports rule modules of the layers below its own only
-RULE_LAYERS = ({"sharing", "groups"}, {"pools", "workload", "measure"}, {"stages"}, {"sessions"}, {"settle"}, {"driver"})
+RULE_LAYERS = ({"sharing", "groups"}, {"window_sharing"}, {"pools", "workload", "measure"}, {"stages"}, {"sessions"}, {"settle"}, {"driver"})
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -40,7 +40,7 @@ from .configuration import (AT_STAGE, DECODE, ENDED, FINISHING, GROWING, HOLD, Q
 from .machine import (EPSILON, Machine, count_pool, explain_pool, fail, follow_up, is_warm, make_ready, mark_dirty,
                       runner_up, session_env, with_draws)
 from .rules import rule
-from . import groups, sharing
+from . import groups, sharing, window_sharing
 from .values import Env, resolve_index
 
 
@@ -191,11 +191,12 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
     reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else math.inf
     for q in s.pending.pools:
-        if m.kv_groups[q] is not None and hold.cache is not None and reuse > 0 and (
+        if m.kv_groups[q] is not None and c.pools[q].table is None and hold.cache is not None and reuse > 0 and (
                 own_entry_index(c.pools[q].entries, s.serial) >= 0 or any(x == q for x, _ in s.preempted_at)):
             fail(f"pool {m.pool_name(q)} has KV cache groups: a hold that would consume its own cached prefix "
-                 f"there (a reuse above 0, after its session cached one or was preempted) is not modelled yet (the "
-                 f"hit must hold in every group: docs/design/sliding-window.md, section 7)", c, stmt)
+                 f"there (a reuse above 0, after its session cached one or was preempted) is modelled only in a pool "
+                 f"that shares prefixes (`share prefixes;`: the hit must hold in every group, "
+                 f"docs/design/sliding-window.md, section 1 (c))", c, stmt)
     if not any(c.pools[q].table is not None for q in s.pending.pools):
         fits = all(groups.fits(m, c, q, u, need) if m.kv_groups[q] is not None
                    else c.pools[q].allocated + m.round_up(q, need) <= m.caps[q] + EPSILON
@@ -206,6 +207,9 @@ def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] |
     content = sharing.evaluate_content(m, stmt, env)
     fits = True
     for q, u, need in zip(s.pending.pools, units, needs):
+        if c.pools[q].table is not None and m.kv_groups[q] is not None:  # the hit in every group
+            fits = fits and window_sharing.fits(m, c, q, s.serial, content, reuse, u, need, hold.cache is not None)
+            continue
         room = m.round_up(q, need)
         if c.pools[q].table is not None and hold.cache is not None:
             room -= sharing.live_units(m, c, q, sharing.hit_blocks(m, c, q, s.serial, content, reuse, u))
@@ -244,13 +248,24 @@ def admit(m: Machine, c: Configuration, p: int, a: Admission) -> Configuration:
             need = m.round_up(q, u)
             if need == math.inf:
                 fail_infinite(m, c, q, "the hold's units", pending.stmt)
-            ids = ()
-            if hold.cache is not None:
-                c, ids = sharing.hit(m, c, q, serial, a.content, reuse, u)
-                consumed = len(ids) * m.block_sizes[q]
-                cached = max(cached, consumed)
-            c = sharing.admit_shared(m, c, q, serial, admission, a.content, hold.cache is not None, ids, need,
-                                     pending.stmt)
+            if m.kv_groups[q] is not None:  # KV cache groups: pool/hit-groups, pool/admit-shared-groups
+                hit = ((), (), 0, 0.0, 0)
+                if hold.cache is not None:
+                    c, hit = window_sharing.hit_groups(m, c, q, serial, a.content, reuse, u)
+                    consumed = hit[4] * m.block_sizes[q]
+                    cached = max(cached, consumed)
+                resumed = any(x == q for x, _ in s.preempted_at)
+                prompt = c.pools[q].table.prompts.get(serial, whole) if resumed else whole
+                c = window_sharing.admit_shared_groups(m, c, q, serial, admission, a.content, hold.cache is not None,
+                                                       hit, need, prompt, pending.stmt)
+            else:
+                ids = ()
+                if hold.cache is not None:
+                    c, ids = sharing.hit(m, c, q, serial, a.content, reuse, u)
+                    consumed = len(ids) * m.block_sizes[q]
+                    cached = max(cached, consumed)
+                c = sharing.admit_shared(m, c, q, serial, admission, a.content, hold.cache is not None, ids, need,
+                                         pending.stmt)
             c = mark_dirty(m, count_pool(c, q, admissions=1), q) if is_warm(m, c) else mark_dirty(m, c, q)
             s = c.sessions[serial]
             active = s.holds[-1]
@@ -527,7 +542,8 @@ def give_back(m: Machine, c: Configuration, serial: int, q: int, units: float, c
             want = max(0.0, hold.cache(env))
             s = with_draws(s, env)
             c = c._replace(sessions=c.sessions.set(serial, s))
-        c, kept = sharing.give_back_shared(m, c, serial, q, units, computed, holder_id, want)
+        give = sharing.give_back_shared if m.kv_groups[q] is None else window_sharing.give_back_groups
+        c, kept = give(m, c, serial, q, units, computed, holder_id, want)
         if m.keeps_ended_attrs:
             c = c._replace(ended_attrs=c.ended_attrs.set(serial, s.attrs))
         return mark_dirty(m, c, q), kept
@@ -666,8 +682,9 @@ def _allocate_more(m: Machine, c: Configuration, serial: int, p: int, need: floa
     s = c.sessions[serial]
     h, k = innermost_hold(s, p)
     if c.pools[p].table is not None:  # new blocks at the end of the hold's (they count in allocated there)
-        c = sharing.grow_hold(m, c, p, serial, s.holds[h].hold_id, need, stmt)
-        c = _set_pool(c, p, c.pools[p]._replace(allocated=c.pools[p].allocated - need))
+        grow = sharing.grow_hold if m.kv_groups[p] is None else window_sharing.grow
+        c = grow(m, c, p, serial, s.holds[h].hold_id, need, stmt)
+        c = _set_pool(c, p, c.pools[p]._replace(allocated=c.pools[p].allocated - taken_by(m, p, need)))
     else:
         c = m.make_room(m, c, p, taken_by(m, p, need), stmt)
     s = c.sessions[serial]

@@ -31,7 +31,7 @@ and each rule emits its own step-trace record (docs/semantics.md,
 
 from __future__ import annotations
 
-from . import groups, pools, sessions, sharing, workload
+from . import pools, sessions, window_sharing, workload
 from .configuration import EMPTY_READY, READY, Configuration, Session, ready_pop, setter
 from .machine import EPSILON, MAX_QUIET_STATEMENTS, Machine, fail, follow_up
 from .stages import enter_stage, leave_stage, step
@@ -67,8 +67,8 @@ FOLLOW_UPS = {
     "pool/lease-end": pools.end_lease,
     "pool/release": pools.release_next,
     "pool/spill-land": pools.land_spill,
-    "pool/register": sharing.register_served,
-    "pool/slide": groups.slide,
+    "pool/register": window_sharing.register_served,
+    "pool/slide": window_sharing.slide_any,
     "enter-stage": lambda m, c, stages, work, spill: enter_stage(m, c, stages, None, work, spill=spill),
     "stage/leave": leave_stage,
     "stage/step-complete": step.complete_run,

@@ -167,7 +167,7 @@ def evict_shared(m: Machine, c: Configuration, q: int) -> Configuration:
 
 def grow_hold(m: Machine, c: Configuration, q: int, serial: int, hold_id: int, need: float, stmt=None) -> Configuration:
     """pool/grow's part in a pool that shares prefixes: ``need`` units of new blocks at the end of the hold's
-    blocks (taken as an admission's new blocks are)."""
+    blocks (taken as an admission's new blocks are); with KV cache groups, window_sharing.grow."""
     c = _take_new(m, c, q, need, stmt)
     table = c.pools[q].table
     n = round(need / m.block_sizes[q])
@@ -250,8 +250,11 @@ def release_shared(m: Machine, c: Configuration, serial: int, q: int, hold_id: i
     counts, names, index = table.counts, table.names, table.index
     joined = []
     dropped = 0
-    for b in range(len(hold.blocks) - 1, -1, -1):
-        block = hold.blocks[b]
+    # with KV cache groups, the full group's blocks, then the window group's real ones, each tail first
+    # (kv_cache_coordinator.py:404-412)
+    order = [(b, hold.blocks[b]) for b in range(len(hold.blocks) - 1, -1, -1)]
+    order += [(b, hold.window[b]) for b in range(len(hold.window) - 1, -1, -1) if hold.window[b] >= 0]
+    for b, block in order:
         n = counts[block] - 1
         if n > 0:
             counts = counts.set(block, n)
@@ -273,7 +276,7 @@ def release_shared(m: Machine, c: Configuration, serial: int, q: int, hold_id: i
                          holders=tuple(x for x in pool.holders if not (x.serial == serial and x.hold_id == hold_id)))
     c = c._replace(pools=replace_at(c.pools, q, pool))
     if m.observer:
-        m.notify("pool/release-shared", c, {"session": serial, "pool": m.pool_name(q), "blocks": len(hold.blocks),
+        m.notify("pool/release-shared", c, {"session": serial, "pool": m.pool_name(q), "blocks": len(order),
                                             "freed": dropped, "cached": len(joined)})
     return c, len(joined) * bs
 

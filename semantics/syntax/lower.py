@@ -325,9 +325,6 @@ class Lowering:
             groups.append(ir.KvGroup(kind, window))
         if not groups or len(groups) == 1 and groups[0].kind == "Full":
             return ()
-        if shares:
-            raise ProgramError(f"pool `{pool}`: a window group with `share prefixes` is not modelled yet (a hit must "
-                               f"hold in every group: docs/design/sliding-window.md, section 7)", option.span)
         return tuple(groups)
 
     def pair_member(self, target: Family, member: int, count: int, who: str, what: str, span: Span) -> int:
