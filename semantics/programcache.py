@@ -14,9 +14,10 @@ per entry; ``SERQ_REF_PROGRAM_CACHE=0`` turns the cache off (every program
 compiled, nothing read or written there).
 
 An entry's name is the SHA-256 of everything its program depends on but the
-files it uses: the cache's format, Python's version, the front end's own
-source (every ``.py`` and ``.lark`` file of the ``semantics`` package, by
-content, so any edit of serq-ref's code misses every entry made before it),
+files it uses: the cache's format, Python's version, serq-ref's own source
+(where the ``semantics`` package is, and every ``.py`` and ``.lark`` file of
+it by its size and modification time, as Python tells stale bytecode: an
+edit of serq-ref's code misses every entry made before it),
 lark's ``__init__.py`` (its version), the working directory (a relative
 ``use`` resolves against it), the file's name as given, its text, the
 ``--set`` values and the arrivals. The entry holds the files the program's
@@ -63,27 +64,26 @@ def cache_directory() -> str:
 
 
 def front_end_digest() -> bytes:
-    """The SHA-256 of the semantics package's source (every .py and .lark file, its path within the package
-    and its bytes, in sorted order) and of lark's __init__.py, computed once per process."""
+    """The SHA-256 of where the semantics package is and of each of its .py and .lark files' path, size and
+    modification time (the rule by which Python itself tells stale bytecode: an edited file has a new time),
+    and of lark's __init__.py (its version), computed once per process."""
     global _front_end_digest
     if _front_end_digest is None:
-        digest = hashlib.sha256()
+        stamps = [PACKAGE]
         for directory, subdirectories, files in os.walk(PACKAGE):
             subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
             for name in sorted(files):
                 if name.endswith((".py", ".lark")):
                     path = os.path.join(directory, name)
-                    digest.update(os.path.relpath(path, PACKAGE).encode("utf-8") + b"\0")
-                    with open(path, "rb") as f:
-                        digest.update(f.read())
-                    digest.update(b"\0")
+                    status = os.stat(path)
+                    stamps.append(f"{os.path.relpath(path, PACKAGE)} {status.st_size} {status.st_mtime_ns}")
         import importlib.util
 
         spec = importlib.util.find_spec("lark")
         if spec is not None and spec.origin:
             with open(spec.origin, "rb") as f:
-                digest.update(f.read())
-        _front_end_digest = digest.digest()
+                stamps.append(hashlib.sha256(f.read()).hexdigest())
+        _front_end_digest = hashlib.sha256("\n".join(stamps).encode("utf-8")).digest()
     return _front_end_digest
 
 

@@ -78,6 +78,24 @@ def test_the_key_holds_the_text_the_sets_and_the_front_ends_code(cache, tmp_path
     assert programcache.entry_name(MAIN, "main.sq", None, None) != name
 
 
+def test_an_edit_of_serq_refs_source_changes_the_key(tmp_path, monkeypatch):
+    package = tmp_path / "semantics"
+    (package / "syntax").mkdir(parents=True)
+    (package / "compiler.py").write_text("x = 1\n", encoding="utf-8")
+    (package / "syntax" / "grammar.lark").write_text("start: NAME\n", encoding="utf-8")
+    monkeypatch.setattr(programcache, "PACKAGE", str(package))
+    digests = []
+    for edit in ("x = 1\n", "x = 2\n", "x = 22\n"):
+        (package / "compiler.py").write_text(edit, encoding="utf-8")
+        os.utime(package / "compiler.py", ns=(len(digests), len(digests)))  # a new time, as an edit gives
+        monkeypatch.setattr(programcache, "_front_end_digest", None)
+        digests.append(programcache.front_end_digest())
+    assert len(set(digests)) == 3
+    os.utime(package / "syntax" / "grammar.lark", ns=(7, 7))
+    monkeypatch.setattr(programcache, "_front_end_digest", None)
+    assert programcache.front_end_digest() not in digests
+
+
 def test_a_program_that_does_not_compile_is_never_stored(cache, tmp_path):
     bad = tmp_path / "bad.sq"
     bad.write_text("stage srv : fifo;\nsession { run nowhere (1); }\n", encoding="utf-8")
