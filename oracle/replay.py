@@ -110,7 +110,12 @@ def trace_session_numbers(trace: str) -> list[int]:
     import csv
 
     with open(trace, newline="", encoding="utf-8") as f:
-        return sorted({int(float(row["session"])) for row in csv.DictReader(f)})
+        rows = csv.reader(f)
+        header = next(rows, None)
+        if header is None:
+            return []
+        k = len(header) - 1 - header[::-1].index("session")  # its last column so named, as csv.DictReader reads
+        return sorted({int(float(row[k] if k < len(row) else None)) for row in rows if row})
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
