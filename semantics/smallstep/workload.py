@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+from operator import call
 
 from .. import ir
 from ..errors import RunError, Span
@@ -84,7 +85,7 @@ def read_trace(path: str, cells: dict | None = None) -> tuple[tuple[tuple[float,
                 numbers = [float(row[k]) for k in positions]
             except (IndexError, ValueError):
                 numbers = None
-            if numbers is None or not all(holds(x) for holds, x in zip(checks, numbers)):
+            if numbers is None or not all(map(call, checks, numbers)):  # each column's requirement of its cell
                 raise row_error(path, line, row, lines[line - 1] if line <= len(lines) else "", columns)
             session, turn, new, out, think, forced = numbers  # TRACE_COLUMNS' order
             key, turn = int(session), int(turn)
