@@ -6,6 +6,7 @@ nothing (issue 22 §4: the start-up of `serq-ref oracle replay`)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from semantics import programcache
 from semantics.compiler import compile_file, compile_source
 from semantics.errors import ProgramErrors, ProgramError
+from semantics.syntax import parser
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "examples" / "oracle" / "vllm_replay.sq"
@@ -153,6 +155,10 @@ sys.exit(code)
 def test_a_replay_on_a_hit_neither_parses_nor_compiles(tmp_path):
     trace = tmp_path / "trace.csv"
     trace.write_text("session,turn,new,out,think,forced\n0,1,20,3,0,0\n0,2,5,2,0,0\n1,1,30,4,0,0\n", encoding="utf-8")
+    tables = parser.get_cache_path(parser.GRAMMAR_FILE.read_text(encoding="utf-8"))
+    if isinstance(tables, str) and os.path.exists(tables):  # lark's tables, not built again in the new directory
+        (tmp_path / "cache" / "serq-ref").mkdir(parents=True)
+        shutil.copy(tables, tmp_path / "cache" / "serq-ref")
     env = dict(os.environ, PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.pop("SERQ_REF_PROGRAM_CACHE", None)
     runs = [subprocess.run([sys.executable, "-c", PROBE, str(trace)], capture_output=True, text=True, env=env,
@@ -163,3 +169,16 @@ def test_a_replay_on_a_hit_neither_parses_nor_compiles(tmp_path):
     assert runs[0].stdout.splitlines()[0] == "session,turn,sent,first,done,prompt,cached,out"
     assert runs[0].stdout.rstrip().endswith("loaded: lark,semantics.compiler,semantics.syntax.ast")  # a miss
     assert runs[1].stdout.rstrip().endswith("loaded:")  # a hit
+
+
+def test_every_example_from_the_cache_is_the_compilers(cache, monkeypatch):
+    """Every example program: the compiler's output (a miss, stored) and the entry read back (a hit) are equal,
+    and print the same (what a pickle keeps of the IR and the source map is all of them)."""
+    examples = sorted(ROOT.glob("examples/**/*.sq"))
+    assert len(examples) >= 30
+    compiled = {path: programcache.compile_file_cached(str(path)) for path in examples}
+    monkeypatch.setattr("semantics.compiler.compile_source", no_compile)
+    for path, (program, smap) in compiled.items():
+        again, again_smap = programcache.compile_file_cached(str(path))
+        assert again == program and again_smap == smap, path
+        assert repr(again) == repr(program) and repr(again_smap) == repr(smap), path
