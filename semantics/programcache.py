@@ -27,9 +27,9 @@ used only if every one of those files still has those bytes, so an edited
 library is compiled afresh.
 
 What is never stored: a program that does not compile (its errors are the
-compiler's own, every time), and one that draws ``~empirical`` (its values
+compiler's own, every time), one that draws ``~empirical`` (its values
 come from a CSV file read when the program is compiled, which is not among
-the files above). An entry that cannot be read or unpickled is a miss. An
+the files above), and one nested deeper than pickle recurses. An entry that cannot be read or unpickled is a miss. An
 entry is written to a temporary file then renamed (two processes storing the
 same entry write the same bytes), and the directory keeps the newest
 ``MAX_ENTRIES`` entries by their last use (an oracle campaign's thousands of programs do not
@@ -156,12 +156,16 @@ def store_entry(path: str, program, smap) -> None:
         if digest is None:
             return
         used.append((used_path, digest))
+    try:  # a program nested deeper than the pickler recurses (a sum written out as thousands of additions)
+        data = pickle.dumps((tuple(used), program, smap), protocol=pickle.HIGHEST_PROTOCOL)
+    except (RecursionError, pickle.PicklingError, TypeError):  # or one holding a value pickle cannot write
+        return
     directory = os.path.dirname(path)
     temporary = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(directory, exist_ok=True)
         with open(temporary, "wb") as f:
-            pickle.dump((tuple(used), program, smap), f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(data)
         os.replace(temporary, path)
         prune(directory)
     except OSError:

@@ -119,6 +119,19 @@ def test_an_empirical_draw_is_never_stored(cache, tmp_path):
     assert entries(cache) == []
 
 
+def test_a_program_too_deep_to_pickle_is_compiled_and_not_stored(cache):
+    text = ("stage srv : fifo;\nworkload { arrive poisson(0.5); }\n"
+            f"session {{ run srv ({'+'.join(['1'] * 3000)}); }}\nrun {{ horizon 10; }}\n")
+    program, _ = programcache.compile_source_cached(text, "deep.sq")  # the pickler's RecursionError is not raised
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(20000)  # comparing the two recurses as deep
+    try:
+        assert program == compile_source(text, "deep.sq")[0]
+    finally:
+        sys.setrecursionlimit(limit)
+    assert entries(cache) == []
+
+
 def test_the_directory_keeps_the_newest_entries(cache, monkeypatch):
     monkeypatch.setattr(programcache, "MAX_ENTRIES", 3)
     for k in range(5):
