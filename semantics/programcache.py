@@ -105,11 +105,14 @@ def compile_source_cached(text: str, file: str, *, sets: Mapping[str, float] | N
                           arrivals: int | None = None):
     """``compile_source(text, file, sets=sets, arrivals=arrivals)``, from the cache when it holds it
     (module docstring)."""
-    if not enabled():
+    try:
+        path = os.path.join(cache_directory(), entry_name(text, file, sets, arrivals) + ".pickle") if enabled() else None
+    except OSError:  # no working directory (removed under the process) or package to stat: no cache
+        path = None
+    if path is None:
         from .compiler import compile_source
 
         return compile_source(text, file, sets=sets, arrivals=arrivals)
-    path = os.path.join(cache_directory(), entry_name(text, file, sets, arrivals) + ".pickle")
     found = load_entry(path)
     if found is not None:
         return found

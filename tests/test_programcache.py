@@ -146,6 +146,16 @@ def test_off_reads_and_writes_nothing(cache, monkeypatch):
     assert entries(cache) == []
 
 
+def test_a_removed_working_directory_is_no_error(cache, tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    text = MAIN.replace('use "lib.sq";\n', LIB)
+    assert programcache.compile_source_cached(text, "p.sq") == compile_source(text, "p.sq")
+    assert entries(cache) == []
+
+
 def test_an_unreadable_entry_is_a_miss(cache):
     text = MAIN.replace('use "lib.sq";\n', LIB)
     programcache.compile_source_cached(text, "p.sq")
