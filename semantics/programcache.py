@@ -45,9 +45,9 @@ import pickle
 import sys
 from typing import Mapping
 
-#: Raised whenever an entry's contents change meaning (then no old entry is read).
+#: Changed whenever what an entry holds changes meaning (then no older entry is read).
 CACHE_FORMAT = "serq-ref program cache 1"
-#: How many entries the directory keeps (the newest by modification time).
+#: How many entries the directory keeps (those last used: a hit renews an entry's time).
 MAX_ENTRIES = 256
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
