@@ -141,7 +141,7 @@ def _constant(e: ir.Expr) -> float | None:
     context variables an iteration cost may read are finite counts (seed 002
     section 5), so ``c + 0 * decoders + 0 * prefilled`` is c. This is how
     lib/vllm.sq's cost on the step clock (``c_it = 1``, the other
-    coefficients 0: oracle.scenario.step_clock_sets) is 1."""
+    coefficients 0: oracle.vllm_sets.step_clock_sets) is 1."""
     while isinstance(e, ir.Cost):
         e = e.expr
     if isinstance(e, ir.Num):

@@ -145,13 +145,15 @@ def _vllm_python(parser) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
-    from .real import RealVllmMissing
-
     commands = {"run": command_run, "check": command_check, "diverge": command_diverge, "replay": command_replay,
                 "regenerate": command_regenerate, "campaign": command_campaign}
     try:
         return commands[args.oracle_command](args)
-    except RealVllmMissing as e:
+    except RuntimeError as e:
+        from .real import RealVllmMissing  # imported only here: a command that never drives vLLM needs none of it
+
+        if not isinstance(e, RealVllmMissing):
+            raise
         raise UsageError(f"{e}\nusage: serq-ref oracle {args.oracle_command} ... --vllm-python PY "
                          f"(or set $SERQ_VLLM_PYTHON)") from None
     except UsageError as e:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from semantics.errors import RunError, UsageError
 
-from .scenario import engine_sets
+from .vllm_sets import engine_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY_PROGRAM = ROOT / "examples" / "oracle" / "vllm_replay.sq"
@@ -58,8 +58,8 @@ def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, b
     (every replay recorded before async-replays.jsonl); ``shared_head``: N > 0, every session's prompts begin
     with one system prompt of N tokens (examples/oracle/vllm_replay_shared.sq, whose KV pool shares
     prefixes)."""
-    from semantics.compiler import compile_file
     from semantics.link import link
+    from semantics.programcache import compile_file_cached as compile_file
     from semantics.smallstep.workload import read_trace
 
     trace_sessions = read_checked_trace(trace)
@@ -110,7 +110,12 @@ def trace_session_numbers(trace: str) -> list[int]:
     import csv
 
     with open(trace, newline="", encoding="utf-8") as f:
-        return sorted({int(float(row["session"])) for row in csv.DictReader(f)})
+        rows = csv.reader(f)
+        header = next(rows, None)
+        if header is None:
+            return []
+        k = len(header) - 1 - header[::-1].index("session")  # its last column so named, as csv.DictReader reads
+        return sorted({int(float(row[k] if k < len(row) else None)) for row in rows if row})
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,

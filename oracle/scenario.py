@@ -65,6 +65,7 @@ from oracle.ast_edit import (Items, Loaded, append_to_init, edit_session_call, i
                              parse_content, replace_hold_reserve, replace_hold_units, replace_pool_option,
                              replace_session_call, replace_step_option, set_hold_content)
 from oracle import offload
+from oracle.vllm_sets import engine_sets, step_clock_sets  # noqa: F401 (re-exported: the harness's names)
 from semantics import ir
 from semantics.errors import ProgramError, Span, UsageError
 from semantics.syntax import ast
@@ -119,22 +120,6 @@ REFUSALS = {
                      + (f" in its {len(d['kv_groups'])} KV cache groups" if has_kv_groups(d) else "")
                      + f", the KV cache has {d['num_blocks'] - 1} usable"),
 }
-
-
-def step_clock_sets() -> dict[str, float]:
-    """lib/vllm.sq's cost on the step clock: 1 per iteration."""
-    return {"c_it": 1.0, "d_decoder": 0.0, "e_context": 0.0, "a_prefill": 0.0, "b_attention": 0.0}
-
-
-def engine_sets(budget: float, max_seqs: float, block_size: float, usable_blocks: float, chunk: float = 0.0,
-                prefix_caching: bool = False, asynchronous: bool = False) -> dict[str, float]:
-    """lib/vllm.sq's constants for an engine, on the step clock; its mode
-    always set: ``asynchronous`` (vLLM 0.33.0's default, lib/vllm.sq's) or
-    the synchronous engine, which the oracle harness answers a case in unless
-    the case says ``"async": true`` (is_async)."""
-    return {"bs": float(block_size), "blocks": float(usable_blocks), "token_budget": float(budget),
-            "max_seqs": float(max_seqs), "chunk_cap": float(chunk), "prefix_caching": 1.0 if prefix_caching else 0.0,
-            "async_scheduling": 1.0 if asynchronous else 0.0, **step_clock_sets()}
 
 
 #: The vLLM revision seed 001 cites, which ../shared/oracle's answers were recorded on (its README: "vLLM

@@ -124,9 +124,9 @@ def load(path: str, overrides: Overrides = Overrides(), command: str = "check") 
             raise UsageError(f"{path}: expected a .sq program or a .json IR file (or - for standard input)")
         text = read_text(path)  # a missing file is a usage error, before anything else
     if ext == ".sq":
-        from .compiler import compile_source
+        from .programcache import compile_source_cached
 
-        program, smap = compile_source(text, path, sets=dict(overrides.sets) or None)
+        program, smap = compile_source_cached(text, path, sets=dict(overrides.sets) or None)
     else:
         if overrides.sets:
             raise UsageError("--set applies to .sq programs; an IR file's constants are already folded")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+from operator import call
 
 from .. import ir
 from ..errors import RunError, Span
@@ -73,41 +74,28 @@ def read_trace(path: str, cells: dict | None = None) -> tuple[tuple[tuple[float,
                                           f"({', '.join(missing)} missing)")
         index = {name: header.index(name) for name in TRACE_COLUMNS}
         sessions: dict[int, dict[int, tuple[int, tuple]]] = {}
+        columns = [(name, index[name], *cells[name]) for name in TRACE_COLUMNS]
+        positions = [index[name] for name in TRACE_COLUMNS]
+        checks = [cells[name][1] for name in TRACE_COLUMNS]
         for row in reader:
             line = reader.line_num
-            if not row or all(not cell.strip() for cell in row):
+            if not "".join(row).strip():
                 continue  # a blank line
-            raw = lines[line - 1] if line <= len(lines) else ""
-            offsets = [1]
-            for cell in row[:-1]:
-                offsets.append(offsets[-1] + len(cell) + 1)
-            if ",".join(row) != raw:  # quoted cells: the columns are not where the cells' lengths put them
-                offsets = [1] * len(row)
-            values = {}
-            for name in TRACE_COLUMNS:
-                k = index[name]
-                if k >= len(row) or not row[k].strip():
-                    raise trace_error(path, line, len(raw) + 1 if k >= len(row) else offsets[k],
-                                      f"the trace's column `{name}` is missing in this row: it is "
-                                      f"{cells[name][0]}")
-                cell = row[k].strip()
-                try:
-                    value = float(cell)
-                except ValueError:
-                    value = None
-                requirement, holds = cells[name]
-                if value is None or not holds(value):
-                    found = f"{cell!r}, not a number" if value is None else cell
-                    raise trace_error(path, line, offsets[k], f"the trace's column `{name}` is {found}: it is "
-                                                              f"{requirement}", len(row[k]))
-                values[name] = value
-            key, turn = int(values["session"]), int(values["turn"])
+            try:  # the common row: every cell a number that meets its column's requirement
+                numbers = [float(row[k]) for k in positions]
+            except (IndexError, ValueError):
+                numbers = None
+            if numbers is None or not all(map(call, checks, numbers)):  # each column's requirement of its cell
+                raise row_error(path, line, row, lines[line - 1] if line <= len(lines) else "", columns)
+            session, turn, new, out, think, forced = numbers  # TRACE_COLUMNS' order
+            key, turn = int(session), int(turn)
             turns = sessions.setdefault(key, {})
             if turn in turns:
-                raise trace_error(path, line, offsets[index["turn"]],
+                raw = lines[line - 1] if line <= len(lines) else ""
+                raise trace_error(path, line, cell_column(row, raw, index["turn"]),
                                   f"session {key}'s turn {turn} is given twice (line {turns[turn][0]} and here): a "
                                   "session's turns are numbered 1 to n, each once", len(row[index["turn"]]))
-            turns[turn] = (line, tuple(values[name] for name in ("new", "out", "think", "forced")))
+            turns[turn] = (line, (new, out, think, forced))
     except OSError as e:
         raise RunError(f"trace {path}: {e.strerror}", in_trace=True) from None
     except UnicodeDecodeError as e:
@@ -123,6 +111,33 @@ def read_trace(path: str, cells: dict | None = None) -> tuple[tuple[tuple[float,
                               f"session {key} has turns {', '.join(map(str, sorted(turns)))} but no turn {gap}: a "
                               "session's turns are numbered 1 to n, each once (the rows may come in any order)")
     return tuple(tuple(values for _, (_, values) in sorted(turns.items())) for _, turns in sorted(sessions.items()))
+
+
+def row_error(path: str, line: int, row: list[str], raw: str, columns) -> RunError:
+    """The error of the first cell of ``row`` (line ``raw``) that is missing, not a number, or a number its
+    column does not take, the columns taken in ``columns``' order ((name, index, requirement, holds) each)."""
+    for name, k, requirement, holds in columns:
+        if k >= len(row) or not row[k].strip():
+            return trace_error(path, line, len(raw) + 1 if k >= len(row) else cell_column(row, raw, k),
+                               f"the trace's column `{name}` is missing in this row: it is {requirement}")
+        cell = row[k].strip()
+        try:
+            value = float(cell)
+        except ValueError:
+            value = None
+        if value is None or not holds(value):
+            found = f"{cell!r}, not a number" if value is None else cell
+            return trace_error(path, line, cell_column(row, raw, k), f"the trace's column `{name}` is {found}: it "
+                                                                     f"is {requirement}", len(row[k]))
+    raise AssertionError(f"line {line}: no cell is wrong")
+
+
+def cell_column(row: list[str], raw: str, k: int) -> int:
+    """The column (from 1) where cell ``k`` of ``row`` begins in its line ``raw``; 1 when the line quotes cells
+    (the columns are then not where the cells' lengths put them)."""
+    if ",".join(row) != raw:
+        return 1
+    return 1 + sum(len(cell) + 1 for cell in row[:k])
 
 
 def load_trace(program: ir.Program, base_dir: str | None):
