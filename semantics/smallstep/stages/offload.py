@@ -90,6 +90,7 @@ class Request(NamedTuple):
     rank: int | None
     seen: tuple
     hold: int | None
+    blocks: tuple = ()  # the memory's blocks of its hold, as its last iteration left them (a finished one's stores)
 
 
 class Tier(NamedTuple):
@@ -103,6 +104,7 @@ class Tier(NamedTuple):
     #: the end of the last iteration formed while a transfer was in flight (the engine's last step: vLLM steps
     #: while the connector has jobs, has_pending_push_work)
     until: float = 0.0
+    size: int = 0  # N, its chunks
 
 
 records(Chunk, Job, Request, Tier)
@@ -290,8 +292,8 @@ def _use(tier: Tier, serial: int, request: Request, keys: tuple, positions: tupl
     return tier._replace(chunks=chunks, next_rank=next_rank), request
 
 
-@rule("offload/park", "on a stage with a CPU tier, a head that found chunks past its memory hit was admitted as a load (pool/admit, step/load, due L + 1 iterations later, L + 2 under schedule ahead): the chunks it reads are pinned (never evicted while it reads them) and used by its session (their rank raised to its own), and its load job is made",
-      "serq-ref extension (docs/design/cpu-offloading.md): vLLM 0.33.0 update_state_after_alloc (offloading/scheduler.py:1351-1500): prepare_load pins the chunks and records the access (kv_offload/cpu/manager.py:214-242), the load job reported in step s + L's output (worker.py:286-321)")
+@rule("offload/park", "on a stage with a CPU tier, a head that found chunks past its memory hit was admitted as a load (pool/admit, step/load, due L + 1 iterations later, L + 2 under schedule ahead): the chunks it reads are pinned (never evicted while it reads them) and used by its session (their rank raised to its own), its load job is made, and it offers chunks from past those it loaded on",
+      "serq-ref extension (docs/design/cpu-offloading.md): vLLM 0.33.0 update_state_after_alloc (offloading/scheduler.py:1351-1500; the chunk-level policy's next_stored_chunk_idx, :1469-1472, kv_offload/base.py:140-141): prepare_load pins the chunks and records the access (kv_offload/cpu/manager.py:214-242), the load job reported in step s + L's output (worker.py:286-321)")
 def park(m: Machine, c: Configuration, s: int, serial: int, local: int, chunks_found: int, due: int) -> Configuration:
     tier = _tier(c, s)
     p = m.steps[s].memory
@@ -305,6 +307,7 @@ def park(m: Machine, c: Configuration, s: int, serial: int, local: int, chunks_f
         chunks = chunks.set(key, chunk._replace(pins=chunk.pins + 1))
     tier = tier._replace(chunks=chunks)
     tier, request = _use(tier, serial, request, keys, positions)
+    request = request._replace(stored=local + chunks_found)  # the chunk-level policy: it offers past what it loaded
     job = Job(tier.next_job, serial, True, keys, due)
     tier = tier._replace(requests=tier.requests.set(serial, request), jobs=tier.jobs + (job,),
                          next_job=tier.next_job + 1)
@@ -364,11 +367,8 @@ def _offer(m: Machine, c: Configuration, s: int, tier: Tier, serial: int, upto: 
         rank = next_rank
     for key, b in new:
         chunks = chunks.set(key, Chunk((rank, -b), False, 0))
-    blocks = ()
-    table = c.pools[p].table
-    if request.hold is not None and (serial, request.hold) in table.holds:
-        held = table.holds[(serial, request.hold)].blocks
-        blocks = tuple(held[b] for _, b in new if b < len(held))
+    held = request.blocks
+    blocks = tuple(held[b] for _, b in new if b < len(held))
     job = Job(tier.next_job, serial, False, tuple(k for k, _ in new),
               number + facts.offload_store_delay + (2 if facts.ahead else 1), blocks)
     request = request._replace(rank=rank, stored=end)
@@ -416,11 +416,6 @@ def store(m: Machine, c: Configuration, s: int) -> Configuration:
     tier = st.tier
     number = it.number
     ahead = 2 if facts.ahead else 1
-    # flushes first (they concern the jobs made before this iteration)
-    flushed = _flushes(m, c, s, tier, it)
-    if flushed:
-        tier = tier._replace(jobs=tuple(j._replace(due=min(j.due, number + ahead)) if j.number in flushed else j
-                                        for j in tier.jobs))
     offers = []
     seen = set()
     for a in it.assigned:
@@ -432,8 +427,9 @@ def store(m: Machine, c: Configuration, s: int) -> Configuration:
             continue
         h, k = innermost_hold(session, p)
         request = tier.requests[a.serial]
-        if request.hold != session.holds[h].hold_id:
-            tier = tier._replace(requests=tier.requests.set(a.serial, request._replace(hold=session.holds[h].hold_id)))
+        held = c.pools[p].table.holds.get((a.serial, session.holds[h].hold_id))
+        tier = tier._replace(requests=tier.requests.set(a.serial, request._replace(
+            hold=session.holds[h].hold_id, blocks=held.blocks if held is not None else ())))
         tier, what = _offer(m, c, s, tier, a.serial, session.holds[h].allocations[k].position + a.tokens, number)
         if what is not None:
             offers.append(what)
@@ -442,6 +438,12 @@ def store(m: Machine, c: Configuration, s: int) -> Configuration:
         tier, what = _offer(m, c, s, tier, serial, tier.requests[serial].prompt, number)
         if what is not None:
             offers.append(what)
+    # flushes: a preempted session's stores, a finished one's (those just made too) whose block this iteration's
+    # admissions took (scheduler.py's allocated block ids, offloading/scheduler.py:2136-2165, 2093-2098)
+    flushed = _flushes(m, c, s, tier, it)
+    if flushed:
+        tier = tier._replace(jobs=tuple(j._replace(due=min(j.due, number + ahead)) if j.number in flushed else j
+                                        for j in tier.jobs))
     for serial in finished:  # the finished session's chunks become the most recent, tail first (head last)
         request = tier.requests[serial]
         chunks, next_rank = tier.chunks, tier.next_rank

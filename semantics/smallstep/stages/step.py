@@ -208,7 +208,7 @@ _set_engines = setter(Statistics, "engines")
 def initial_state(m: Machine, s: int) -> StepState:
     if m.steps[s].offload_chunks:  # offload to (N): the CPU tier, empty
         from . import offload
-        return EMPTY._replace(tier=offload.EMPTY)
+        return EMPTY._replace(tier=offload.EMPTY._replace(size=m.steps[s].offload_chunks))
     return EMPTY
 
 
