@@ -208,7 +208,9 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                 head = step.next_head(m, c, s)
                 amount = step.load_amount(m, c, s, head[1]) if head is not None and m.steps[s].remote else 0.0
                 found = None
-                if head is not None and c.stages[s].tier is not None:  # offload to: the head looked up in the tier
+                if head is not None and c.stages[s].tier is not None \
+                        and m.steps[s].memory in c.sessions[head[1].waiting.serial].pending.pools:
+                    # offload to: the head (whose hold takes the memory) looked up in the tier
                     found = offload.find(m, c, s, head[1], step.local_blocks(m, c, s, head[1]))
                     c = offload.lookup(m, c, s, head[1], found)
                     if found.wait:
