@@ -1,6 +1,7 @@
 """A scenario's CPU offloading (issue 20 section 3, docs/design/cpu-offloading.md):
-the ``offload`` field checked with located errors, its refusal by serq-ref (the
-model is not built yet) and what pyserq says of it.
+the ``offload`` field checked with located errors, lib/vllm.sq's settings of the
+tier that the harness gives the scenario's program (``offload_sets``), what the
+model leaves out refused, located (``refuse_unmodelled``), and what pyserq says of it.
 
 ``"offload": {"cpu_blocks": N, "load_delay": L, "store_delay": S}``: vLLM
 0.33.0's native CPU offloading (``kv_offloading_size``, its
@@ -105,12 +106,12 @@ def refuse_unmodelled(data: dict, at: Callable[..., Span]) -> None:
 
 
 def refuse_offload(data: dict, at: Callable[..., Span]) -> None:
-    """The located refusal of a scenario with CPU offloading: no program of serq-ref says the CPU tier yet,
-    and an answer without it would leave out every hit the tier serves."""
+    """The one-request program's located refusal of a scenario with CPU offloading: that program has no CPU
+    tier (and no prefix sharing, which the tier's keys need); the harness's program (lib/vllm.sq's
+    ``offload_chunks``) answers it."""
     if has_offload(data):
-        raise ProgramError("serq-ref does not model CPU offloading yet (issue 20 section 3, "
-                           "docs/design/cpu-offloading.md): this scenario's answer would leave out the CPU tier "
-                           "and every load from it", at("offload"))
+        raise ProgramError("the one-request program does not model CPU offloading (docs/design/cpu-offloading.md): "
+                           "the harness's program, lib/vllm.sq with its CPU tier, does", at("offload"))
 
 
 def beyond_the_seed(data: object) -> str | None:
