@@ -933,15 +933,18 @@ def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None =
 
     program = scenario_program(data, path, older_rule=older_rule_for(path, older_rule), text=text)
     if offload.has_offload(data):  # the engine steps while the CPU tier's transfers are in flight
-        result, until = _run_offload(program)
+        result, until, whole = _run_offload(program)
     else:
-        result, until = run(program), 0.0
+        result, until, whole = run(program), 0.0, set()
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
                            f"{result.horizon:g} steps", Span(path, 1, 1))
     answer = answer_of(result, program, data)
     if until and answer["done"]:  # a transfer reported after the last finish (docs/design/cpu-offloading.md)
         answer["steps"] = max(answer["steps"], _step(until))
+    for serial in whole:  # a first admission that loaded the whole prompt: vLLM counts it all cached
+        if str(serial) in answer.get("cached", {}):
+            answer["cached"][str(serial)] += 1
     served = set(answer["done"]) | set(answer.get("refused", {}))
     missing = [str(i) for i in range(len(data["requests"])) if str(i) not in served]
     if missing:  # never an answer that leaves a request out (pool/reject: a hold that can never fit)
@@ -951,9 +954,11 @@ def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None =
 
 
 def _run_offload(program: ir.Program):
-    """The run of a scenario program with a CPU tier (by the definition: the fast engine has no form of it) and
-    the end of its engine's last iteration formed while a transfer was in flight (0: none): vLLM's engine steps
-    while its offloading connector has jobs (has_pending_push_work), and the driver counts those steps."""
+    """The run of a scenario program with a CPU tier (by the definition: the fast engine has no form of it), the
+    end of its engine's last iteration formed while a transfer was in flight (0: none): vLLM's engine steps
+    while its offloading connector has jobs (has_pending_push_work), and the driver counts those steps; and the
+    sessions whose first admission loaded their whole prompt (their hold's cached leaves out the last token,
+    which it computes; vLLM reports the whole prompt as its num_cached_tokens)."""
     from semantics.smallstep.driver import build_machine, walk
     from semantics.smallstep.measure import build_result
 
@@ -961,8 +966,10 @@ def _run_offload(program: ir.Program):
     last = None
     for last in walk(m, every=False):
         pass
-    until = max((st.tier.until for st in last.stages if getattr(st, "tier", None) is not None), default=0.0)
-    return build_result(m, last, last.time), until
+    tiers = [st.tier for st in last.stages if getattr(st, "tier", None) is not None]
+    until = max((tier.until for tier in tiers), default=0.0)
+    whole = {serial for tier in tiers for serial in tier.whole}
+    return build_result(m, last, last.time), until, whole
 
 
 def run_ir(path: str) -> dict:

@@ -145,7 +145,7 @@ session {{
        reuse (max(prompt - 1, floor(computed / {bs}) * {bs})) content (key : head)
        at admission (known = computed < prompt ? prompt : computed + 1,
                      hit = min(cachedin(kv), max(prompt - 1, floor(computed / {bs}) * {bs}))) {{
-    prefill (known - min(cached, known - 1)) growing kv;
+    prefill (known - cached) growing kv;
     decode (o - 1 - (known - prompt)) growing kv;
   }} cache (prompt + o - 1);
   observe done = now;

@@ -105,6 +105,9 @@ class Tier(NamedTuple):
     #: while the connector has jobs, has_pending_push_work)
     until: float = 0.0
     size: int = 0  # N, its chunks
+    #: the sessions whose first admission loaded their whole prompt (vLLM reports the whole prompt cached,
+    #: num_cached_tokens, scheduler.py:1251-1258, where the hold's cached is the prompt less its last token)
+    whole: tuple = ()
 
 
 records(Chunk, Job, Request, Tier)
@@ -309,8 +312,10 @@ def park(m: Machine, c: Configuration, s: int, serial: int, local: int, chunks_f
     tier, request = _use(tier, serial, request, keys, positions)
     request = request._replace(stored=local + chunks_found)  # the chunk-level policy: it offers past what it loaded
     job = Job(tier.next_job, serial, True, keys, due)
+    first = c.sessions[serial].attrs[m.program.slot_computed] == 0.0
+    whole = tier.whole + ((serial,) if first and (local + chunks_found) * bs >= request.prompt - EPSILON else ())
     tier = tier._replace(requests=tier.requests.set(serial, request), jobs=tier.jobs + (job,),
-                         next_job=tier.next_job + 1)
+                         next_job=tier.next_job + 1, whole=whole)
     c = _with_tier(c, s, tier)
     if m.observer:
         m.notify("offload/park", c, {"stage": m.stage_name(s), "session": serial, "chunks": chunks_found,

@@ -1194,9 +1194,7 @@ def load(m: Machine, c: Configuration, s: int, q: int, serial: int, amount: floa
     computed = amount if amount < full else max(0.0, full - 1.0)  # a whole prompt: its last token is computed
     hold = advance_position(session.holds[h], k, computed - session.holds[h].allocations[k].position)
     attrs = list(session.attrs)
-    # offload to: cached is the tokens the admission found (vLLM's num_cached_tokens, local and external,
-    # scheduler.py:1251-1258), the whole prompt when it loaded it; its position leaves the last token to compute
-    attrs[m.program.slot_cached] = computed if facts.remote is not None else amount
+    attrs[m.program.slot_cached] = computed
     session = session._replace(holds=replace_at(session.holds, h, hold), attrs=tuple(attrs), status=LOADING)
     st = c.stages[s]
     it = st.iteration
