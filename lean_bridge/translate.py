@@ -488,6 +488,9 @@ class _Translator:
         if step.load_remote is not None:
             raise self.refuse(path + ("load_remote",), "a KV connector's remote load (`load remote`, "
                                                        "docs/design/kv-connector.md)")
+        if step.offload_chunks:
+            raise self.refuse(path + ("offload_chunks",), "CPU offloading (`offload to`, "
+                                                          "docs/design/cpu-offloading.md)")
         if step.defer_free:
             raise self.refuse(path + ("defer_free",), "a KV connector's deferred free (`defer free`, "
                                                       "docs/design/kv-connector.md)")

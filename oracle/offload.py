@@ -1,6 +1,7 @@
 """A scenario's CPU offloading (issue 20 section 3, docs/design/cpu-offloading.md):
-the ``offload`` field checked with located errors, its refusal by serq-ref (the
-model is not built yet) and what pyserq says of it.
+the ``offload`` field checked with located errors, lib/vllm.sq's settings of the
+tier that the harness gives the scenario's program (``offload_sets``), what the
+model leaves out refused, located (``refuse_unmodelled``), and what pyserq says of it.
 
 ``"offload": {"cpu_blocks": N, "load_delay": L, "store_delay": S}``: vLLM
 0.33.0's native CPU offloading (``kv_offloading_size``, its
@@ -71,13 +72,46 @@ def check_offload(data: dict, at: Callable[..., Span]) -> None:
                                at("requests", k, "remote"))
 
 
+def offload_sets(data: dict) -> dict[str, float]:
+    """lib/vllm.sq's settings of a scenario's CPU tier (docs/design/cpu-offloading.md, section 6): its chunks
+    and delays; none without ``offload``."""
+    if not has_offload(data):
+        return {}
+    spec = data["offload"]
+    # the offloading connector's role is kv_both, a consumer: under asynchronous scheduling vLLM defers block
+    # frees as for the KV connector (scheduler.py:189-195; lib/vllm.sq's kv_connector: `defer free`)
+    return {"kv_connector": 1.0, "offload_chunks": float(spec["cpu_blocks"]),
+            "offload_load_delay": float(spec.get("load_delay", 0)),
+            "offload_store_delay": float(spec.get("store_delay", 1))}
+
+
+def refuse_unmodelled(data: dict, at: Callable[..., Span]) -> None:
+    """The located refusal of what the model of the tier leaves out (docs/design/cpu-offloading.md, section 7):
+    a one-token prompt in blocks of one token, which vLLM 0.33.0 may load from the tier for ever (promoted to
+    num_tokens - 1 = 0 computed tokens, looked up again as a new request: section 1.7; the recorded answer is
+    "stalled"), and the limits and priorities the corpus never combines with the tier."""
+    if not has_offload(data):
+        return
+    if data.get("block_size") == 1:
+        for k, r in enumerate(data.get("requests") or ()):
+            if isinstance(r, dict) and r.get("prompt") == 1:
+                raise ProgramError("serq-ref does not model a one-token prompt with CPU offloading in blocks of one "
+                                   "token: vLLM 0.33.0 loads it from the tier and promotes it to no computed token, "
+                                   "then looks it up again, for ever (docs/design/cpu-offloading.md, section 1.7)",
+                                   at("requests", k, "prompt"))
+    for key in ("policy", "max_model_len", "watermark"):
+        if key in data:
+            raise ProgramError(f"serq-ref does not model CPU offloading with `{key}` (docs/design/cpu-offloading.md, "
+                               f"section 7): the recorded corpus never combines them", at(key))
+
+
 def refuse_offload(data: dict, at: Callable[..., Span]) -> None:
-    """The located refusal of a scenario with CPU offloading: no program of serq-ref says the CPU tier yet,
-    and an answer without it would leave out every hit the tier serves."""
+    """The one-request program's located refusal of a scenario with CPU offloading: that program has no CPU
+    tier (and no prefix sharing, which the tier's keys need); the harness's program (lib/vllm.sq's
+    ``offload_chunks``) answers it."""
     if has_offload(data):
-        raise ProgramError("serq-ref does not model CPU offloading yet (issue 20 section 3, "
-                           "docs/design/cpu-offloading.md): this scenario's answer would leave out the CPU tier "
-                           "and every load from it", at("offload"))
+        raise ProgramError("the one-request program does not model CPU offloading (docs/design/cpu-offloading.md): "
+                           "the harness's program, lib/vllm.sq with its CPU tier, does", at("offload"))
 
 
 def beyond_the_seed(data: object) -> str | None:

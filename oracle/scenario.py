@@ -572,7 +572,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     at = check_scenario(data, path, text)
     refuse_kv_groups(data, at)
     refuse_remote(data, at)
-    offload.refuse_offload(data, at)
+    offload.refuse_unmodelled(data, at)  # the CPU tier: lib/vllm.sq's offload_chunks (docs/design/cpu-offloading.md)
     loaded = load_items(SCENARIO_PROGRAM)
     items = loaded.items
     sets = engine_sets(data["budget"], data["max_seqs"], data["block_size"], data["num_blocks"] - 1,
@@ -580,6 +580,7 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
     if older_rule:
         sets["older_rule"] = 1.0
     sets.update(kv_group_sets(data))
+    sets.update(offload.offload_sets(data))
     if has_remote(data):  # the KV consumer connector (docs/design/kv-connector.md): under async, defer free
         sets["kv_connector"] = 1.0
     if loads(data):  # the remote loads (docs/design/kv-connector.md section 5.5)
@@ -599,6 +600,9 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
     if has_kv_groups(data) and data.get("prefix_caching") and not has_segments(data):
         items = _with_shared_groups(items)
+    if offload.has_offload(data) and not has_segments(data):  # the CPU tier is keyed by the blocks' content
+        items = replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
+                                                                                      FRAGMENT))
     if has_segments(data):
         if spec_tokens_of(data):
             raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
@@ -933,17 +937,44 @@ def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None =
     from semantics.fast import run  # the oracle runs the fast engine (issue 22 §1); the digest holds it to the definition
 
     program = scenario_program(data, path, older_rule=older_rule_for(path, older_rule), text=text)
-    result = run(program)
+    if offload.has_offload(data):  # the engine steps while the CPU tier's transfers are in flight
+        result, until, whole = _run_offload(program)
+    else:
+        result, until, whole = run(program), 0.0, set()
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
                            f"{result.horizon:g} steps", Span(path, 1, 1))
     answer = answer_of(result, program, data)
+    if until and answer["done"]:  # a transfer reported after the last finish (docs/design/cpu-offloading.md)
+        answer["steps"] = max(answer["steps"], _step(until))
+    for serial in whole:  # a first admission that loaded the whole prompt: vLLM counts it all cached
+        if str(serial) in answer.get("cached", {}):
+            answer["cached"][str(serial)] += 1
     served = set(answer["done"]) | set(answer.get("refused", {}))
     missing = [str(i) for i in range(len(data["requests"])) if str(i) not in served]
     if missing:  # never an answer that leaves a request out (pool/reject: a hold that can never fit)
         raise ProgramError(f"{path}: request(s) {', '.join(missing)} neither finished nor were refused "
                            f"(rejected by a pool they can never fit)", Span(path, 1, 1))
     return answer
+
+
+def _run_offload(program: ir.Program):
+    """The run of a scenario program with a CPU tier (by the definition: the fast engine has no form of it), the
+    end of its engine's last iteration formed while a transfer was in flight (0: none): vLLM's engine steps
+    while its offloading connector has jobs (has_pending_push_work), and the driver counts those steps; and the
+    sessions whose first admission loaded their whole prompt (their hold's cached leaves out the last token,
+    which it computes; vLLM reports the whole prompt as its num_cached_tokens)."""
+    from semantics.smallstep.driver import build_machine, walk
+    from semantics.smallstep.measure import build_result
+
+    m = build_machine(program)
+    last = None
+    for last in walk(m, every=False):
+        pass
+    tiers = [st.tier for st in last.stages if getattr(st, "tier", None) is not None]
+    until = max((tier.until for tier in tiers), default=0.0)
+    whole = {serial for tier in tiers for serial in tier.whole}
+    return build_result(m, last, last.time), until, whole
 
 
 def run_ir(path: str) -> dict:

@@ -525,7 +525,19 @@ class Ps:
           "absent, nothing is loaded")),
       load_delay=Absent(Opt(Def("Expr")), None, description=(
           "serq-ref's extension of version 13 (docs/design/kv-connector.md, section 5.5): with load_remote, the "
-          "iterations after the one that started it at which the transfer is reported done")))
+          "iterations after the one that started it at which the transfer is reported done")),
+      offload_chunks=Absent(INDEX, 0, description=(
+          "serq-ref's extension of version 13 (docs/design/cpu-offloading.md, section 6): the chunks (of one "
+          "block of the memory each) of a CPU tier written through as prompt blocks are computed and read at "
+          "admission past the memory's hit (vLLM 0.33.0's OffloadingConnector); 0, the default when absent, no "
+          "tier")),
+      offload_load_delay=Absent(INDEX, 0, description=(
+          "serq-ref's extension of version 13 (docs/design/cpu-offloading.md, section 6): with offload_chunks, "
+          "the iterations after the one that started a load from the tier at which it is reported done")),
+      offload_store_delay=Absent(INDEX, 1, description=(
+          "serq-ref's extension of version 13 (docs/design/cpu-offloading.md, section 6): with offload_chunks, "
+          "the iterations after the one that made a store to the tier at which it is reported done (at least "
+          "1; 1, the default when absent)")))
 @dataclass(frozen=True, slots=True)
 class Step:
     budget: Expr
@@ -562,6 +574,15 @@ class Step:
     #: the JSON when None (so files without it load, and mean what they meant)
     load_remote: Expr | None = None
     load_delay: Expr | None = None
+    #: ``offload to (N) load after (L) store after (S)``: a CPU tier of N chunks (one block of the memory each),
+    #: written through as prompt blocks are computed, read at admission past the memory's hit, loads reported L
+    #: iterations and stores S iterations after the one that started them (offload/store, offload/land,
+    #: offload/flush, offload/lookup, offload/park, offload/promote; docs/design/cpu-offloading.md section 6); a
+    #: serq-ref extension of version 13, absent from the JSON at 0, 0 and 1 (so files without it load, and mean
+    #: what they meant)
+    offload_chunks: int = 0
+    offload_load_delay: int = 0
+    offload_store_delay: int = 1
 
 
 StageKind = Union[Fifo, Ps, Step]

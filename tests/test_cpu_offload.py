@@ -2,8 +2,8 @@
 the scenario field ``offload`` checked and located, small scenarios answered by
 vLLM's own OffloadingConnector through the driver (oracle/real/offload.py plays
 its worker) checked against the design note's rules worked by hand, pyserq
-reported as not supporting it, and serq-ref refusing to answer such a scenario
-without its CPU tier (the model is not built yet)."""
+reported as not supporting it, and serq-ref answering them with its model of the
+tier (``offload to``; tests/test_cpu_offload_model.py holds the model's rules)."""
 
 from __future__ import annotations
 
@@ -70,26 +70,41 @@ def test_offload_with_a_remote_prefill_is_a_located_error(capsys, tmp_path) -> N
     assert code == 1 and "`offload` with `remote`" in err.splitlines()[0] and '"remote": 6' in err.splitlines()[1]
 
 
-def test_an_offload_scenario_is_refused_not_answered_without_its_tier(capsys, tmp_path) -> None:
+def test_an_offload_scenario_is_answered_with_its_tier_as_vllm_answers_it(capsys, tmp_path) -> None:
+    # SCENARIO without shared prompts: the tier holds request 0's four prompt blocks, nobody reads them; vLLM
+    # 0.33.0 answers first 1, 2, done 2, 4 and 5 steps (oracle/real/driver.py, run on 2026-12-04)
     path = tmp_path / "offload.json"
     path.write_text(json.dumps(SCENARIO, indent=1))
     code, out, err = cli(capsys, "oracle", "run", str(path))
-    assert code == 1 and out == "" and "Traceback" not in err
-    assert err.splitlines()[0].startswith(f"{path}:") and "does not model CPU offloading yet" in err.splitlines()[0]
-    assert '"offload": {' in err.splitlines()[1] and err.splitlines()[2].strip() == "^"
-    # a campaign file's case: check counts it failed, with why, and never as passed
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["request 0: first 1 done 2", "request 1: first 2 done 4", "preemptions 0 steps 5"]
+    # a campaign file's case: check passes it, and fails it when the recorded answer differs
     corpus = tmp_path / "offload.jsonl"
-    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": SCENARIO, "answer": {
-        "first": {"0": 1, "1": 1}, "done": {"0": 2, "1": 3}, "preemptions": 0, "steps": 4}}) + "\n")
+    answer = {"first": {"0": 1, "1": 2}, "done": {"0": 2, "1": 4}, "preemptions": 0, "steps": 5}
+    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": SCENARIO, "answer": answer}) + "\n")
     code, out, err = cli(capsys, "oracle", "check", str(corpus))
-    assert code == 1 and "Traceback" not in out + err
-    assert "serq-ref stopped: serq-ref does not model CPU offloading yet" in out + err
-    assert "0 passed, 1 failed" in out + err
-    # the same scenario without the tier means what it meant
-    plain = {k: v for k, v in SCENARIO.items() if k != "offload"}
-    path.write_text(json.dumps(plain))
+    assert code == 0 and "1 passed, 0 failed" in out + err
+    corpus.write_text(json.dumps({"seed": 1, "index": 0, "case": SCENARIO,
+                                  "answer": {**answer, "steps": 6}}) + "\n")
+    code, out, err = cli(capsys, "oracle", "check", str(corpus))
+    assert code == 1 and "steps: recorded 6, serq-ref 5" in out + err
+
+
+def test_what_the_model_leaves_out_is_refused_located(capsys, tmp_path) -> None:
+    # a one-token prompt in blocks of one token: vLLM loads it from the tier for ever (section 1.7)
+    data = json.loads(json.dumps(SCENARIO))
+    data["block_size"] = 1
+    data["requests"][1]["prompt"] = 1
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(data, indent=1))
     code, out, err = cli(capsys, "oracle", "run", str(path))
-    assert (code, err) == (0, "") and out.startswith("request 0: first ")
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert err.splitlines()[0].startswith(f"{path}:") and "one-token prompt" in err.splitlines()[0]
+    assert '"prompt": 1' in err.splitlines()[1] and err.splitlines()[2].strip() == "^"
+    # the hand-made cases: six answered as vLLM answers them, the one-token one refused and counted failed
+    code, out, err = cli(capsys, "oracle", "check", str(CASES))
+    assert code == 1 and "6 passed, 1 failed" in out + err
+    assert "one_token_loads_forever.json: serq-ref stopped: serq-ref does not model a one-token prompt" in out + err
 
 
 def test_pyserq_reports_offloading_unsupported() -> None:

@@ -172,8 +172,6 @@ EXPIT = {
     # "Exit status 0 when the logs agree, 1 when they differ" (the text below the command)
     ("docs/oracle.md", "serq-ref oracle diverge eleven.log twelve.log"): 1,
     ("docs/conformance.md", "serq-ref oracle diverge eleven.log twelve.log"): 1,
-    # "refuse such a scenario with an error at its `offload` (exit 1)" (CPU offloading, not modelled yet)
-    ("docs/oracle.md", "serq-ref oracle run examples/oracle/cpu_offload.json"): 1,
 }
 
 SUBCOMMANDS = ("check", "ir", "run", "trace", "fmt", "lean", "oracle", "peer")

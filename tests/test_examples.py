@@ -174,7 +174,7 @@ def test_pool_program_gives_its_expected_values(path: Path):
 #: across requests (docs/design/shared-prefixes.md; pyserq's cache is a session's own, docs/conformance.md),
 #: KV cache groups (docs/design/sliding-window.md; pyserq's pool is one full-attention group).
 #: tests/test_shared_prefix_example.py checks the first against the real vLLM scheduler's recorded answer.
-BEYOND_THE_REFERENCE = ("pools/shared_prefix.sq", "pools/sliding_window.sq")
+BEYOND_THE_REFERENCE = ("pools/shared_prefix.sq", "pools/sliding_window.sq", "pools/cpu_offload.sq")
 
 
 def test_the_programs_beyond_the_reference_use_the_extension():

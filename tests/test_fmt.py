@@ -97,7 +97,7 @@ pool gk { cap 64; block 4; groups ( full when (1) , window ( 2 * 4 ) when( 1 ) )
 stage s1 : fifo ; stage s2[2]:fifo(2); stage s3 : ps(1/present); stage s4:delay;
 stage e : step { budget 64; cost 0.01+0.001*tokens; chunk 8; serve admission; serve by (age);
   serve decode first; serve exclusive prefill; memory kv; self  preemption continue when(x==1); self preemption end;
-  schedule  ahead; schedule ahead when(x==0); defer  free when(x==0); load remote(r)after( d ); speculate(k) accept ( remaining>2?1:0 ); } ;
+  schedule  ahead; schedule ahead when(x==0); defer  free when(x==0); load remote(r)after( d ); offload to(n)load after( l )store after(s); speculate(k) accept ( remaining>2?1:0 ); } ;
 workload { arrive poisson(1); arrive renewal(~exp(1)); arrive closed(2); arrive batch(3); arrive none;
   trace "t.csv" ordered; trace "u.csv"; init { set k = 0; } turn { set n = 1; } session { turn; } hidden o, p; }
 session { request; request q; set x = !a || b && c == d; observe y = a < b ? -a : a != b ? c : d;
@@ -178,6 +178,7 @@ stage e : step {
   schedule ahead when (x == 0);
   defer free when (x == 0);
   load remote (r) after (d);
+  offload to (n) load after (l) store after (s);
   speculate (k) accept (remaining > 2 ? 1 : 0);
 }
 workload {

@@ -291,6 +291,16 @@ def remote_load_program():
     return scenario_program(campaign._scenario(record["case"]))
 
 
+def offload_programs():
+    """Two of tests/data/cpu_offload's hand-made scenarios (answered by vLLM 0.33.0): a prefix the GPU evicted
+    loaded back from the CPU tier, and a request that waits for a store of its prefix (offload/land,
+    offload/lookup, offload/wait, offload/park, offload/store; docs/design/cpu-offloading.md)."""
+    from oracle.scenario import scenario_program
+
+    for name in ("load_back", "store_pending_waits"):
+        yield scenario_program(json.loads((ROOT / "tests" / "data" / "cpu_offload" / f"{name}.json").read_text()))
+
+
 def all_printed(examples: dict[str, list[str]]) -> set[str]:
     names = set()
     for source in PROGRAMS.values():
@@ -301,6 +311,8 @@ def all_printed(examples: dict[str, list[str]]) -> set[str]:
     names |= printed_names(parked_victim_program())
     names |= printed_names(deferred_free_program())
     names |= printed_names(remote_load_program())
+    for program in offload_programs():
+        names |= printed_names(program)
     for rules in examples.values():
         names |= set(rules)
     return names

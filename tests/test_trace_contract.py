@@ -92,6 +92,9 @@ def _sample_records() -> list[dict]:
     records += _records(scenario_program(ASYNC_CASE))
     records += _records(scenario_program(DEFER_CASE))  # defer free: step/defer
     records += _records(scenario_program(LOAD_CASE))  # load remote: step/load, step/promote, step/promote-stop
+    for name in ("load_back", "store_pending_waits", "load_in_flight"):  # offload to: the CPU tier's rules
+        records += _records(scenario_program(json.loads((ROOT / "tests" / "data" / "cpu_offload" / f"{name}.json")
+                                                        .read_text())))
     return records
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import ir
 from ..errors import ErrorLog
 from ..sourcemap import SourceMap
-from .names import locate_pool, locate_statement, make_error
+from .names import locate_pool, locate_stage, locate_statement, make_error
 from .moments import describe_hold
 from .walk import HEADER, Visit, list_parts, list_subexpressions, visit_session
 
@@ -39,6 +39,9 @@ def check_caching(program: ir.Program, smap: SourceMap, log: ErrorLog) -> None:
     for p, pool in enumerate(program.pools):
         with log.recover():
             check_sharing_pool(program, smap, p, pool)
+    for s, stage in enumerate(program.stages):
+        with log.recover():
+            check_offload_stage(program, smap, s, stage)
     for visit in visit_session(program):
         with log.recover():
             check_statement(program, smap, visit)
@@ -69,6 +72,26 @@ def check_sharing_pool(program: ir.Program, smap: SourceMap, p: int, pool: ir.Po
                              f"pool `{pool.name}` shares prefixes and is the memory of step stage `{stage.name}`, "
                              f"which has {' and '.join(beyond)}: the sharing is modelled without drafts, and "
                              f"with an engine that serves the decodes as they come (docs/design/shared-prefixes.md)")
+
+
+def check_offload_stage(program: ir.Program, smap: SourceMap, s: int, stage: ir.Stage) -> None:
+    """`offload to (N) ...` on a step stage whose memory shares prefixes: the CPU tier's keys are the memory's
+    content keys (docs/design/cpu-offloading.md, section 6), and it is the engine's one connector (not with
+    `load remote`)."""
+    kind = stage.kind
+    if not isinstance(kind, ir.Step) or kind.offload_chunks == 0:
+        return
+    if kind.memory is None or not program.pools[kind.memory].share_prefixes:
+        raise make_error(smap, locate_stage(program, smap, s),
+                         f"step stage `{stage.name}` offloads to a CPU tier and its memory "
+                         + (f"`{program.pools[kind.memory].name}` does not share prefixes"
+                            if kind.memory is not None else "is not given")
+                         + ": the tier's chunks are keyed by the memory's blocks' content (add `share prefixes;` "
+                           "to the memory pool; docs/design/cpu-offloading.md)")
+    if kind.load_remote is not None:
+        raise make_error(smap, locate_stage(program, smap, s),
+                         f"step stage `{stage.name}` has both `offload to` and `load remote`: the engine has one "
+                         f"KV connector (vLLM 0.33.0's offloading one, or a remote prefill's)")
 
 
 def check_content(program: ir.Program, smap: SourceMap, visit: Visit) -> None:

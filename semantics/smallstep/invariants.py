@@ -31,6 +31,8 @@ of a run (the tests feed it every configuration, after every applied rule):
   ends its session, seed 002 §3 Pools, so the rejected are among the ended),
   a session that left never comes back, and once the warm-up has passed the
   count of ended sessions grows by exactly the sessions that left.
+
+A step stage's CPU tier (``offload to``) holds ``check_tier``'s invariants.
 """
 
 from __future__ import annotations
@@ -42,8 +44,35 @@ from .machine import EPSILON
 from .blocks import check_table
 
 
+def check_tier(tier) -> None:
+    """A step stage's CPU tier (``offload to``, stages/offload.py): at most its size in chunks; the chunks not
+    yet written are exactly those of the store jobs in flight; a chunk's pins are the load jobs in flight that
+    read it, and a pinned chunk is written; jobs in sequence; every chunk's rank unique (the eviction's key
+    never ties)."""
+    assert len(tier.chunks) <= tier.size, f"the CPU tier holds {len(tier.chunks)} chunks, more than its {tier.size}"
+    stores = [key for j in tier.jobs if not j.load for key in j.keys]
+    assert len(stores) == len(set(stores)), "a chunk written by two store jobs"
+    assert set(stores) == {k for k, ch in tier.chunks.items() if not ch.ready}, "the unwritten chunks are not the stores'"
+    reads: dict = {}
+    for j in tier.jobs:
+        if j.load:
+            for key in j.keys:
+                reads[key] = reads.get(key, 0) + 1
+    for key, ch in tier.chunks.items():
+        assert ch.pins == reads.get(key, 0), f"a chunk pinned {ch.pins} times, read by {reads.get(key, 0)} loads"
+        assert ch.pins == 0 or ch.ready, "a chunk read before it is written"
+    assert all(key in tier.chunks for key in reads), "a load reads a chunk the tier does not hold"
+    numbers = [j.number for j in tier.jobs]
+    assert numbers == sorted(numbers) and len(numbers) == len(set(numbers)), "jobs out of sequence"
+    ranks = [ch.rank for ch in tier.chunks.values()]
+    assert len(ranks) == len(set(ranks)), "two chunks of the same rank"
+
+
 def check_invariants(c: Configuration) -> None:
     """Raise AssertionError naming the first invariant ``c`` breaks."""
+    for st in c.stages:
+        if getattr(st, "tier", None) is not None:
+            check_tier(st.tier)
     caps = [pool.cap for pool in c.pools]
     held = [0.0] * len(caps)
     for s in c.sessions.values():

@@ -65,7 +65,7 @@ class StepFacts:
 
     __slots__ = ("budget", "cost", "chunk", "keys", "exclusive", "memory", "served", "continues", "ahead", "spec",
                  "accept", "lookahead", "slots", "within", "defer", "remote",
-                 "remote_delay")
+                 "remote_delay", "offload_chunks", "offload_load_delay", "offload_store_delay")
 
     def __init__(self, m: "Machine", s: int, stage: ir.Stage):
         kind = stage.kind
@@ -100,6 +100,11 @@ class StepFacts:
         #: transfer takes, read for the head of a queue it serves (step/load; docs/design/kv-connector.md)
         self.remote = compile_(kind.load_remote) if kind.load_remote is not None else None
         self.remote_delay = compile_(kind.load_delay) if kind.load_delay is not None else None
+        #: ``offload to (N) load after (L) store after (S)``: the CPU tier's chunks (0: none) and its delays in
+        #: iterations (docs/design/cpu-offloading.md; stages/offload.py)
+        self.offload_chunks = kind.offload_chunks
+        self.offload_load_delay = kind.offload_load_delay
+        self.offload_store_delay = kind.offload_store_delay
 
 
 class Machine:

@@ -122,13 +122,16 @@ def reject(m: Machine, c: Configuration, serial: int, p: int, units: float, rese
 # -- admission -------------------------------------------------------------------
 
 
-def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> tuple[Waiting, tuple | None]:
+def select_head(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None,
+                skip: tuple = ()) -> tuple[Waiting, tuple | None]:
     """The hold the pool tries: a preempted one first, else by the queue's
     keys (re-evaluated now, ``waited`` since it joined; ``budget`` as
     admissible's), then join order; with it, when a step trace observes the
     run, why (the order it came first in, its keys, the hold that would come
     next), else None."""
     queue = c.pools[p].queue
+    if skip:  # offload to: the holds offload/wait passed over in the iteration forming (docs/design/cpu-offloading.md)
+        queue = tuple(w for w in queue if w.serial not in skip)
     keys = m.queue_keys[p]
     if keys is None or queue[0].preempted:
         why = None
@@ -173,15 +176,16 @@ class Admission(NamedTuple):
     content: tuple = ()
 
 
-def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None) -> Admission | None:
+def admissible(m: Machine, c: Configuration, p: int, budget: tuple[int, float] | None = None,
+               skip: tuple = ()) -> Admission | None:
     """The premise of pool/admit at pool ``p``: its head (select_head), its
     header evaluated now, and whether it fits every pool of its hold; None
     when the queue is empty. ``budget``: (step stage, budget left) when that
     stage admits (seed 002 §3: "budget_left(S) then evaluates to the budget
     left"), which the queue's keys and the header read."""
-    if not c.pools[p].queue:
+    if not c.pools[p].queue or (skip and all(w.serial in skip for w in c.pools[p].queue)):
         return None
-    waiting, why = select_head(m, c, p, budget)
+    waiting, why = select_head(m, c, p, budget, skip)
     s = c.sessions[waiting.serial]
     stmt = s.pending.stmt
     hold = m.holds[stmt]

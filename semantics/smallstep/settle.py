@@ -34,7 +34,7 @@ from __future__ import annotations
 from . import pools, sessions, window_sharing, workload
 from .configuration import EMPTY_READY, READY, Configuration, Session, ready_pop, setter
 from .machine import EPSILON, MAX_QUIET_STATEMENTS, Machine, fail, follow_up
-from .stages import enter_stage, leave_stage, step
+from .stages import enter_stage, leave_stage, offload, step
 from .values import Env
 
 _new = object.__new__
@@ -179,6 +179,10 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     (its follow-up work drained), until it is in flight (step/iteration) or
     dropped (step/idle)."""
     c = step.start_iteration(m, c, s)
+    if c.stages[s].tier is not None:  # offload to: the jobs reported by the iterations before it land
+        jobs = offload.landing(m, c, s)
+        if jobs:
+            c = offload.land(m, c, s, jobs)
     while True:
         it = c.stages[s].iteration
         if it.pending is not None:  # a chunk waiting for its growth, or a prefill waiting to be selected
@@ -203,6 +207,17 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                     continue
                 head = step.next_head(m, c, s)
                 amount = step.load_amount(m, c, s, head[1]) if head is not None and m.steps[s].remote else 0.0
+                found = None
+                if head is not None and c.stages[s].tier is not None \
+                        and m.steps[s].memory in c.sessions[head[1].waiting.serial].pending.pools:
+                    # offload to: the head (whose hold takes the memory) looked up in the tier
+                    found = offload.find(m, c, s, head[1], step.local_blocks(m, c, s, head[1]))
+                    c = offload.lookup(m, c, s, head[1], found)
+                    if found.wait:
+                        c = offload.wait(m, c, s, head[1].waiting.serial, found.why)
+                        continue
+                    if found.chunks:
+                        amount = (found.local + found.chunks) * m.block_sizes[m.steps[s].memory]
                 if amount > 0.0:  # load remote: the head loads (pool/admit of its load, then step/load)
                     q, a = head
                     if step.load_fits(m, c, s, a, amount):
@@ -212,6 +227,9 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                         full = a.needs[pools.index(memory)]
                         c = drain(m, follow_up(c, ("pool/admit", q, taken),
                                                ("step/load", s, q, a.waiting.serial, amount, full, a.units)))
+                        if found is not None:  # offload to: the chunks it reads pinned, its load job made
+                            load = c.stages[s].loads[-1]
+                            c = offload.park(m, c, s, a.waiting.serial, found.local, found.chunks, load.due)
                     else:
                         c = step.admit_stop(m, c, s, q, a)
                     continue
@@ -225,8 +243,11 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
         # schedule ahead: a batch, though empty, while a parked session or (speculate) a roll-back waits for it
         # defer free: a batch, though empty, when a growth was deferred (vLLM's schedule() call is a step)
         # load remote: a batch, though empty, while a load is parked (every schedule() call is a step)
+        if c.stages[s].tier is not None and offload.store_due(m, c, s):  # offload to: stores, flushes, finishes
+            c = offload.store(m, c, s)
+        # offload to: a batch, though empty, while a transfer is in flight (has_pending_push_work)
         formed = it.assigned or it.preempted or c.stages[s].parked or c.stages[s].rejects or it.halted \
-            or c.stages[s].loads or it.promoted
+            or c.stages[s].loads or it.promoted or (c.stages[s].tier is not None and c.stages[s].tier.jobs)
         c = step.close_iteration(m, c, s) if formed else step.drop_iteration(m, c, s)
         if c.stages[s].parked or c.stages[s].rejects or c.stages[s].overrun:  # schedule ahead: the ended iteration's results apply now
             c = drain(m, step.apply_ended(m, c, s))

@@ -53,6 +53,7 @@ ADMIT_RUNNER = "admit-runner"  # null, or {"session": serial, "key": key}
 EVICT_RUNNER = "evict-runner"  # null, or {"source": serial, "released": real, "key": key}
 SERVE_RUNNER = "serve-runner"  # null, or {"session": serial, "job": job, "key": key}
 STAGE_OR_FLOW = "stage-or-flow"  # a stage's name, or "flow"
+WAIT_WHY = "wait-why"  # offload/wait: a chunk being written, a chunk being loaded, or a transfer of its own
 
 _ENUMS = {
     MODE: ("prefill", "decode"),
@@ -61,6 +62,7 @@ _ENUMS = {
     EVICT_ORDER: ("lru", "keys"),
     SERVE_ORDER: ("admission", "keys", "prefill-first"),
     VICTIM_BY: ("holders", "memory", "keys"),
+    WAIT_WHY: ("pending", "loading", "transfer"),
 }
 
 _SESSION = ("session", INT)
@@ -161,6 +163,12 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "step/load": (_STAGE, _POOL, ("session", INT), ("units", REAL), ("computed", REAL), ("due", INT)),
     "step/promote": (_STAGE, ("session", INT), ("left", REAL)),
     "step/promote-stop": (_STAGE, ("session", INT)),
+    "offload/land": (_STAGE, ("iteration", INT), ("stores", INT), ("loads", INT)),
+    "offload/lookup": (_STAGE, ("session", INT), ("local", INT), ("chunks", INT), ("wait", BOOL)),
+    "offload/wait": (_STAGE, ("session", INT), ("why", WAIT_WHY)),
+    "offload/park": (_STAGE, ("session", INT), ("chunks", INT), ("due", INT)),
+    "offload/store": (_STAGE, ("iteration", INT), ("offered", INT), ("stored", INT), ("evicted", INT),
+                      ("dropped", INT), ("flushed", INT), ("finished", INT)),
 }
 
 #: the rules whose record starts a job (and names it)
@@ -237,7 +245,7 @@ class Tracer:
 
     def _specs(self) -> dict:
         """Per rule, its fields with their conversions (None: the value is kept as it is)."""
-        keep = (NAME, STAGE_OR_FLOW, BOOL, MODE, OUTCOME, QUEUE_ORDER, EVICT_ORDER, SERVE_ORDER, VICTIM_BY)
+        keep = (NAME, STAGE_OR_FLOW, BOOL, MODE, OUTCOME, QUEUE_ORDER, EVICT_ORDER, SERVE_ORDER, VICTIM_BY, WAIT_WHY)
         return {rule: tuple((name, None if kind in keep or name == "write" else self.convert[kind])  # write: named here
                             for name, kind in spec)
                 for rule, spec in FIELDS.items()}

@@ -409,6 +409,8 @@ class Lowering:
                 remote, delay = options["load_remote"].values
                 lowered = dataclasses.replace(lowered, load_remote=self.lower_expr(remote),
                                               load_delay=self.lower_expr(delay))
+            if "offload" in options:  # docs/design/cpu-offloading.md section 6
+                lowered = dataclasses.replace(lowered, **self.lower_offload(spec.name, options["offload"]))
         members = []
         for member in range(spec.count):
             member_kind = lowered
@@ -460,6 +462,24 @@ class Lowering:
         if value == 0:
             return 0, None
         return int(value), self.lower_expr(accept)
+
+    def lower_offload(self, stage: str, option: ast.Option) -> dict[str, int]:
+        """``offload to (N) load after (L) store after (S);`` (docs/design/cpu-offloading.md, section 6): N, L
+        and S constant natural numbers (lets, so --set switches them: examples/lib/vllm.sq's offload_chunks), S
+        at least 1 (a store is reported at the earliest by the next iteration: the worker submits a step's
+        stores at the start of the next one); N = 0 is no tier at all (the stage means what it meant)."""
+        out = {}
+        for field, what, least, value in zip(("offload_chunks", "offload_load_delay", "offload_store_delay"),
+                                             ("the tier's chunks", "the load delay", "the store delay"),
+                                             (0, 0, 1), option.values):
+            n = evaluate_constant(value, self.lets, f"stage `{stage}`: {what} of `offload`")
+            if not (math.isfinite(n) and n >= least and float(n).is_integer()):
+                raise ProgramError(f"stage `{stage}`: {what} of `offload` is {format_number(n)}, not a "
+                                   f"natural number at least {least}", value.span or option.span)
+            out[field] = int(n)
+        if out["offload_chunks"] == 0:
+            return {}
+        return out
 
     def lower_spec_slots(self, stage: str, option: ast.Option) -> dict[str, int]:
         """``speculate (K) accept (e) lookahead (A) slots (D) within (L);`` (docs/design/speculative-decoding.md,

@@ -314,6 +314,10 @@ class BuildAst(Transformer):
         # values: the units loaded, the delay
         return ast.Option("load_remote", (c[0], c[1]), span=self.span(meta))
 
+    def step_offload(self, meta, c):
+        # values: the tier's chunks N, the load delay L, the store delay S (docs/design/cpu-offloading.md)
+        return ast.Option("offload", (c[0], c[1], c[2]), span=self.span(meta))
+
     def step_speculate(self, meta, c):
         # values: the draft tokens K, the acceptance expression, then the lookahead slots, the draft slots and
         # the model length, each None when not given (docs/design/speculative-decoding.md, section 8)

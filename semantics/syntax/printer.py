@@ -662,6 +662,10 @@ class Printer:
         if kind == "step_load_remote":
             remote, delay = subtrees(t)
             return ["load remote (", self.expr(remote), ") after (", self.expr(delay), ");"]
+        if kind == "step_offload":
+            chunks, load, store = subtrees(t)
+            return ["offload to (", self.expr(chunks), ") load after (", self.expr(load), ") store after (",
+                    self.expr(store), ");"]
         if kind == "step_defer_free":
             condition = subtrees(t)
             return ["defer free", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]

@@ -126,6 +126,8 @@ class Iteration(NamedTuple):
     halted: bool = False
     #: ``load remote``: the sessions it promoted (step/promote), in order: in-flight prefills until it is formed
     promoted: tuple[int, ...] = ()
+    #: ``offload to``: the sessions offload/wait passed over in it (their heads wait for the next iteration)
+    skipped: tuple[int, ...] = ()
 
 
 class StepState(NamedTuple):
@@ -161,6 +163,8 @@ class StepState(NamedTuple):
     #: the sessions whose load is consumed (one load per session: a victim computes what it would have loaded)
     loads: tuple = ()
     consumed: frozenset = frozenset()
+    #: ``offload to`` only: the CPU tier (stages/offload.Tier; docs/design/cpu-offloading.md), None without
+    tier: object = None
 
 
 class Load(NamedTuple):
@@ -202,6 +206,9 @@ _set_engines = setter(Statistics, "engines")
 
 
 def initial_state(m: Machine, s: int) -> StepState:
+    if m.steps[s].offload_chunks:  # offload to (N): the CPU tier, empty
+        from . import offload
+        return EMPTY._replace(tier=offload.EMPTY._replace(size=m.steps[s].offload_chunks))
     return EMPTY
 
 
@@ -369,8 +376,13 @@ def idle_with_work(m: Machine, c: Configuration, s: int) -> bool:
     """The premise of step/iteration-start but for the instant: the stage is
     idle and has residents or a waiting queue it serves."""
     st = c.stages[s]
-    return st.iteration is None and (bool(st.jobs) or bool(st.parked) or bool(st.loads)
-                                     or any(c.pools[p].queue for p in m.steps[s].served))
+    if st.iteration is not None:
+        return False
+    if st.tier is not None:  # offload to: a transfer in flight or a finish to process keeps the engine stepping
+        from . import offload
+        if offload.busy(m, c, s):
+            return True
+    return bool(st.jobs) or bool(st.parked) or bool(st.loads) or any(c.pools[p].queue for p in m.steps[s].served)
 
 
 @rule("step/iteration-start", "an idle step stage with residents or a waiting queue it serves starts an iteration: its budget and chunk are read with the residents before it",
@@ -756,9 +768,11 @@ def next_head(m: Machine, c: Configuration, s: int):
     budget, including in budget_left at admission"."""
     it = c.stages[s].iteration
     left = it.budget if it.tentative else it.left
+    skip = it.skipped  # offload to: the heads offload/wait passed over in this iteration
     for q in m.steps[s].served:
-        if c.pools[q].queue:
-            return q, admissible(m, c, q, budget=(s, left))
+        queue = c.pools[q].queue
+        if queue and (not skip or any(w.serial not in skip for w in queue)):
+            return q, admissible(m, c, q, budget=(s, left), skip=skip)
     return None
 
 
@@ -813,6 +827,8 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     st = c.stages[s]._replace(iteration=it, count=it.number)
     if st.flight:  # defer free: the ended iteration is applied once this one is formed
         st = st._replace(flight=())
+    if st.tier is not None and st.tier.jobs:  # offload to: the engine steps while a transfer is in flight
+        st = st._replace(tier=st.tier._replace(until=due[0]))
     c = c._replace(stages=replace_at(c.stages, s, st), events=insert_event(c.events, due, EVENT, s),
                    sequence=c.sequence + 1)
     if c.time >= m.warmup:
@@ -1104,6 +1120,11 @@ def _local_hit(m: Machine, c: Configuration, s: int, a) -> tuple[float, float]:
     return len(ids) * m.block_sizes[p], sharing.live_units(m, c, p, ids)
 
 
+def local_blocks(m: Machine, c: Configuration, s: int, a) -> int:
+    """The head's memory hit in blocks (_local_hit), which the CPU tier is looked up past (offload to)."""
+    return round(_local_hit(m, c, s, a)[0] / m.block_sizes[m.steps[s].memory])
+
+
 def _prefilling(m: Machine, c: Configuration, s: int) -> float:
     """The memory units the in-flight prefills lack to hold their whole sequence (vLLM 0.33.0's
     _inflight_prefill_reserved_blocks, scheduler.py:3405-3436): every parked load, every session the iteration
@@ -1165,7 +1186,10 @@ def load(m: Machine, c: Configuration, s: int, q: int, serial: int, amount: floa
     session = c.sessions[serial]
     env = _stage_env(c, context_before(m, c, s))
     env.attrs, env.serial, env.stream, env.draws = session.attrs, serial, session.stream, session.draws
-    delay = max(0.0, math.floor(_read(m, c, s, "load delay", facts.remote_delay, env)))
+    if facts.remote is not None:
+        delay = max(0.0, math.floor(_read(m, c, s, "load delay", facts.remote_delay, env)))
+    else:  # offload to (N) load after (L): a load from the CPU tier (docs/design/cpu-offloading.md)
+        delay = float(facts.offload_load_delay)
     h, k = innermost_hold(session, p)
     computed = amount if amount < full else max(0.0, full - 1.0)  # a whole prompt: its last token is computed
     hold = advance_position(session.holds[h], k, computed - session.holds[h].allocations[k].position)
@@ -1175,7 +1199,9 @@ def load(m: Machine, c: Configuration, s: int, q: int, serial: int, amount: floa
     st = c.stages[s]
     it = st.iteration
     due = it.number + int(delay) + (2 if facts.ahead else 1)
-    st = st._replace(loads=st.loads + (Load(serial, due, full, units),), consumed=st.consumed | {serial})
+    # load remote: one load per session; offload to: one per admission (a victim looks the tier up again)
+    consumed = st.consumed | {serial} if facts.remote is not None else st.consumed
+    st = st._replace(loads=st.loads + (Load(serial, due, full, units),), consumed=consumed)
     c = c._replace(sessions=c.sessions.set(serial, session), stages=replace_at(c.stages, s, st),
                    ready=ready_from(x for x in ready_serials(c.ready) if x != serial))
     if m.observer:
