@@ -74,7 +74,7 @@ from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _sta
 from ..smallstep.values import Env, resolve_index
 from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
 from .loop import _set_ready
-from .pools import _set_entry_units
+from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
 from .step import _non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units
 
@@ -795,50 +795,17 @@ class _Run:
             raise Fallback  # check_evictions' LimitError
         if allocated + cached + need <= cap + EPSILON or not entries:
             return
-        removed, gone = [], 0
-        n = len(entries)
-        first = 0
-        left = entries[0].units
         whole = pool.whole and -_EXACT < allocated < _EXACT and allocated == int(allocated) \
             and -_EXACT < need < _EXACT and need == int(need)
-        while allocated + cached + need > cap + EPSILON and first < n:
-            if block and left - block > EPSILON:  # pool/evict-block
-                if whole and -_EXACT < cached < _EXACT and cached == int(cached) and -_EXACT < left < _EXACT \
-                        and left == int(left):
-                    deficit = allocated + cached + need - cap
-                    j = min(-(-deficit // block), -(-(left - block) // block))
-                    left = left - j * block
-                    cached = cached - j * block
-                    removed.append((block, int(j)))
-                    continue
-                left = left - block
-                cached = cached - block
-                removed.append((block, 1))
-            else:  # pool/evict-entry
-                units = min(block, left) if block else left
-                first += 1
-                if first < n:
-                    left = entries[first].units
-                cached = cached - units
-                removed.append((units, 1))
-                gone += 1
-        if first < n and left != entries[first].units:
+        first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
+        if first < len(entries) and left != entries[first].units:
             entries[first] = _set_entry_units(entries[first], left)
         del entries[:first]
         pool.cached = cached
         if self.now >= self.warmup:
             counts = self.pool_counts[q]
-            units = counts[4]
-            for r, times in removed:
-                if times == 1:
-                    units += r
-                elif _whole(units) and _whole(r) and abs(units) + r * times < _EXACT:
-                    units += r * times
-                else:
-                    for _ in range(times):
-                        units += r
             counts[3] += gone
-            counts[4] = units
+            counts[4] = add_evicted_units(counts[4], removed)
 
     def _exit_hold(self, s: Session) -> Session:
         """The end of a hold's body (exit_hold_body, without schedule ahead or lease): every allocation goes back
@@ -1124,10 +1091,3 @@ def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
             allocations.append(_set_advanced(x, True))
     return _set_allocations(hold, tuple(allocations))
 
-
-#: below it every whole number is a float, and sums of three and differences of them are exact
-_EXACT = 2.0 ** 50
-
-
-def _whole(x) -> bool:
-    return -_EXACT < x < _EXACT and float(x).is_integer()
