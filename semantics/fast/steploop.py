@@ -76,7 +76,8 @@ from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
 from .loop import _set_ready
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
-from .step import _non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units
+from .step import (_non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units,
+                   count_modes)
 
 STEP, DELAY = "step", "delay"
 
@@ -987,12 +988,7 @@ class _Run:
         self.in_flight = formed
         if now >= self.warmup:
             counts = self.step_counts
-            prefills = decodes = 0
-            for a in assigned:
-                if a.mode == PREFILL:
-                    prefills += 1
-                elif a.mode == DECODE:
-                    decodes += 1
+            prefills, decodes = count_modes(assigned)
             counts[0] += 1
             counts[1] += 1 if prefills and not decodes else 0
             counts[2] += 1 if decodes and not prefills else 0
