@@ -49,7 +49,6 @@ the loop counted as taken) and docs/campaigns.md records its campaign.
 from __future__ import annotations
 
 import bisect
-import gc
 import math
 from collections import deque
 from heapq import heappop, heappush
@@ -64,7 +63,6 @@ from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, GROWING, HOL
                                        Waiting, Workload, innermost_hold, own_entry_index)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
 from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, Machine, session_env
-from ..smallstep.measure import build_result
 from ..smallstep.observables import holding_sessions
 from ..smallstep.pools import MAX_EVICTIONS, admissible
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
@@ -73,7 +71,7 @@ from ..smallstep.stages.delay import DelayJob
 from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, cost_context, want_of
 from ..smallstep.values import Env, resolve_index
 from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
-from .loop import _set_ready
+from .loop import _set_ready, run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
 from .step import (_non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units,
@@ -104,7 +102,6 @@ _set_admitted = setter(Session, "holds", "attrs", "frames", "pc", "admission", "
                        "pending")
 _set_exited = setter(Session, "frames", "pc", "holds", "attrs", "preempted_at")
 _INF = math.inf
-_new = object.__new__
 
 
 class Fallback(Exception):
@@ -222,20 +219,16 @@ def run(m: Machine, progress=None) -> RunResult | None:
     """Run ``m``'s program (``applies(m)``) to its end: the RunResult the definition's run gives; None when the
     loop met what it does not write out (the caller runs the program on the fast forms). The collector is off
     while it runs, as in driver.run_machine."""
-    collecting = gc.isenabled()
-    gc.disable()
+    return run_walk(m, progress, _walk)
+
+
+def _walk(m: Machine, progress):
+    """The configuration the step loop's walk of ``m`` ends in; None where it meets what it does not write
+    out (a Fallback, or a stop the definition reports with its own words)."""
     try:
-        try:
-            c = _Run(m, progress).walk()
-        except (Fallback, RunStop):
-            return None
-        result = build_result(m, c, c.time)
-    finally:
-        if collecting:
-            gc.enable()
-    if progress is not None:
-        progress(1.0)
-    return result
+        return _Run(m, progress).walk()
+    except (Fallback, RunStop):
+        return None
 
 
 class _Run:
@@ -547,12 +540,8 @@ class _Run:
         now = self.now
         table = self.table
         quiet = MAX_QUIET_STATEMENTS
-        env = _new(Env)
-        env.config = view
-        env.serial = serial
-        env.stream = s.stream
-        attrs = env.attrs = s.attrs
-        env.draws = s.draws
+        env = Env(view, s.attrs, serial, s.stream, s.draws)
+        attrs = s.attrs
         pc = s.pc
         frames = s.frames
         row = table[frames[-1].block]
