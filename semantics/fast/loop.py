@@ -77,6 +77,7 @@ _set_ready = setter(Session, "status", "readies", "job", "growth", "pending")
 _set_started = setter(FifoJob, "started", "due")
 _NAN = math.nan
 _INF = math.inf
+_new = object.__new__
 
 
 class Clock:
@@ -302,8 +303,12 @@ def _walk(m: Machine, progress):
             quiet = MAX_QUIET_STATEMENTS
             # the session's attributes, statement and stream position, kept here while it runs (its record is
             # built when it blocks, or for a local rule)
-            env = Env(clock, s.attrs, serial, s.stream, s.draws)
-            attrs = s.attrs
+            env = _new(Env)  # Env's fields set here, without a call of its constructor
+            env.config = clock
+            env.serial = serial
+            env.stream = s.stream
+            attrs = env.attrs = s.attrs
+            env.draws = s.draws
             pc = s.pc
             row = table[s.frames[-1].block]
             while True:
