@@ -28,7 +28,7 @@ from semantics.errors import ProgramError
 from semantics.smallstep import driver
 from semantics.smallstep.invariants import check_tier
 from test_shared_prefix_rules import walk_with_invariants  # every configuration checked, the rules returned
-from test_sliding_window_model import per_serial  # a value per session by serial
+from test_sliding_window_model import request_session, walk_and_run  # the generated programs' session, their check
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "oracle" / "data" / "campaign" / "cpu-offload.jsonl"
@@ -135,32 +135,13 @@ pool kv {{ cap {blocks * bs}; block {bs}; evict lru; preempt lifo; share prefixe
 stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; self preemption continue; {clauses} }}
 stage gate : delay;
 workload {{ arrive batch({n}); hidden o; }}
-session {{
-  set prompt = {per_serial(prompts)};
-  set o = {per_serial(outs)};
-  set key = {per_serial(keys)};
-  set head = {per_serial(heads)};
-  run gate ({per_serial(gaps)});
-  hold reqs (1), kv (hit + min(known - hit, budget_left(engine))) reserve (known)
-       reuse (max(prompt - 1, floor(computed / {bs}) * {bs})) content (key : head)
-       at admission (known = computed < prompt ? prompt : computed + 1,
-                     hit = min(cachedin(kv), max(prompt - 1, floor(computed / {bs}) * {bs}))) {{
-    prefill (known - cached) growing kv;
-    decode (o - 1 - (known - prompt)) growing kv;
-  }} cache (prompt + o - 1);
-  observe done = now;
-  end;
-}}
-run {{ horizon 400; seed 1; }}
-"""
+""" + request_session(prompts, outs, gaps, keys, heads, f"max(prompt - 1, floor(computed / {bs}) * {bs})")
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(offloading_programs())
 def test_generated_offloading_programs_hold_the_invariants_and_both_engines_agree(source) -> None:
-    program, _ = compile_source(source, "<generated>")
-    walk_with_invariants(program)
-    mine, definition = fast.run(program), driver.run(program)
+    _, mine, definition = walk_and_run(source)
     assert mine == definition and repr(mine) == repr(definition)
 
 

@@ -228,36 +228,42 @@ def per_serial(values) -> str:
         (" : " if len(values) > 1 else "") + str(values[-1])
 
 
-@st.composite
-def grouped_programs(draw) -> str:
-    """A step engine over a pool with KV cache groups: a window alone or hybrid, any window against the
-    block size, tight or loose, synchronous or scheduling ahead, requests of several sizes and arrivals."""
+def engine_draws(draw, fewest_blocks: int) -> tuple:
+    """The draws of a step engine over a pool with KV cache groups, in this order: the block size, the window,
+    hybrid or not, the pool's blocks (from ``fewest_blocks``), the budget, schedule ahead or not, and the
+    number of requests; with the groups option's text."""
     bs = draw(st.integers(1, 6))
     window = draw(st.integers(1, 6 * bs))
     full = draw(st.booleans())
-    blocks = draw(st.integers(4, 40))
+    blocks = draw(st.integers(fewest_blocks, 40))
     budget = draw(st.integers(1, 24))
     ahead = "schedule ahead;" if draw(st.booleans()) else ""
     n = draw(st.integers(1, 6))
-    prompts = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
-    outs = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
-    gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
     groups = f"full, window ({window})" if full else f"window ({window})"
-    return f"""
-pool reqs {{ cap 4; queue fifo; admit via engine; }}
-pool kv {{ cap {blocks * bs}; block {bs}; groups ({groups}); evict lru; preempt lifo; }}
-stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; self preemption continue; {ahead} }}
-stage gate : delay;
-workload {{ arrive batch({n}); }}
-session {{
+    return bs, blocks, budget, ahead, n, groups
+
+
+def request_session(prompts, outs, gaps, keys=None, heads=None, reuse: str | None = None) -> str:
+    """The generated programs' session and run: request i of prompts[i] tokens and outs[i] output tokens,
+    after a delay of gaps[i], through the hold of lib/vllm.sq's vllm_request (its prompt, then its computed
+    tokens and one more at a readmission); with ``reuse``, its prompt's head (keys[i] : heads[i]) is its
+    content, its hit within ``reuse``, and its tokens are cached at its release."""
+    sets = hit = less_hit = content = admission = less_cached = cache = ""
+    if reuse is not None:
+        sets = f"  set key = {per_serial(keys)};\n  set head = {per_serial(heads)};\n"
+        hit, less_hit, less_cached = "hit + ", " - hit", " - cached"
+        content = f"\n       reuse ({reuse}) content (key : head)"
+        admission = f",\n                     hit = min(cachedin(kv), {reuse})"
+        cache = " cache (prompt + o - 1);"
+    return f"""session {{
   set prompt = {per_serial(prompts)};
   set o = {per_serial(outs)};
-  run gate ({per_serial(gaps)});
-  hold reqs (1), kv (min(known, budget_left(engine))) reserve (known)
-       at admission (known = computed < prompt ? prompt : computed + 1) {{
-    prefill (known) growing kv;
+{sets}  run gate ({per_serial(gaps)});
+  hold reqs (1), kv ({hit}min(known{less_hit}, budget_left(engine))) reserve (known){content}
+       at admission (known = computed < prompt ? prompt : computed + 1{admission}) {{
+    prefill (known{less_cached}) growing kv;
     decode (o - 1 - (known - prompt)) growing kv;
-  }}
+  }}{cache}
   observe done = now;
   end;
 }}
@@ -265,12 +271,37 @@ run {{ horizon 400; seed 1; }}
 """
 
 
+def walk_and_run(source: str) -> tuple:
+    """A generated program compiled, every configuration of the definition's walk checked
+    (walk_with_invariants), then run by the fast engine and by the definition: the program and the two
+    results."""
+    program, _ = compile_source(source, "<generated>")
+    walk_with_invariants(program)
+    return program, fast.run(program), driver.run(program)
+
+
+@st.composite
+def grouped_programs(draw) -> str:
+    """A step engine over a pool with KV cache groups: a window alone or hybrid, any window against the
+    block size, tight or loose, synchronous or scheduling ahead, requests of several sizes and arrivals."""
+    bs, blocks, budget, ahead, n, groups = engine_draws(draw, 4)
+    prompts = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    outs = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    return f"""
+pool reqs {{ cap 4; queue fifo; admit via engine; }}
+pool kv {{ cap {blocks * bs}; block {bs}; groups ({groups}); evict lru; preempt lifo; }}
+stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; self preemption continue; {ahead} }}
+stage gate : delay;
+workload {{ arrive batch({n}); }}
+""" + request_session(prompts, outs, gaps)
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(grouped_programs())
 def test_generated_grouped_programs_hold_the_invariants_and_both_engines_agree(source) -> None:
-    program, _ = compile_source(source, "<generated>")
-    walk_with_invariants(program)
-    assert fast.run(program) == driver.run(program)
+    _, mine, definition = walk_and_run(source)
+    assert mine == definition
 
 
 @st.composite
@@ -278,20 +309,12 @@ def shared_grouped_programs(draw) -> str:
     """grouped_programs' engines over a pool that also shares prefixes: each request's prompt begins with one of
     two heads (a key and a length), its hit in every group within max(prompt - 1, its computed blocks), cached
     whole at its release, as lib/vllm.sq's vllm_request with a content clause."""
-    bs = draw(st.integers(1, 6))
-    window = draw(st.integers(1, 6 * bs))
-    full = draw(st.booleans())
-    blocks = draw(st.integers(6, 40))
-    budget = draw(st.integers(1, 24))
-    ahead = "schedule ahead;" if draw(st.booleans()) else ""
-    n = draw(st.integers(1, 6))
+    bs, blocks, budget, ahead, n, groups = engine_draws(draw, 6)
     prompts = draw(st.lists(st.integers(2, 40), min_size=n, max_size=n))
     heads = [draw(st.integers(0, p)) for p in prompts]
     keys = draw(st.lists(st.integers(1, 2), min_size=n, max_size=n))
     outs = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
     gaps = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
-    groups = f"full, window ({window})" if full else f"window ({window})"
-    cap = "max(prompt - 1, floor(computed / bs) * bs)"
     return f"""
 let bs = {bs};
 pool reqs {{ cap 4; queue fifo; admit via engine; }}
@@ -299,29 +322,12 @@ pool kv {{ cap {blocks} * bs; block bs; groups ({groups}); evict lru; share pref
 stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; self preemption continue; {ahead} }}
 stage gate : delay;
 workload {{ arrive batch({n}); }}
-session {{
-  set prompt = {per_serial(prompts)};
-  set o = {per_serial(outs)};
-  set key = {per_serial(keys)};
-  set head = {per_serial(heads)};
-  run gate ({per_serial(gaps)});
-  hold reqs (1), kv (hit + min(known - hit, budget_left(engine))) reserve (known)
-       reuse ({cap}) content (key : head)
-       at admission (known = computed < prompt ? prompt : computed + 1, hit = min(cachedin(kv), {cap})) {{
-    prefill (known - cached) growing kv;
-    decode (o - 1 - (known - prompt)) growing kv;
-  }} cache (prompt + o - 1);
-  observe done = now;
-  end;
-}}
-run {{ horizon 400; seed 1; }}
-"""
+""" + request_session(prompts, outs, gaps, keys, heads, "max(prompt - 1, floor(computed / bs) * bs)")
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(shared_grouped_programs())
 def test_generated_shared_grouped_programs_hold_the_invariants_and_both_engines_agree(source) -> None:
-    program, _ = compile_source(source, "<generated>")
+    program, mine, definition = walk_and_run(source)
     assert program.pools[1].share_prefixes and program.pools[1].groups
-    walk_with_invariants(program)
-    assert fast.run(program) == driver.run(program)
+    assert mine == definition

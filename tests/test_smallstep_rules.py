@@ -37,6 +37,34 @@ EXAMPLE_HORIZON, CAMPAIGN_HORIZON = 20.0, 200.0
 #: the campaign's record: per example, the rules its trace to CAMPAIGN_HORIZON applied
 EXAMPLE_RULES = ROOT / "docs" / "data" / "example_rules.json"
 
+
+def shared_request(kv: str, budget: int, gate: str, sets: str, content: str) -> str:
+    """A program of four requests through a step engine over a pool ``kv`` that shares prefixes, each hit
+    within its prompt less one and cached whole at its release (lib/vllm.sq's vllm_request with a content
+    clause): the programs "sharing" and "shared groups" below, which differ only in the pool's options, the
+    budget, the gaps before the requests, their sizes and their content."""
+    return f"""
+pool reqs {{ cap 2; queue fifo; admit via engine; }}
+pool kv {{ {kv} }}
+stage engine : step {{ budget {budget}; cost 1; chunk 0; serve admission; memory kv; }}
+stage gate : delay;
+workload {{ arrive batch(4); hidden o; }}
+session {{
+  run gate ({gate});
+  {sets}
+  hold reqs (1), kv (hit + min(prompt - hit, budget_left(engine))) reserve (prompt)
+       reuse (prompt - 1) content ({content})
+       at admission (hit = min(cachedin(kv), prompt - 1)) {{
+    prefill (prompt - cached) growing kv;
+    decode (o - 1) growing kv;
+  }} cache (prompt + o - 1);
+  observe hit = cached;
+  end;
+}}
+run {{ horizon 100; seed 1; }}
+"""
+
+
 #: Programs that between them apply every rule (text syntax).
 PROGRAMS = {
     # sessions, fifo / ps / delay stages, choose, branch, loop, observe, end, a closed workload
@@ -75,26 +103,8 @@ run { horizon 40; seed 2; }
 """,
     # a pool that shares prefixes (docs/design/shared-prefixes.md): hit, admit-shared, register, release-shared,
     # evict-shared
-    "sharing": """
-pool reqs { cap 2; queue fifo; admit via engine; }
-pool kv { cap 40; block 4; evict lru; preempt lifo; share prefixes; }
-stage engine : step { budget 16; cost 1; chunk 0; serve admission; memory kv; }
-stage gate : delay;
-workload { arrive batch(4); hidden o; }
-session {
-  run gate (serial * 2);
-  set prompt = 10 + 2 * serial; set o = 4; set key = serial < 3 ? 1 : 2;
-  hold reqs (1), kv (hit + min(prompt - hit, budget_left(engine))) reserve (prompt)
-       reuse (prompt - 1) content (key : 8)
-       at admission (hit = min(cachedin(kv), prompt - 1)) {
-    prefill (prompt - cached) growing kv;
-    decode (o - 1) growing kv;
-  } cache (prompt + o - 1);
-  observe hit = cached;
-  end;
-}
-run { horizon 100; seed 1; }
-""",
+    "sharing": shared_request("cap 40; block 4; evict lru; preempt lifo; share prefixes;", 16, "serial * 2",
+                              "set prompt = 10 + 2 * serial; set o = 4; set key = serial < 3 ? 1 : 2;", "key : 8"),
     # a pool with KV cache groups (docs/design/sliding-window.md): admit-groups, slide
     "groups": """
 pool reqs { cap 4; queue fifo; admit via engine; }
@@ -113,26 +123,9 @@ run { horizon 100; seed 1; }
 """,
     # a pool with KV cache groups that shares prefixes (docs/design/sliding-window.md §1 (c)): hit-groups,
     # admit-shared-groups, register-window, slide-shared
-    "shared groups": """
-pool reqs { cap 2; queue fifo; admit via engine; }
-pool kv { cap 64; block 4; groups (full, window (8)); evict lru; preempt lifo; share prefixes; }
-stage engine : step { budget 8; cost 1; chunk 0; serve admission; memory kv; }
-stage gate : delay;
-workload { arrive batch(4); hidden o; }
-session {
-  run gate (serial * 3);
-  set prompt = 20 + 3 * serial; set o = 6;
-  hold reqs (1), kv (hit + min(prompt - hit, budget_left(engine))) reserve (prompt)
-       reuse (prompt - 1) content (1 : 16)
-       at admission (hit = min(cachedin(kv), prompt - 1)) {
-    prefill (prompt - cached) growing kv;
-    decode (o - 1) growing kv;
-  } cache (prompt + o - 1);
-  observe hit = cached;
-  end;
-}
-run { horizon 100; seed 1; }
-""",
+    "shared groups": shared_request(
+        "cap 64; block 4; groups (full, window (8)); evict lru; preempt lifo; share prefixes;", 8, "serial * 3",
+        "set prompt = 20 + 3 * serial; set o = 6;", "1 : 16"),
     # growth under preempt lifo: grow, preempt (the victim's job leaves its stage)
     "growth": """
 pool kv { cap 12; block 4; preempt lifo; }

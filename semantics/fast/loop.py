@@ -134,12 +134,20 @@ def _pure(node) -> bool:
 
 
 def run(m: Machine, progress=None) -> RunResult:
-    """Run ``m``'s program (``applies(m)``) to its end: the RunResult the definition's run gives.
-    The collector is off while it runs, as in driver.run_machine."""
+    """Run ``m``'s program (``applies(m)``) to its end: the RunResult the definition's run gives."""
+    return run_walk(m, progress, _walk)
+
+
+def run_walk(m: Machine, progress, walk) -> RunResult | None:
+    """The RunResult of the configuration ``walk(m, progress)`` ends in, the collector off while it walks, as
+    in driver.run_machine; None when the walk returns None (the step loop met what it does not write out).
+    Shared by this loop's run and the step loop's."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        c = _walk(m, progress)
+        c = walk(m, progress)
+        if c is None:
+            return None
         result = build_result(m, c, c.time)
     finally:
         if collecting:
@@ -293,12 +301,12 @@ def _walk(m: Machine, progress):
             if s is None or s.status != READY:
                 continue
             quiet = MAX_QUIET_STATEMENTS
-            env = _new(Env)
+            # the session's attributes, statement and stream position, kept here while it runs (its record is
+            # built when it blocks, or for a local rule)
+            env = _new(Env)  # Env's fields set here, without a call of its constructor
             env.config = clock
             env.serial = serial
             env.stream = s.stream
-            # the session's attributes, statement and stream position, kept here while it runs (its record is
-            # built when it blocks, or for a local rule)
             attrs = env.attrs = s.attrs
             env.draws = s.draws
             pc = s.pc

@@ -30,13 +30,46 @@ def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) 
         check_evictions(m, c, q, need, stmt)  # the backstop's LimitError
     if allocated + cached + need <= cap + EPSILON or not entries:
         return c
+    # whole numbers of units (a block pool's usual counts): every sum and difference below is exact, so the
+    # run of pool/evict-block rules on one entry is computed at once (its count j, then j * block)
+    whole = bool(block) and _whole(block) and _whole(cap) and _whole(allocated) and _whole(need)
+    first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
+    # the first entry kept, with what is left of it (its record built once, not once per block evicted)
+    if first < len(entries) and left != entries[first].units:
+        entries = (_set_entry_units(entries[first], left),) + entries[first + 1:]
+    else:
+        entries = entries[first:]
+    c = mark_dirty(m, _set_pools(c, replace_at(c.pools, q, _set_entries_cached(pool, entries, cached))), q)
+    if c.time >= m.warmup:  # the counts (_count_evictions), each piece's units added one at a time
+        statistics = c.statistics
+        stats = statistics.pools[q]
+        stats = _set_evicted(stats, stats.evicted_entries + gone, add_evicted_units(stats.evicted_units, removed))
+        c = _set_statistics(c, _set_pool_stats(statistics, replace_at(statistics.pools, q, stats)))
+    return c
+
+
+#: below it every whole number is a float, and sums of three and differences of them are exact
+_EXACT = 2.0 ** 50
+
+
+def _whole(x) -> bool:
+    """Whether ``x`` is a whole number of magnitude below _EXACT."""
+    return -_EXACT < x < _EXACT and float(x).is_integer()
+
+
+def evict_lru(entries, block, cap, allocated, cached, need, whole: bool) -> tuple:
+    """The pool/evict-block and pool/evict-entry rules make_room applies one at a time to an lru pool that
+    spills nothing (always to the first entry, which keeps its place while it loses its tail), until the
+    need fits or no entry is left, computed in a loop with the same arithmetic in the same order; with
+    ``whole`` (the block, cap, allocated and need whole numbers) a run of pool/evict-block rules on one entry
+    is computed at once. Shared by make_room_lru and the step loop's _Run._make_room. Returns (first, left,
+    cached, removed, gone): the entries before ``first`` are evicted, ``left`` is what is left of the first
+    entry kept, ``cached`` the pool's cached units after, ``removed`` the pieces evicted as (units, times)
+    and ``gone`` the number of entries evicted."""
     removed, gone = [], 0
     n = len(entries)
     first = 0  # the entries before it are evicted
     left = entries[0].units  # what is left of the first entry
-    # whole numbers of units (a block pool's usual counts): every sum and difference below is exact, so the
-    # run of pool/evict-block rules on one entry is computed at once (its count j, then j * block)
-    whole = bool(block) and _whole(block) and _whole(cap) and _whole(allocated) and _whole(need)
     while allocated + cached + need > cap + EPSILON and first < n:
         if block and left - block > EPSILON:  # pool/evict-block
             if whole and _whole(cached) and _whole(left):
@@ -57,36 +90,22 @@ def make_room_lru(m: Machine, c: Configuration, q: int, need: float, stmt=None) 
             cached = cached - units
             removed.append((units, 1))
             gone += 1
-    # the first entry kept, with what is left of it (its record built once, not once per block evicted)
-    if first < n and left != entries[first].units:
-        entries = (_set_entry_units(entries[first], left),) + entries[first + 1:]
-    else:
-        entries = entries[first:]
-    c = mark_dirty(m, _set_pools(c, replace_at(c.pools, q, _set_entries_cached(pool, entries, cached))), q)
-    if c.time >= m.warmup:  # the counts (_count_evictions), each piece's units added one at a time
-        statistics = c.statistics
-        stats = statistics.pools[q]
-        units = stats.evicted_units
-        for r, times in removed:
-            if times == 1:
+    return first, left, cached, removed, gone
+
+
+def add_evicted_units(units, removed: list):
+    """``units`` with evict_lru's pieces added one at a time, as the rules count them (_count_evictions); a
+    piece evicted ``times`` times at once is added as one product when every number is whole (the same sum,
+    exact either way)."""
+    for r, times in removed:
+        if times == 1:
+            units += r
+        elif _whole(units) and _whole(r) and abs(units) + r * times < _EXACT:
+            units += r * times
+        else:
+            for _ in range(times):
                 units += r
-            elif _whole(units) and _whole(r) and abs(units) + r * times < _EXACT:
-                units += r * times  # whole numbers: the same sum, exact either way
-            else:
-                for _ in range(times):
-                    units += r
-        stats = _set_evicted(stats, stats.evicted_entries + gone, units)
-        c = _set_statistics(c, _set_pool_stats(statistics, replace_at(statistics.pools, q, stats)))
-    return c
-
-
-#: below it every whole number is a float, and sums of three and differences of them are exact
-_EXACT = 2.0 ** 50
-
-
-def _whole(x) -> bool:
-    """Whether ``x`` is a whole number of magnitude below _EXACT."""
-    return -_EXACT < x < _EXACT and float(x).is_integer()
+    return units
 
 
 #: make_room_by's mark, in a memo of keys, that some key it holds is NaN

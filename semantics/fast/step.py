@@ -325,12 +325,7 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
     stats = c.statistics
     old = stats.engines[s]
     assigned = it.assigned
-    prefills = decodes = 0
-    for a in assigned:
-        if a.mode == PREFILL:
-            prefills += 1
-        elif a.mode == DECODE:
-            decodes += 1
+    prefills, decodes = count_modes(assigned)
     new = build(StepStats, (old.iterations + 1, old.prefill_only + (1 if prefills and not decodes else 0),
                             old.decode_only + (1 if decodes and not prefills else 0),
                             old.mixed + (1 if prefills and decodes else 0), old.empty + (1 if not assigned else 0),
@@ -338,6 +333,19 @@ def close_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                             old.scheduled + len(assigned), old.offered + it.budget, old.preemptions))
     return _set_stages_events_sequence_statistics(c, stages, events, c.sequence + 1,
                                                   _set_engines(stats, replace_at(stats.engines, s, new)))
+
+
+
+def count_modes(assigned) -> tuple[int, int]:
+    """How many of an iteration's assignments prefill and how many decode (step._count_iteration's counts), in
+    one pass; shared by close_iteration and the step loop's _Run._close."""
+    prefills = decodes = 0
+    for a in assigned:
+        if a.mode == PREFILL:
+            prefills += 1
+        elif a.mode == DECODE:
+            decodes += 1
+    return prefills, decodes
 
 
 # -- the iteration's end -------------------------------------------------------------------------------------------
