@@ -305,8 +305,8 @@ def check_kv_groups(data: dict, at: Callable[..., Span]) -> None:
 def refuse_kv_groups(data: dict, at: Callable[..., Span]) -> None:
     """The located refusal of a scenario with sliding-window KV cache groups that serq-ref's model does not
     cover yet: beside speculative decoding or remote KV; answered without it, it would be another deployment's
-    answer. With prefix caching the KV pool shares prefixes (``_with_shared_groups``): the hit in every group
-    and the window group's sparse registration (docs/design/sliding-window.md, section 1 (c))."""
+    answer. With prefix caching the KV pool shares prefixes (lib/vllm.sq's `share prefixes when (...)`): the hit
+    in every group and the window group's sparse registration (docs/design/sliding-window.md, section 1 (c))."""
     if not has_kv_groups(data):
         return
     if spec_tokens_of(data) or has_remote(data):
@@ -598,11 +598,10 @@ def compile_scenario(data: dict, path: str = "<scenario>", verdicts: bool = Fals
         if sets["spec_lookahead"] > 0:  # vLLM allocates the lookahead with a waiting request's first tokens
             items = replace_hold_units(items, REQUEST_DEF, KV_POOL, _with_lookahead)  # the library's KV_UNITS
         items = _with_speculation(items, INIT_SETS + (("priority", "arrival") if has_limits(data) else ()))
-    if has_kv_groups(data) and data.get("prefix_caching") and not has_segments(data):
-        items = _with_shared_groups(items)
-    if offload.has_offload(data) and not has_segments(data):  # the CPU tier is keyed by the blocks' content
-        items = replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
-                                                                                      FRAGMENT))
+    # KV cache groups with prefix caching, and a CPU tier (keyed by the blocks' content): lib/vllm.sq's KV pool
+    # shares prefixes itself there (its `share prefixes when (...)`, switched by the sets above), so the program
+    # is the one a user gets with --set sliding_window=W or offload_chunks=N (docs/design/sliding-window.md
+    # section 1 (c), docs/design/cpu-offloading.md)
     if has_segments(data):
         if spec_tokens_of(data):
             raise ProgramError("a scenario with prompt_segments and `spec_tokens`: serq-ref models prefixes shared "
@@ -670,14 +669,14 @@ def segment_keys(data: dict) -> dict:
 
 def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
     """The scenario program with its shared prompt heads written in (docs/design/shared-prefixes.md, section
-    6): with prefix caching, the KV pool shares prefixes, ``vllm_request``'s hold says its content (each
+    6): with prefix caching, the KV pool shares prefixes (lib/vllm.sq's conditional clause replaced by an
+    unconditional one), ``vllm_request``'s hold says its content (each
     session's segments as attributes, ``_segment_pairs``) and its hit is capped only by vLLM's last-token
     cap (hitmax = prompt - 1, the reuse rounding it down to blocks); with or without, the prefix the first
     admission hit is observed (``first_hit``, the answer's ``cached``)."""
     n = max_segments(data)
     if data.get("prefix_caching"):
-        items = replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
-                                                                                      FRAGMENT))
+        items = replace_pool_option(items, KV_POOL, "share_prefixes", parse_pool_options("share prefixes;", FRAGMENT))
         segments = ", ".join(f"{SEGMENT_KEY}{j} : {SEGMENT_LENGTH}{j}" for j in range(n))
         content = parse_content(segments, FRAGMENT)
         items = set_hold_content(items, REQUEST_DEF, content)
@@ -689,16 +688,6 @@ def _with_segments(items: Items, data: dict, init: tuple[str, ...]) -> Items:
                               parse_stmts(f"observe {FIRST_HIT} = {first};", FRAGMENT))
     sets = " ".join(f"set {SEGMENT_KEY}{j} = 0; set {SEGMENT_LENGTH}{j} = 0;" for j in range(n))
     return append_to_init(items, init, parse_stmts(sets, FRAGMENT))
-
-
-def _with_shared_groups(items: Items) -> Items:
-    """The scenario program of KV cache groups with prefix caching and no shared content: the KV pool shares
-    prefixes, each request's tokens its own (docs/design/sliding-window.md, section 1 (c)): the one hit is a
-    preempted request's own on its resumption, in every group, and a window group registers only the blocks
-    ending at its prompt's last boundary (vLLM 0.33.0 kv_cache_coordinator.py:65-87, 806-941). A session's own
-    cached prefix (seed 002's) knows no window group's sparse registration."""
-    return replace_pool_option(items, KV_POOL, "evict_lru", parse_pool_options("evict lru; share prefixes;",
-                                                                               FRAGMENT))
 
 
 def _segment_pairs(slot, data: dict, r: dict) -> tuple:

@@ -92,3 +92,41 @@ def test_content_reads_the_at_admission_bindings(capsys, tmp_path):
     data = ir_of(capsys, tmp_path, text)
     hold = next(s["Hold"] for b in data["blocks"] for s in b if isinstance(s, dict) and "Hold" in s)
     assert hold["content"][0][0] == {"Binary": ["Add", {"Attr": 9}, {"Num": 1.0}]}
+
+
+# `share prefixes when (e);`: a constant condition, as `schedule ahead when (e)` and `defer free when (e)` take
+# (examples/lib/vllm.sq writes it so --set offload_chunks / sliding_window switch it on); 0 is off.
+SWITCHED = PROGRAM.replace("pool kv {", "let sharing = 1;\npool kv {").replace(
+    " share prefixes;", " share prefixes when (sharing > 0);")
+
+
+def test_share_prefixes_when_on_off_and_switched_by_set(capsys, tmp_path):
+    data = ir_of(capsys, tmp_path, PROGRAM.replace(" share prefixes;", " share prefixes when (1);"))
+    assert data["pools"][0]["share_prefixes"] is True
+    unshared = PROGRAM.replace(" share prefixes;", " share prefixes when (2 - 2);").replace(
+        " content (sys : 32, 2 : 16)", "")
+    assert "share_prefixes" not in json.dumps(ir_of(capsys, tmp_path, unshared))
+    assert ir_of(capsys, tmp_path, SWITCHED)["pools"][0]["share_prefixes"] is True
+    path = write(tmp_path, SWITCHED.replace(" content (sys : 32, 2 : 16)", ""))
+    code, out, err = run_cli(capsys, "ir", path, "--set", "sharing=0")
+    assert code == 0, err
+    assert "share_prefixes" not in out
+    # switched off, the content clause has no sharing pool: the link error names it, as with no option at all
+    code, out, err = run_cli(capsys, "check", write(tmp_path, SWITCHED, "s.sq"), "--set", "sharing=0")
+    assert code == 1 and "none of whose pools shares prefixes" in err
+
+
+def test_fmt_keeps_the_condition_as_written(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "fmt", write(tmp_path, SWITCHED))
+    assert code == 0, err
+    assert "  share prefixes when (sharing > 0);\n" in out
+    code, again, _ = run_cli(capsys, "fmt", write(tmp_path, out, "q.sq"))
+    assert code == 0 and again == out
+
+
+def test_a_condition_that_is_not_constant_is_a_located_error(capsys, tmp_path):
+    path = write(tmp_path, PROGRAM.replace(" share prefixes;", " share prefixes when (sys);"))
+    code, out, err = run_cli(capsys, "check", path)
+    assert code == 1 and out == ""
+    assert f"{path}:1:63: error: pool `kv`: the condition of `share prefixes` must be a constant" in err
+    assert "Traceback" not in err and "^" in err

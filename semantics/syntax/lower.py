@@ -283,7 +283,12 @@ class Lowering:
             if not stage_spec.is_step:
                 raise ProgramError(f"pool `{spec.name}`: `admit via {path.dotted}` needs a step stage, and "
                                    f"`{path.dotted}` is a {stage_spec.kind.kind} stage", path.span)
-        groups = self.lower_groups(spec.name, options["groups"], block, "share" in options) \
+        shares = False
+        if "share" in options:  # ``share prefixes [when (e)];``: on, or, with a constant condition that is 0, off
+            (condition,) = options["share"].values
+            shares = condition is None or bool(arithmetic.is_true(evaluate_constant(
+                condition, self.lets, f"pool `{spec.name}`: the condition of `share prefixes`")))
+        groups = self.lower_groups(spec.name, options["groups"], block, shares) \
             if "groups" in options else ()
         members = []
         for member in range(spec.count):
@@ -292,7 +297,7 @@ class Lowering:
                 admit_via = self.pair_member(admit, member, spec.count, spec.name, "admit via", options["admit"].span)
             members.append(ir.Pool(spec.name, member if spec.family else None, cap, block, evict, preempt, queue,
                                    spill, admit_via, "Key" if "requeue" in options else "Head",
-                                   "share" in options, groups))
+                                   shares, groups))
         return members
 
     def lower_groups(self, pool: str, option: ast.Option, block: float | None, shares: bool) -> tuple[ir.KvGroup, ...]:

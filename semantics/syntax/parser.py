@@ -235,7 +235,8 @@ class BuildAst(Transformer):
         return ast.Option("requeue_key", (), span=self.span(meta))
 
     def opt_share_prefixes(self, meta, c):
-        return ast.Option("share_prefixes", (), span=self.span(meta))
+        # values: the `when` condition or None
+        return ast.Option("share_prefixes", (c[0],), span=self.span(meta))
 
     def opt_groups(self, meta, c):
         # values: the groups, each an Option "full" (its condition or None) or "window" (W, its condition or None)

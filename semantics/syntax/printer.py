@@ -466,7 +466,7 @@ VALUE_OPTIONS = {"opt_cap": "cap", "opt_block": "block", "step_budget": "budget"
 #: Option clauses that are fixed words.
 WORD_OPTIONS = {"opt_evict_lru": "evict lru;", "opt_preempt_none": "preempt none;",
                 "opt_preempt_lifo": "preempt lifo;", "opt_queue_fifo": "queue fifo;",
-                "opt_requeue_key": "requeue by key;", "opt_share_prefixes": "share prefixes;",
+                "opt_requeue_key": "requeue by key;",
                 "step_serve_admission": "serve admission;", "step_serve_decode_first": "serve decode first;",
                 "step_serve_exclusive": "serve exclusive prefill;", "wl_none": "arrive none;"}
 #: Options with a parenthesised list of keys.
@@ -656,6 +656,9 @@ class Printer:
             rule, *condition = subtrees(t)
             return ["self preemption ", "continue" if rule.data == "self_continue" else "end",
                     [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
+        if kind == "opt_share_prefixes":
+            condition = subtrees(t)
+            return ["share prefixes", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
         if kind == "step_schedule_ahead":
             condition = subtrees(t)
             return ["schedule ahead", [" when (", self.expr(condition[0]), ")"] if condition else [], ";"]
