@@ -87,18 +87,10 @@ def offload_sets(data: dict) -> dict[str, float]:
 
 def refuse_unmodelled(data: dict, at: Callable[..., Span]) -> None:
     """The located refusal of what the model of the tier leaves out (docs/design/cpu-offloading.md, section 7):
-    a one-token prompt in blocks of one token, which vLLM 0.33.0 may load from the tier for ever (promoted to
-    num_tokens - 1 = 0 computed tokens, looked up again as a new request: section 1.7; the recorded answer is
-    "stalled"), and the limits and priorities the corpus never combines with the tier."""
+    the limits and priorities the corpus never combines with the tier. (A one-token prompt in blocks of one
+    token, which vLLM 0.33.0 loads from the tier for ever, is modelled: offload/reload, section 1.7.)"""
     if not has_offload(data):
         return
-    if data.get("block_size") == 1:
-        for k, r in enumerate(data.get("requests") or ()):
-            if isinstance(r, dict) and r.get("prompt") == 1:
-                raise ProgramError("serq-ref does not model a one-token prompt with CPU offloading in blocks of one "
-                                   "token: vLLM 0.33.0 loads it from the tier and promotes it to no computed token, "
-                                   "then looks it up again, for ever (docs/design/cpu-offloading.md, section 1.7)",
-                                   at("requests", k, "prompt"))
     for key in ("policy", "max_model_len", "watermark"):
         if key in data:
             raise ProgramError(f"serq-ref does not model CPU offloading with `{key}` (docs/design/cpu-offloading.md, "

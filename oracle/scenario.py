@@ -926,10 +926,13 @@ def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None =
     from semantics.fast import run  # the oracle runs the fast engine (issue 22 §1); the digest holds it to the definition
 
     program = scenario_program(data, path, older_rule=older_rule_for(path, older_rule), text=text)
+    stall = None
     if offload.has_offload(data):  # the engine steps while the CPU tier's transfers are in flight
-        result, until, whole = _run_offload(program)
+        result, until, whole, stall = _run_offload(program, data)
     else:
         result, until, whole = run(program), 0.0, set()
+    if stall is not None:  # vLLM 0.33.0's one-token livelock: the driver ends the run as stalled
+        return _stalled_answer(data, result, program, whole, stall)
     if result.ended < len(data["requests"]):
         raise ProgramError(f"{path}: {len(data['requests']) - result.ended} request(s) did not finish by the horizon "
                            f"{result.horizon:g} steps", Span(path, 1, 1))
@@ -947,7 +950,7 @@ def run_scenario(data: dict, path: str = "<scenario>", older_rule: bool | None =
     return answer
 
 
-def _run_offload(program: ir.Program):
+def _run_offload(program: ir.Program, data: dict):
     """The run of a scenario program with a CPU tier (by the definition: the fast engine has no form of it), the
     end of its engine's last iteration formed while a transfer was in flight (0: none): vLLM's engine steps
     while its offloading connector has jobs (has_pending_push_work), and the driver counts those steps; and the
@@ -958,12 +961,63 @@ def _run_offload(program: ir.Program):
 
     m = build_machine(program)
     last = None
-    for last in walk(m, every=False):
-        pass
+    # the driver's stall (oracle/real/driver.py): an iteration T that scheduled nothing, after which no transfer
+    # is in flight and only loads of no chunk were reported, every live session a parked load
+    busy: dict[int, bool] = {}
+    seen: dict[int, tuple] = {}  # stage -> (iteration number, the tier's jobs then)
+    formed: dict[int, float] = {}  # iteration number -> the time it was formed
+    stall = None
+    for last in walk(m, every=True):
+        for s, st in enumerate(last.stages):
+            tier = getattr(st, "tier", None)
+            if tier is None or st.iteration is None:
+                continue
+            n = st.iteration.number
+            formed.setdefault(n, last.time)  # its step: the time it is formed at, plus one
+            busy[n] = busy.get(n, False) or bool(st.iteration.assigned or st.iteration.preempted)
+            before = seen.get(s)
+            if before is not None and before[0] == n - 1:
+                jobs = before[1]
+                parked = {load.serial for load in st.loads}
+                if all(j.due <= n for j in jobs) and all(j.load and not j.keys for j in jobs if j.due == n) \
+                        and not busy.get(n - 1, True) and last.sessions and set(last.sessions.keys()) <= parked:
+                    stall = _stall(data, build_result(m, last, last.time), int(formed[n - 1]) + 1)
+                    if stall is not None:  # the driver's end: vLLM would load it for ever
+                        break
+            seen[s] = (n, tier.jobs)
+        if stall is not None:
+            break
     tiers = [st.tier for st in last.stages if getattr(st, "tier", None) is not None]
     until = max((tier.until for tier in tiers), default=0.0)
     whole = {serial for tier in tiers for serial in tier.whole}
-    return build_result(m, last, last.time), until, whole
+    return build_result(m, last, last.time), until, whole, stall
+
+
+def _stall(data: dict, result, t: int) -> int | None:
+    """The step at which the driver ends a run of a request that loads for ever as stalled (oracle/real/driver.py:
+    nothing scheduled, no finished ids, nothing to arrive, no transfer in flight and no load of some chunk
+    reported: oracle/real/offload.py); None when every request finished."""
+    by_name = {o.name: o for o in result.observes}
+    done = [time for time, _, _, _ in by_name["done"].samples]
+    arrive = max((float(r.get("arrive", 0)) for r in data["requests"]), default=0.0)
+    least = max(max(done, default=-1.0) + 2, arrive)
+    return t if t >= least else None
+
+
+def _stalled_answer(data: dict, result, program: ir.Program, whole: set, stall: int) -> dict:
+    """The answer of a run the driver ends as stalled: the finished requests' steps, ``steps`` the stall's step,
+    its ``status`` and the ``unfinished`` requests (those never admitted to run: their ``cached`` left out)."""
+    answer = answer_of(result, program, data)
+    answer["steps"] = stall
+    unfinished = [str(i) for i in range(len(data["requests"])) if str(i) not in answer["done"]]
+    for serial in whole:
+        if str(serial) in answer.get("cached", {}):
+            answer["cached"][str(serial)] += 1
+    if "cached" in answer:
+        answer["cached"] = {k: v for k, v in answer["cached"].items() if k not in unfinished}
+    answer["status"] = f"stalled at step {stall}: nothing schedulable and nothing to come"
+    answer["unfinished"] = unfinished
+    return answer
 
 
 def run_ir(path: str) -> dict:

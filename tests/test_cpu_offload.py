@@ -90,21 +90,10 @@ def test_an_offload_scenario_is_answered_with_its_tier_as_vllm_answers_it(capsys
     assert code == 1 and "steps: recorded 6, serq-ref 5" in out + err
 
 
-def test_what_the_model_leaves_out_is_refused_located(capsys, tmp_path) -> None:
-    # a one-token prompt in blocks of one token: vLLM loads it from the tier for ever (section 1.7)
-    data = json.loads(json.dumps(SCENARIO))
-    data["block_size"] = 1
-    data["requests"][1]["prompt"] = 1
-    path = tmp_path / "one.json"
-    path.write_text(json.dumps(data, indent=1))
-    code, out, err = cli(capsys, "oracle", "run", str(path))
-    assert code == 1 and out == "" and "Traceback" not in err
-    assert err.splitlines()[0].startswith(f"{path}:") and "one-token prompt" in err.splitlines()[0]
-    assert '"prompt": 1' in err.splitlines()[1] and err.splitlines()[2].strip() == "^"
-    # the hand-made cases: six answered as vLLM answers them, the one-token one refused and counted failed
+def test_the_hand_made_cases_are_answered_as_vllm_answers_them(capsys) -> None:
+    # six finished, and the one-token one stalled where the driver stalls it (section 1.7)
     code, out, err = cli(capsys, "oracle", "check", str(CASES))
-    assert code == 1 and "6 passed, 1 failed" in out + err
-    assert "one_token_loads_forever.json: serq-ref stopped: serq-ref does not model a one-token prompt" in out + err
+    assert code == 0 and "7 passed, 0 failed" in out + err
 
 
 def test_pyserq_reports_offloading_unsupported() -> None:

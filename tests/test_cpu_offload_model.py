@@ -2,7 +2,8 @@
 `offload to (N) load after (L) store after (S);`, rules offload/land, offload/lookup,
 offload/wait, offload/park, offload/store with step/load and step/promote): a slice of
 the corpus oracle/data/campaign/cpu-offload.jsonl (vLLM 0.33.0's answers) replayed
-without vLLM; the two cases vLLM never finishes refused, located; programs drawn over
+without vLLM; the two cases vLLM never finishes stalled where the driver stalls them
+(offload/reload); programs drawn over
 the option's range (tiers from one chunk, delays from 0, pools and budgets tight and
 loose, shared and own prompts, schedule ahead and defer free on and off) hold the
 run invariants after every rule, the tier's among them (semantics/smallstep/
@@ -12,6 +13,7 @@ examples/pools/cpu_offload.sq, which gives vLLM 0.33.0's answer to its scenario.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -39,10 +41,11 @@ RETRIEVAL = ROOT / "tests" / "data" / "cpu_offload_example" / "retrieval.json"
 STEP_CLOCK = {"c_it": 1.0, "d_decoder": 0.0, "e_context": 0.0, "a_prefill": 0.0, "b_attention": 0.0, "gap": 2.0,
               "until": 1000.0}
 
-#: The cases vLLM 0.33.0 never finishes (a one-token prompt loaded for ever, section 1.7), refused.
-REFUSED = (190, 1786)
+#: The cases vLLM 0.33.0 never finishes (a one-token prompt loaded for ever, section 1.7): the driver ends them
+#: as stalled, and so does the harness (offload/reload).
+STALLED = (190, 1786)
 #: Every 50th case of the corpus, and cases that load, wait and flush (found by tracing the corpus).
-SLICE = tuple(i for i in range(0, 2000, 50) if i not in REFUSED) + (144, 1239, 1646)
+SLICE = tuple(i for i in range(0, 2000, 50) if i not in STALLED) + (144, 1239, 1646)
 
 
 def corpus_records(indices) -> dict[int, dict]:
@@ -55,7 +58,7 @@ def corpus_records(indices) -> dict[int, dict]:
     return out
 
 
-RECORDS = corpus_records(SLICE + REFUSED)
+RECORDS = corpus_records(SLICE + STALLED)
 
 
 @pytest.mark.parametrize("index", SLICE, ids=[f"case{i}" for i in SLICE])
@@ -72,13 +75,23 @@ def test_the_slice_loads_from_the_tier_on_both_engines() -> None:
     assert any(RECORDS[i]["answer"]["offload"]["evicted"] for i in SLICE)
 
 
-@pytest.mark.parametrize("index", REFUSED)
-def test_the_cases_vllm_never_finishes_are_refused_located(index) -> None:
+@pytest.mark.parametrize("index", STALLED)
+def test_the_cases_vllm_never_finishes_stall_where_the_driver_ends_them(index) -> None:
     record = RECORDS[index]
-    assert record["answer"]["status"].startswith("stalled")
-    with pytest.raises(ProgramError) as info:
-        run_scenario(record["case"], f"cpu-offload.jsonl#{index}")
-    assert "one-token prompt" in info.value.message and info.value.span is not None
+    answer = run_scenario(record["case"], f"cpu-offload.jsonl#{index}")
+    assert differences(f"#{index}", record["answer"], answer) == []
+    for key in ("status", "unfinished", "steps"):
+        assert answer[key] == record["answer"][key]
+    assert answer["status"].startswith("stalled")
+
+
+def test_a_one_token_prompt_is_looked_up_again_by_the_rules() -> None:
+    # section 1.7: promoted to no computed token, the session is looked up again and loads no chunk, again and
+    # again (offload/reload), its hold never run; the run bounded (vLLM's never ends: the driver stops it)
+    case = json.loads((ROOT / "tests" / "data" / "cpu_offload" / "one_token_loads_forever.json").read_text())
+    program = dataclasses.replace(scenario_program(case), horizon=14.0)
+    rules = walk_with_invariants(program)
+    assert rules.count("offload/reload") >= 5 and rules.count("step/promote") == 0
 
 
 def test_a_load_the_rules_name_and_the_tier_holds_its_invariants() -> None:

@@ -285,13 +285,18 @@ def remote_load_program():
 
 
 def offload_programs():
-    """Two of tests/data/cpu_offload's hand-made scenarios (answered by vLLM 0.33.0): a prefix the GPU evicted
-    loaded back from the CPU tier, and a request that waits for a store of its prefix (offload/land,
-    offload/lookup, offload/wait, offload/park, offload/store; docs/design/cpu-offloading.md)."""
+    """Three of tests/data/cpu_offload's hand-made scenarios (answered by vLLM 0.33.0): a prefix the GPU evicted
+    loaded back from the CPU tier, a request that waits for a store of its prefix (offload/land,
+    offload/lookup, offload/wait, offload/park, offload/store), and a one-token prompt loaded again and again
+    (offload/reload; its run bounded at step 14: vLLM's never ends; docs/design/cpu-offloading.md)."""
+    import dataclasses
+
     from oracle.scenario import scenario_program
 
     for name in ("load_back", "store_pending_waits"):
         yield scenario_program(json.loads((ROOT / "tests" / "data" / "cpu_offload" / f"{name}.json").read_text()))
+    one = json.loads((ROOT / "tests" / "data" / "cpu_offload" / "one_token_loads_forever.json").read_text())
+    yield dataclasses.replace(scenario_program(one), horizon=14.0)
 
 
 def all_printed(examples: dict[str, list[str]]) -> set[str]:

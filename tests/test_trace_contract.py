@@ -11,6 +11,7 @@ say about the run.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import pathlib
@@ -95,6 +96,8 @@ def _sample_records() -> list[dict]:
     for name in ("load_back", "store_pending_waits", "load_in_flight"):  # offload to: the CPU tier's rules
         records += _records(scenario_program(json.loads((ROOT / "tests" / "data" / "cpu_offload" / f"{name}.json")
                                                         .read_text())))
+    one = json.loads((ROOT / "tests" / "data" / "cpu_offload" / "one_token_loads_forever.json").read_text())
+    records += _records(dataclasses.replace(scenario_program(one), horizon=14.0))  # offload/reload (bounded)
     return records
 
 

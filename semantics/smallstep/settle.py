@@ -200,6 +200,11 @@ def form_iteration(m: Machine, c: Configuration, s: int) -> Configuration:
                 continue
             if not it.preempted:
                 load = step.next_promotion(m, c, s) if c.stages[s].loads else None
+                again = offload.reloads(m, c, s, load) if load is not None else None
+                if again is not None and step.promotion_fits(m, c, s, load):
+                    # offload to: promoted to no computed token, it is looked up again and loads again
+                    c = offload.reload(m, c, s, load, again)
+                    continue
                 if load is not None:  # load remote: a parked load whose transfer is done, before any queue
                     c = step.promote(m, c, s, load) if step.promotion_fits(m, c, s, load) else \
                         step.promote_stop(m, c, s, load)

@@ -167,6 +167,7 @@ FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "offload/lookup": (_STAGE, ("session", INT), ("local", INT), ("chunks", INT), ("wait", BOOL)),
     "offload/wait": (_STAGE, ("session", INT), ("why", WAIT_WHY)),
     "offload/park": (_STAGE, ("session", INT), ("chunks", INT), ("due", INT)),
+    "offload/reload": (_STAGE, ("session", INT), ("chunks", INT), ("wait", BOOL), ("due", INT)),
     "offload/store": (_STAGE, ("iteration", INT), ("offered", INT), ("stored", INT), ("evicted", INT),
                       ("dropped", INT), ("flushed", INT), ("finished", INT)),
 }

@@ -485,3 +485,63 @@ def store_due(m: Machine, c: Configuration, s: int) -> bool:
         return False
     it = c.stages[s].iteration
     return bool(it.assigned) or bool(tier.jobs) or bool(finished_sessions(m, c, s))
+
+
+# -- a promotion to no computed token: looked up again (vLLM 0.33.0's one-token livelock) -------------------------
+
+
+def reloads(m: Machine, c: Configuration, s: int, load) -> Found | None:
+    """The premise of offload/reload for the parked load ``load`` whose transfer is done: its hold's position on
+    the memory is 0 (it loaded its whole prompt, of one block of one token: promoted to num_tokens - 1 = 0
+    computed tokens, scheduler.py:3515-3516) and the tier still has its prompt's chunks from the first on (the
+    lookup of a new request: the local hit is capped at num_tokens - 1 = 0); None otherwise (step/promote: it
+    computes its token)."""
+    tier = _tier(c, s)
+    if tier is None:
+        return None
+    p = m.steps[s].memory
+    bs = m.block_sizes[p]
+    session = c.sessions[load.serial]
+    h, k = innermost_hold(session, p)
+    if session.holds[h].allocations[k].position > EPSILON:
+        return None
+    request = tier.requests.get(load.serial)
+    if request is None:
+        return None
+    found = 0
+    pending = False
+    for b in range(int(request.prompt // bs + EPSILON)):
+        chunk = tier.chunks.get(identity(request.content, load.serial, b, bs))
+        if chunk is None:
+            break
+        found += 1
+        pending = pending or not chunk.ready
+    if found == 0:
+        return None
+    loading = {key for j in tier.jobs if j.load for key in j.keys}
+    if pending or any(identity(request.content, load.serial, b, bs) in loading for b in range(found)):
+        return Found(0, found, True, "pending" if pending else "loading")
+    return Found(0, found, False, "")
+
+
+@rule("offload/reload", "on a stage with a CPU tier, the first parked load whose transfer is done, whose hold's position is 0 (it loaded its whole prompt of one token) and whose chunks the tier still has, is not promoted: it is looked up again as a new request, found, and parked again with a load job of no chunk (its blocks are cached: nothing to copy), due L + 1 iterations later (L + 2 under schedule ahead); if a chunk found is being written or read by another load it waits one iteration; the iteration goes on",
+      "serq-ref extension (docs/design/cpu-offloading.md, section 1.7): vLLM 0.33.0 promotes it to num_tokens - 1 = 0 computed tokens (scheduler.py:3515-3516), so the waiting loop, which takes a promoted request to have some (:1265-1266), looks it up as a new one (:1110, :1129-1151); the connector offers the whole prompt again and update_state_after_alloc makes a load job of no chunks, every block already hashed (offloading/scheduler.py:1351-1500): the request never runs")
+def reload(m: Machine, c: Configuration, s: int, load, found: Found) -> Configuration:
+    facts = m.steps[s]
+    st = c.stages[s]
+    number = st.iteration.number
+    tier = st.tier
+    request = tier.requests[load.serial]
+    if found.wait:
+        due = number + 1
+    else:
+        due = number + facts.offload_load_delay + (2 if facts.ahead else 1)
+        job = Job(tier.next_job, load.serial, True, (), due)
+        tier = tier._replace(requests=tier.requests.set(load.serial, request._replace(stored=found.chunks)),
+                             jobs=tier.jobs + (job,), next_job=tier.next_job + 1)
+    st = st._replace(loads=tuple(x._replace(due=due) if x.serial == load.serial else x for x in st.loads), tier=tier)
+    c = c._replace(stages=replace_at(c.stages, s, st))
+    if m.observer:
+        m.notify("offload/reload", c, {"stage": m.stage_name(s), "session": load.serial, "chunks": found.chunks,
+                                       "wait": found.wait, "due": due})
+    return c
