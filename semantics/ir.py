@@ -20,7 +20,7 @@ positional (``Cond.then``/``Cond.otherwise``, ``Branch.then_block``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Union
 
 from .irspec import (BOOL, INDEX, NEWTYPE, NUMBER, STR, STRUCT, TUPLE, UNIT, Absent, Const, Def, Enum, List, Opt,
@@ -726,3 +726,19 @@ BUILTIN_SLOTS: dict[str, int] = {
 
 #: ``preempt lifo``'s keys (FORMAT.md): [-admission], the last admitted first.
 LIFO_KEYS = (Unary("Neg", Ctx("Admission")),)
+
+
+def walk(root):
+    """Every node under ``root`` (itself included): each IR record, tuple,
+    list and dict met, and its fields' values, depth first, the last field
+    first (a stack): what a search of the IR for a kind of node reads."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if is_dataclass(node) and not isinstance(node, type):
+            stack.extend(getattr(node, f.name) for f in fields(node))
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            stack.extend(node.values())

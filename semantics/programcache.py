@@ -199,19 +199,6 @@ def prune(directory: str) -> None:
 
 def draws_empirical(program) -> bool:
     """Whether any node of the IR ``program`` is a ``~empirical`` draw."""
-    import dataclasses
-
     from . import ir
 
-    stack = [program]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ir.Sample) and node.dist == "Empirical":
-            return True
-        if dataclasses.is_dataclass(node) and not isinstance(node, type):
-            stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
-        elif isinstance(node, (tuple, list)):
-            stack.extend(node)
-        elif isinstance(node, dict):
-            stack.extend(node.values())
-    return False
+    return any(isinstance(node, ir.Sample) and node.dist == "Empirical" for node in ir.walk(program))

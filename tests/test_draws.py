@@ -104,17 +104,7 @@ def test_a_program_draws_them_and_fmt_schema_and_codec_keep_them():
 
 
 def _exprs(node):
-    import dataclasses
-
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ir.Sample):
-            yield n
-        if dataclasses.is_dataclass(n) and not isinstance(n, type):
-            stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
-        elif isinstance(n, (tuple, list)):
-            stack.extend(n)
+    return (n for n in ir.walk(node) if isinstance(n, ir.Sample))
 
 
 def test_a_run_of_them_is_its_closed_forms(capsys, tmp_path):

@@ -74,17 +74,7 @@ def test_the_program_compiles_the_columns_values_into_the_ir(tmp_path):
 
 
 def _samples(node):
-    import dataclasses
-
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ir.Sample):
-            yield n
-        if dataclasses.is_dataclass(n) and not isinstance(n, type):
-            stack.extend(getattr(n, f.name) for f in dataclasses.fields(n))
-        elif isinstance(n, (tuple, list)):
-            stack.extend(n)
+    return (n for n in ir.walk(node) if isinstance(n, ir.Sample))
 
 
 def test_a_run_has_the_datas_mean_and_variance_and_the_same_bytes_per_seed(tmp_path, capsys):
