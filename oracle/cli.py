@@ -289,7 +289,7 @@ def command_diverge(args: argparse.Namespace) -> int:
 
 
 def command_replay(args: argparse.Namespace) -> int:
-    from .replay import COLUMNS, replay
+    from .replay import replay_csv
 
     if args.real:
         return command_replay_real(args)
@@ -297,12 +297,8 @@ def command_replay(args: argparse.Namespace) -> int:
         raise UsageError("--vllm-python goes with --real (serq-ref replays without it)")
     if args.shared_head < 0:
         raise UsageError(f"--shared-head {args.shared_head}: a number of tokens, 0 or more")
-    rows = replay(args.trace, args.spacing, args.budget, args.max_seqs, args.blocks, args.block_size, args.sessions,
-                  args.chunk, shared_head=args.shared_head)
-    out = sys.stdout
-    out.write(",".join(COLUMNS) + "\n")
-    for row in rows:
-        out.write(row.csv() + "\n")
+    sys.stdout.write(replay_csv(args.trace, args.spacing, args.budget, args.max_seqs, args.blocks, args.block_size,
+                                args.sessions, args.chunk, shared_head=args.shared_head))
     return 0
 
 

@@ -107,37 +107,78 @@ def read_checked_trace(trace: str):
 
 def trace_session_numbers(trace: str) -> list[int]:
     """The trace's session numbers, ascending (session i of the program replays the i-th)."""
-    import csv
-
     with open(trace, newline="", encoding="utf-8") as f:
-        rows = csv.reader(f)
+        text = f.read()
+    if _UNPLAIN.isdisjoint(text):  # each line its cells split at the commas, as the csv module reads it
+        lines = text.split("\n")
+        header = lines[0].split(",") if text else None
+        rows = (line.split(",") for line in lines[1:] if line)
+    else:
+        import csv
+        import io
+
+        rows = csv.reader(io.StringIO(text, newline=""))
         header = next(rows, None)
-        if header is None:
-            return []
-        k = len(header) - 1 - header[::-1].index("session")  # its last column so named, as csv.DictReader reads
-        return sorted({int(float(row[k] if k < len(row) else None)) for row in rows if row})
+    if header is None:
+        return []
+    k = len(header) - 1 - header[::-1].index("session")  # its last column so named, as csv.DictReader reads
+    numbers: dict = {}  # each distinct cell's number, read in the file's order (a session's turns repeat its cell)
+    for row in rows:
+        if row:
+            cell = row[k] if k < len(row) else None
+            if cell not in numbers:
+                numbers[cell] = int(float(cell))
+    return sorted(set(numbers.values()))
+
+
+#: a character for which the csv module's reading of a line is not its split at the commas (a quote, a line
+#: ending besides \n, a NUL)
+_UNPLAIN = frozenset('"\r\x00')
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
            sessions: int | None = None, chunk: float = 0, asynchronous: bool = False,
            shared_head: int = 0) -> list[Row]:
     """The rows of the replay, by session then turn (``asynchronous``, ``shared_head``: replay_program's)."""
+    return [Row._make(cells) for cells in _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
+                                                 asynchronous, shared_head)]
+
+
+def replay_csv(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
+               sessions: int | None = None, chunk: float = 0, asynchronous: bool = False, shared_head: int = 0) -> str:
+    """The replay as `serq-ref oracle replay` prints it: COLUMNS' header, then each of replay's rows as its
+    ``csv()`` writes it, a line each (written here from the cells, without the Row records)."""
+    lines = [",".join(COLUMNS)]
+    lines += [f"{session},{turn},{float(sent)!r},{float(first)!r},{float(done)!r},{prompt},{cached},{out}"
+              for session, turn, sent, first, done, prompt, cached, out in
+              _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk, asynchronous, shared_head)]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk, asynchronous, shared_head) -> list:
+    """replay's rows, each a tuple of Row's fields."""
     from semantics.fast import run
 
     program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
                                              asynchronous=asynchronous, shared_head=shared_head)
-    result = run(program)
+    # the sessions replay_program read are those the run reads from the same file (read_trace's, by the stricter
+    # REPLAY_CELLS): handed over, the file is not read a second time
+    result = run(program, trace_sessions=trace_sessions)
     numbers = trace_session_numbers(trace)
-    samples = {o.name: {(serial, turn): (time, value) for time, serial, turn, value in o.samples}
-               for o in result.observes}
-    rows = []
+    samples = {o.name: o.samples for o in result.observes}
+    done = {(serial, turn): time for time, serial, turn, _ in samples["done"]}
+    sent = {(serial, turn): value for _, serial, turn, value in samples["sent"]}
+    first = {(serial, turn): time for time, serial, turn, _ in samples["ttft"]}
+    cached = {(serial, turn): value for _, serial, turn, value in samples["cached_tokens"]}
+    cells = []
     count = len(trace_sessions) if sessions is None else sessions
     for serial in range(count):
-        for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial]):
-            key = (serial, k + 1)
-            if key not in samples["done"]:
-                raise RunError(f"trace session {numbers[serial]}, turn {k + 1} did not finish by the horizon "
+        number = numbers[serial]
+        for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial], 1):
+            key = (serial, k)
+            if key not in done:
+                raise RunError(f"trace session {number}, turn {k} did not finish by the horizon "
                                f"{result.horizon:g} steps")
-            rows.append(Row(numbers[serial], k + 1, samples["sent"][key][1], samples["ttft"][key][0],
-                            samples["done"][key][0], int(new), int(samples["cached_tokens"][key][1]), int(out)))
-    return rows
+            cells.append((number, k, sent[key], first[key], done[key], int(new), int(cached[key]), int(out)))
+    return cells

@@ -41,13 +41,16 @@ def build_machine(program: ir.Program, trace_sessions=()) -> Machine:
     return m
 
 
-def run(program: ir.Program, *, base_dir: str | None = None, progress=None) -> RunResult:
+def run(program: ir.Program, *, base_dir: str | None = None, progress=None, trace_sessions=None) -> RunResult:
     """Run ``program`` to its end on the fast engine: the same RunResult as
     semantics.smallstep.driver.run, byte for byte: on its own loop (loop.py)
-    when the program is of its shape, else on the fast forms."""
+    when the program is of its shape, else on the fast forms. ``trace_sessions``: the sessions of the
+    program's trace (load_trace's), when the caller has read them already (the oracle's replay)."""
     if uses_groups(program):  # KV cache groups (docs/design/sliding-window.md): the definition's rules, unfolded
         return definition.run(program, base_dir=base_dir, progress=progress)
-    m = build_machine(program, trace_sessions=load_trace(program, base_dir))
+    if trace_sessions is None:
+        trace_sessions = load_trace(program, base_dir)
+    m = build_machine(program, trace_sessions=trace_sessions)
     if loop.applies(m):
         return loop.run(m, progress)
     if steploop.applies(m):

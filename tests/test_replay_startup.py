@@ -1,0 +1,105 @@
+"""What `serq-ref oracle replay` pays besides its run, held to what it paid
+before (branch startup3): the CSV written from the cells without a Row per
+request (oracle.replay.replay_csv: the same text as COLUMNS' header and each
+row's ``csv()``), the trace's session numbers read without the csv module
+when a line is its cells split at the commas (trace_session_numbers, the
+same answer or error as csv.reader's on any text), and the trace's
+sessions handed from the replay's check to the run (semantics.fast.run's
+``trace_sessions``: the same result as the run that reads the file
+itself)."""
+
+from __future__ import annotations
+
+import csv
+import random
+
+import pytest
+
+from oracle import replay as replay_module
+from oracle.replay import COLUMNS, replay, replay_csv, replay_program, trace_session_numbers
+from semantics.fast import run
+from shared_paths import SHARED
+
+CACHE_TRACE = str(SHARED / "oracle" / "prefix_cache" / "cache_trace.csv")
+
+
+@pytest.mark.parametrize("settings", [
+    dict(spacing=3, budget=64, max_seqs=4, blocks=20),
+    dict(spacing=0.5, budget=64, max_seqs=2, blocks=20, chunk=8),
+    dict(spacing=3, budget=64, max_seqs=4, blocks=20, shared_head=40),
+    dict(spacing=7.25, budget=64, max_seqs=4, blocks=20, sessions=2, asynchronous=True),
+])
+def test_the_csv_is_the_rows_csv(settings):
+    rows = replay(CACHE_TRACE, **settings)
+    assert replay_csv(CACHE_TRACE, **settings) == ",".join(COLUMNS) + "\n" + "".join(r.csv() + "\n" for r in rows)
+
+
+def test_the_command_prints_replay_csv(capsys):
+    from semantics.cli import main
+
+    assert main(["oracle", "replay", CACHE_TRACE, "--spacing", "3", "--budget", "64", "--max-seqs", "4",
+                 "--blocks", "20"]) == 0
+    assert capsys.readouterr().out == replay_csv(CACHE_TRACE, 3, 64, 4, 20)
+
+
+def test_a_run_given_the_trace_sessions_is_the_run_that_reads_them():
+    program, sessions = replay_program(CACHE_TRACE, 3, 64, 4, 20)
+    assert run(program, trace_sessions=sessions) == run(program)
+
+
+def test_a_session_that_does_not_finish_is_named(monkeypatch):
+    # the horizon cut short: the first turn without a `done` sample is the error's
+    real = replay_module.replay_program
+
+    def short(*args, **kwargs):
+        import dataclasses
+
+        program, sessions = real(*args, **kwargs)
+        return dataclasses.replace(program, horizon=6.0), sessions
+
+    monkeypatch.setattr(replay_module, "replay_program", short)
+    from semantics.errors import RunError
+
+    with pytest.raises(RunError, match=r"^trace session \d+, turn \d+ did not finish by the horizon 6 steps$"):
+        replay_csv(CACHE_TRACE, 3, 64, 4, 20)
+
+
+def _by_csv_module(path):
+    """trace_session_numbers as it read every file before (csv.reader on the file)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = csv.reader(f)
+        header = next(rows, None)
+        if header is None:
+            return []
+        k = len(header) - 1 - header[::-1].index("session")
+        return sorted({int(float(row[k] if k < len(row) else None)) for row in rows if row})
+
+
+def _outcome(read, path):
+    try:
+        return ("answer", read(path))
+    except Exception as e:  # noqa: BLE001 - the error, its kind and words, is what is compared
+        return ("error", type(e).__name__, str(e))
+
+
+def test_the_session_numbers_are_the_csv_modules(tmp_path):
+    rng = random.Random(22)
+    pieces = ["session", "turn", "new", ",", "\n", "\r\n", "\r", '"', " ", "1", "2", "3.0", "0", "x", "", "\n\n",
+              "1e1", "-0", "\x00", "é"]
+    path = tmp_path / "t.csv"
+    answered = 0
+    for _ in range(3000):
+        if rng.random() < 0.5:  # a header, then rows of cells
+            header = rng.choice(["session,turn,new,out,think,forced", "turn,session,new", "session,turn,session",
+                                 "a,b", ""])
+            lines = [header] + [",".join(rng.choice(["1", "2", " 3", "4.0", "", "x", '"5"', "1_0"])
+                                         for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 8))]
+            text = rng.choice(["\n", "\r\n"]).join(lines) + rng.choice(["", "\n", "\n\n"])
+        else:  # anything
+            text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        path.write_text(text, encoding="utf-8", newline="")
+        theirs = _outcome(_by_csv_module, path)
+        assert _outcome(trace_session_numbers, path) == theirs, repr(text)
+        answered += theirs[0] == "answer"
+    assert answered > 300  # not only errors compared
+    assert trace_session_numbers(str(SHARED / "traces" / "short_base.csv")) == list(range(333))
