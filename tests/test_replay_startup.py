@@ -103,3 +103,72 @@ def test_the_session_numbers_are_the_csv_modules(tmp_path):
         answered += theirs[0] == "answer"
     assert answered > 300  # not only errors compared
     assert trace_session_numbers(str(SHARED / "traces" / "short_base.csv")) == list(range(333))
+
+
+# --- the command line builds and imports only the command named ----------------------------------------------
+
+REPLAY_PROBE = """\
+import sys
+from semantics.cli import main
+code = main(["oracle", "replay", sys.argv[1], "--spacing", "3", "--budget", "64", "--max-seqs", "4", "--blocks", "20"])
+others = sorted(m for m in sys.modules if m in sys.argv[2].split(","))
+print("loaded:", ",".join(others))
+sys.exit(code)
+"""
+
+#: what `oracle replay` needs none of: the other commands' modules, the program loader (the replay compiles its
+#: program through the compiled-program cache), and the fast forms the step loop does not use
+NOT_FOR_THE_REPLAY = ("semantics.sweep", "semantics.workers", "semantics.property_campaign", "semantics.pipeline",
+                      "semantics.cli_common", "oracle.peer_cli", "lean_bridge.cli", "semantics.report", "json")
+
+
+def test_the_replay_imports_no_other_commands_modules():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", REPLAY_PROBE, CACHE_TRACE, ",".join(NOT_FOR_THE_REPLAY)],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 + len(replay(CACHE_TRACE, 3, 64, 4, 20)) + 1
+    assert done.stdout.rstrip().endswith("loaded:"), done.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("argv", [
+    ["oracle", "replay", "t.csv", "--spacing", "3", "--budget", "64", "--max-seqs", "4", "--blocks", "20"],
+    ["oracle", "replay", "t.csv", "--spacing", "3", "--budget", "64", "--max-seqs", "4", "--blocks", "20",
+     "--sessions", "2", "--chunk", "8", "--shared-head", "4", "--block-size", "8", "--real", "--vllm-python", "p"],
+    ["oracle", "run", "s.json", "--json", "--no-older-rule"],
+    ["oracle", "check", "d", "--workers", "2", "--every", "3"],
+    ["oracle", "campaign", "5", "--seed", "1", "--kind", "replay", "--async"],
+    ["oracle", "diverge", "a.log", "b.log"],
+    ["oracle", "regenerate", "d", "--no-write"],
+    ["check", "p.sq", "--horizon", "5", "--set", "x=1"],
+    ["run", "p.sq", "--engine", "definition", "--json"],
+    ["trace", "p.sq", "--steps", "all", "--from", "3"],
+    ["fmt", "--check", "a.sq", "b.sq"],
+    ["sweep", "p.sq", "--set", "x=1,2"],
+    ["property", "campaign", "properties", "--examples", "3"],
+    ["peer", "p.sq", "--horizon", "5"],
+    ["lean", "check", "d"],
+])
+def test_the_parser_of_the_command_named_parses_as_every_commands_parser(argv):
+    from semantics.cli import build_parser
+
+    alone = build_parser(argv[0], argv[1] if argv[0] == "oracle" else None)
+    assert [a.dest for a in alone._actions if a.dest == "command"] == ["command"]
+    chosen = next(a for a in alone._actions if a.dest == "command").choices
+    assert list(chosen) == [argv[0]]
+    assert vars(alone.parse_args(argv)) | {"usage_parser": None} == \
+        vars(build_parser().parse_args(argv)) | {"usage_parser": None}
+    whole = next(a for a in build_parser()._actions if a.dest == "command").choices[argv[0]]
+    assert chosen[argv[0]].format_usage() == whole.format_usage()
+    if argv[0] == "oracle":
+        inner = next(a for a in chosen["oracle"]._actions if a.dest == "oracle_command").choices
+        assert list(inner) == [argv[1]]
+        full = next(a for a in whole._actions if a.dest == "oracle_command").choices[argv[1]]
+        assert inner[argv[1]].format_help() == full.format_help()
+    else:
+        assert chosen[argv[0]].format_help() == whole.format_help()
