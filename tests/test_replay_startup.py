@@ -117,9 +117,13 @@ sys.exit(code)
 """
 
 #: what `oracle replay` needs none of: the other commands' modules, the program loader (the replay compiles its
-#: program through the compiled-program cache), and the fast forms the step loop does not use
+#: program through the compiled-program cache), and the fast forms the step loop does not use (a replay it
+#: runs to its end: semantics/fast/engine.py installs them when it gives a run back)
 NOT_FOR_THE_REPLAY = ("semantics.sweep", "semantics.workers", "semantics.property_campaign", "semantics.pipeline",
-                      "semantics.cli_common", "oracle.peer_cli", "lean_bridge.cli", "semantics.report", "json")
+                      "semantics.cli_common", "oracle.peer_cli", "lean_bridge.cli", "semantics.report", "json",
+                      "semantics.fast.forms", "semantics.fast.fifo", "semantics.fast.delay", "semantics.fast.measure",
+                      "semantics.fast.workload", "semantics.fast.settle", "semantics.fast.sessions",
+                      "semantics.fast.chunks")
 
 
 def test_the_replay_imports_no_other_commands_modules():
