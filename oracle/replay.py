@@ -157,28 +157,39 @@ def replay_csv(trace: str, spacing: float, budget: float, max_seqs: float, block
 
 
 def _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk, asynchronous, shared_head) -> list:
-    """replay's rows, each a tuple of Row's fields."""
+    """replay's rows, each a tuple of Row's fields. The cyclic garbage collector is off from the run to the
+    last cell (on again after, if it was on), as it is during the run (semantics.smallstep.driver.run_machine):
+    the result's records, the maps and the cells hold no reference cycle, and each pass it made here walked
+    every object the run had left (a tenth of the replay's cost besides its run: benchmarks/README.md)."""
+    import gc
+
     from semantics.fast import run
 
     program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
                                              asynchronous=asynchronous, shared_head=shared_head)
-    # the sessions replay_program read are those the run reads from the same file (read_trace's, by the stricter
-    # REPLAY_CELLS): handed over, the file is not read a second time
-    result = run(program, trace_sessions=trace_sessions)
-    numbers = trace_session_numbers(trace)
-    samples = {o.name: o.samples for o in result.observes}
-    done = {(serial, turn): time for time, serial, turn, _ in samples["done"]}
-    sent = {(serial, turn): value for _, serial, turn, value in samples["sent"]}
-    first = {(serial, turn): time for time, serial, turn, _ in samples["ttft"]}
-    cached = {(serial, turn): value for _, serial, turn, value in samples["cached_tokens"]}
-    cells = []
-    count = len(trace_sessions) if sessions is None else sessions
-    for serial in range(count):
-        number = numbers[serial]
-        for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial], 1):
-            key = (serial, k)
-            if key not in done:
-                raise RunError(f"trace session {number}, turn {k} did not finish by the horizon "
-                               f"{result.horizon:g} steps")
-            cells.append((number, k, sent[key], first[key], done[key], int(new), int(cached[key]), int(out)))
-    return cells
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        # the sessions replay_program read are those the run reads from the same file (read_trace's, by the
+        # stricter REPLAY_CELLS): handed over, the file is not read a second time
+        result = run(program, trace_sessions=trace_sessions)
+        numbers = trace_session_numbers(trace)
+        samples = {o.name: o.samples for o in result.observes}
+        done = {(serial, turn): time for time, serial, turn, _ in samples["done"]}
+        sent = {(serial, turn): value for _, serial, turn, value in samples["sent"]}
+        first = {(serial, turn): time for time, serial, turn, _ in samples["ttft"]}
+        cached = {(serial, turn): value for _, serial, turn, value in samples["cached_tokens"]}
+        cells = []
+        count = len(trace_sessions) if sessions is None else sessions
+        for serial in range(count):
+            number = numbers[serial]
+            for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial], 1):
+                key = (serial, k)
+                if key not in done:
+                    raise RunError(f"trace session {number}, turn {k} did not finish by the horizon "
+                                   f"{result.horizon:g} steps")
+                cells.append((number, k, sent[key], first[key], done[key], int(new), int(cached[key]), int(out)))
+        return cells
+    finally:
+        if collecting:
+            gc.enable()

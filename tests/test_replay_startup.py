@@ -11,6 +11,7 @@ itself)."""
 from __future__ import annotations
 
 import csv
+import gc
 import random
 
 import pytest
@@ -62,6 +63,19 @@ def test_a_session_that_does_not_finish_is_named(monkeypatch):
 
     with pytest.raises(RunError, match=r"^trace session \d+, turn \d+ did not finish by the horizon 6 steps$"):
         replay_csv(CACHE_TRACE, 3, 64, 4, 20)
+    assert gc.isenabled()  # the collector, off from the run to the last cell, is on again after an error too
+
+
+def test_the_collector_is_as_it_was_after_a_replay():
+    assert gc.isenabled()
+    replay(CACHE_TRACE, 3, 64, 4, 20)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        replay(CACHE_TRACE, 3, 64, 4, 20)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def _by_csv_module(path):
