@@ -190,3 +190,33 @@ def test_the_parser_of_the_command_named_parses_as_every_commands_parser(argv):
         assert inner[argv[1]].format_help() == full.format_help()
     else:
         assert chosen[argv[0]].format_help() == whole.format_help()
+
+
+# --- the process's end ----------------------------------------------------------------------------------------
+
+FREEZE_PROBE = """\
+import gc, sys
+from semantics.cli import main
+sys.argv = ["serq-ref", "trace", "--rules"]
+code = main()
+print("frozen:", gc.get_freeze_count() > 0, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_the_process_command_line_freezes_what_it_left_and_a_given_one_does_not(capsys):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from semantics.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", FREEZE_PROBE], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
+    assert done.returncode == 0 and "frozen: True" in done.stderr, done.stderr
+    before = gc.get_freeze_count()
+    assert main(["trace", "--rules"]) == 0
+    assert gc.get_freeze_count() == before
+    assert "session/" in capsys.readouterr().out
