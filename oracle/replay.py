@@ -109,31 +109,31 @@ def trace_session_numbers(trace: str) -> list[int]:
     """The trace's session numbers, ascending (session i of the program replays the i-th)."""
     with open(trace, newline="", encoding="utf-8") as f:
         text = f.read()
-    if _UNPLAIN.isdisjoint(text):  # each line its cells split at the commas, as the csv module reads it
+    if '"' not in text and "\r" not in text and "\x00" not in text:
+        # no quote, no line ending but \n, no NUL: each line is its cells split at the commas, as the csv
+        # module reads it (an empty line none)
+        if not text:
+            return []
         lines = text.split("\n")
-        header = lines[0].split(",") if text else None
-        rows = (line.split(",") for line in lines[1:] if line)
+        k = _session_column(lines[0].split(","))
+        rows = (line.split(",", k + 1) for line in lines[1:] if line)  # the cells up to the session's
     else:
         import csv
         import io
 
         rows = csv.reader(io.StringIO(text, newline=""))
         header = next(rows, None)
-    if header is None:
-        return []
-    k = len(header) - 1 - header[::-1].index("session")  # its last column so named, as csv.DictReader reads
-    numbers: dict = {}  # each distinct cell's number, read in the file's order (a session's turns repeat its cell)
-    for row in rows:
-        if row:
-            cell = row[k] if k < len(row) else None
-            if cell not in numbers:
-                numbers[cell] = int(float(cell))
-    return sorted(set(numbers.values()))
+        if header is None:
+            return []
+        k = _session_column(header)
+    # each distinct cell read once, in the file's order (a session's turns repeat its cell)
+    cells = dict.fromkeys(row[k] if k < len(row) else None for row in rows if row)
+    return sorted({int(float(cell)) for cell in cells})
 
 
-#: a character for which the csv module's reading of a line is not its split at the commas (a quote, a line
-#: ending besides \n, a NUL)
-_UNPLAIN = frozenset('"\r\x00')
+def _session_column(header: list[str]) -> int:
+    """The session's column: its last so named, as csv.DictReader reads."""
+    return len(header) - 1 - header[::-1].index("session")
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
