@@ -60,15 +60,16 @@ from ..errors import RunStop
 from ..results import RunResult
 from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, GROWING, HOLD, LOOP, PLAIN, PREFILL, QUEUED, READY, ActiveHold, Allocation,
                                        CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
-                                       Waiting, Workload, innermost_hold, own_entry_index)
+                                       Waiting, Workload, innermost_hold)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
-from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, Machine, session_env
+from ..smallstep.machine import (EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine,
+                                 session_env)
 from ..smallstep.observables import holding_sessions
-from ..smallstep.pools import MAX_EVICTIONS, admissible
+from ..smallstep.pools import MAX_EVICTIONS, Admission
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
-from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, cost_context, want_of
+from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, want_of
 from ..smallstep.values import Env, resolve_index
 from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
 from .loop import _set_ready, run_walk
@@ -95,7 +96,9 @@ _BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_
 
 #: the loop's setters (those the fast forms made for the same records and fields are theirs, imported above:
 #: each is Python source compiled at import, 0.3 ms)
-_set_at_stage = setter(Session, "status", "job")
+_set_run = setter(Session, "attrs", "frames", "pc", "draws", "status", "job")
+_set_queued = setter(Session, "attrs", "frames", "pc", "draws", "status", "pending")
+_set_turn = setter(Session, "attrs", "frames", "pc", "draws", "script_turn")
 _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
 _set_admitted = setter(Session, "holds", "attrs", "frames", "pc", "admission", "status", "readies", "job", "growth",
@@ -119,7 +122,7 @@ class _Pool:
     """A pool's state (PoolState's fields the readers read), mutable."""
 
     __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups",
-                 "whole")
+                 "whole", "own")
 
     def __init__(self, cap, block):
         self.cap, self.block = cap, block
@@ -128,6 +131,8 @@ class _Pool:
         self.allocated = self.cached = 0.0
         self.holders, self.entries, self.queue = [], [], []
         self.growers, self.table, self.groups = (), None, 0
+        #: each session's live cache entry among ``entries`` (own_entry_index's answer, by serial)
+        self.own = {}
 
 
 class _StepState:
@@ -209,6 +214,40 @@ def applies(m: Machine) -> bool:
     return True
 
 
+#: the queries of a pool that read its state and cannot fail (an index aside)
+_PLAIN_QUERIES = frozenset({"Used", "Free", "Holders", "Queued"})
+#: the operators that cannot fail on any two numbers (arithmetic.BINARY: no division, power or truth of NaN)
+_PLAIN_OPERATORS = frozenset({"Add", "Sub", "Mul", "Lt", "Le", "Gt", "Ge", "Eq", "Ne"})
+
+
+def _constant(e) -> float | None:
+    """The value of expression ``e`` when it is the same finite number whatever the state, as the
+    definition's closures evaluate it (a number; a conditional whose arms are one such number and whose test
+    draws nothing and cannot fail); else None."""
+    if type(e) is ir.Num:
+        return e.value if math.isfinite(e.value) else None
+    if type(e) is ir.Cond and _plain(e.test):
+        then, otherwise = _constant(e.then), _constant(e.otherwise)
+        if then is not None and otherwise is not None and then == otherwise \
+                and math.copysign(1.0, then) == math.copysign(1.0, otherwise):
+            return then
+    return None
+
+
+def _plain(e) -> bool:
+    """Whether evaluating ``e`` draws nothing and cannot fail: numbers, context variables, the plain queries of
+    a pool named without an index, and the operators that cannot fail."""
+    kind = type(e)
+    if kind is ir.Num or kind is ir.Ctx:
+        return True
+    if kind is ir.Binary:
+        return e.op in _PLAIN_OPERATORS and _plain(e.left) and _plain(e.right)
+    if kind is ir.Call:
+        return e.fun in _PLAIN_QUERIES and len(e.args) == 1 and type(e.args[0]) is ir.PoolArg \
+            and e.args[0].ref.index is None
+    return False
+
+
 def _unknown(node) -> bool:
     """Whether IR record ``node`` has a field the loop does not know set to other than its default (a record
     of a type it does not know: yes)."""
@@ -269,9 +308,16 @@ class _Run:
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
         self.where = {}  # a growing resident's job id -> (hold, allocation) of the pool it grows
+        self.held = {}  # a resident's session -> (its holds, the units they hold on the memory): _context
         self.table = self._table()
         self.holds_once = m.holds_once
         self.integrate = self._integrator()
+        self.holds = self._compile_holds()
+        kind = program.stages[self.s].kind
+        #: the budget and the chunk when each is a finite number whatever the state (_constant), at least 0
+        budget, chunk = _constant(kind.budget), _constant(kind.chunk)
+        self.constant_budget = None if budget is None else max(0.0, budget)
+        self.constant_chunk = None if chunk is None else max(0.0, chunk)
 
     # -- the walk (driver.walk) -------------------------------------------------------------------------------------
 
@@ -362,6 +408,78 @@ class _Run:
                      "holding_sessions": holding_sessions}
         exec("\n".join(lines) + "\n", namespace)
         return namespace["integrate"]
+
+    def _compile_holds(self) -> dict:
+        """The holds' headers and cache clauses compiled again, by a compiler whose ``cachedin`` and
+        ``budget_left`` read this run's state directly (an entry by its owner; the budget from the residents
+        here): the definition's readers' answers (observables.cachedin, step.budget_plan), without the search
+        of the pool's entries and the configuration's records. The other queries are the machine's."""
+        m = self.m
+        observables = dict(m.compiler.observables)
+        pools = self.pools
+        s_engine = self.s
+        budget_plan = observables["BudgetLeft"]
+
+        def cachedin(env, p: int) -> float:
+            entry = pools[p].own.get(env.serial)
+            return entry.units if entry is not None else 0.0
+
+        def budget_left(env, s: int) -> float:
+            if env.budget is not None and env.budget[0] == s:
+                return env.budget[1]
+            if s != s_engine:
+                return budget_plan(env, s)
+            return self._budget_plan()
+
+        observables["CachedIn"], observables["BudgetLeft"] = cachedin, budget_left
+        compiler = type(m.compiler)(self.program, observables)
+        return {stmt: CompiledHold(compiler, hold.stmt) for stmt, hold in m.holds.items()}
+
+    def _context(self) -> tuple:
+        """context_before: residents, decoders, kv_decode, kv_prefill (no load; the parked sessions counted)."""
+        memory = self.facts.memory
+        sessions = self.sessions
+        held = self.held
+        st = self.engine
+        decoders = kv_decode = kv_prefill = 0.0
+        for r in st.jobs:
+            if memory is None:
+                units = 0.0
+            else:  # step.memory_of, kept while the session's holds are the same record
+                holds = sessions[r.owner].holds
+                known = held.get(r.owner)
+                if known is not None and known[0] is holds:
+                    units = known[1]
+                else:
+                    units = sum(a.units for h in holds for a in h.allocations if a.pool == memory)
+                    held[r.owner] = (holds, units)
+            if r.mode == DECODE:
+                decoders += 1.0
+                kv_decode += units
+            else:
+                kv_prefill += units
+        return float(len(st.jobs) + len(st.parked)), decoders, kv_decode, kv_prefill
+
+    def _limits(self, context) -> tuple[float, float]:
+        """The budget and the chunk, each at least 0, read with the context before the iteration (a constant
+        one once: _constant)."""
+        budget, chunk = self.constant_budget, self.constant_chunk
+        if budget is None or chunk is None:
+            m, s, facts, view = self.m, self.s, self.facts, self.view
+            env = _stage_env(view, context)
+            if budget is None:
+                budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
+            if chunk is None:
+                chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
+        return budget, chunk
+
+    def _budget_plan(self) -> float:
+        """step.budget_plan on this run's state: max(0, B - what each resident asks), with the context before
+        the iteration."""
+        facts = self.facts
+        budget, chunk = self._limits(self._context())
+        slots = facts.slots
+        return max(0.0, budget - slots - sum(want_of(r, chunk, facts.spec) + slots for r in self.engine.jobs))
 
     def _configuration(self):
         """The last configuration, as far as build_result reads it."""
@@ -604,7 +722,7 @@ class _Run:
                     pc = nxt  # zero work completes at once
                     continue
                 job_id = self.seq
-                s = _set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws)
+                s = _set_run(s, attrs, frames, nxt, env.draws, AT_STAGE, (aux, job_id))
                 if self.stages[aux].__class__ is _DelayState:  # stage/delay-enter
                     due = (now + work, job_id + 1)
                     self.stages[aux].by_id[job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
@@ -623,16 +741,16 @@ class _Run:
                     i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
                     jobs.insert(i, job)
                     self.seq = job_id + 1
-                sessions[serial] = _set_at_stage(s, AT_STAGE, (aux, job_id))
+                sessions[serial] = s
                 return
             elif code == _HOLD:
-                self._enter_hold(_set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws), at)
+                self._enter_hold(s, attrs, frames, nxt, env.draws, at)
                 return
             elif code == _TURN:
                 turn = attrs[m.slot_turn]
                 if not math.isfinite(turn):
                     raise Fallback
-                s = self._take_turn(_set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws))
+                s = self._take_turn(s, attrs, frames, nxt, env.draws)
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
@@ -668,10 +786,11 @@ class _Run:
                 frames = s.frames
                 row = table[frames[-1].block]
 
-    def _take_turn(self, s: Session) -> Session:
-        """session/turn (workload.take_turn, no turn block): turn_no counts, the next trace row is loaded."""
+    def _take_turn(self, s: Session, attrs: tuple, frames: tuple, pc: int, draws: int) -> Session:
+        """session/turn (workload.take_turn, no turn block) of session ``s`` (at ``attrs``, ``frames``,
+        ``draws``, its statement after the turn ``pc``): turn_no counts, the next trace row is loaded."""
         m, program = self.m, self.program
-        attrs = list(s.attrs)
+        attrs = list(attrs)
         turn_no = attrs[program.slot_turn] + 1.0
         attrs[program.slot_turn] = turn_no
         script_turn = s.script_turn
@@ -696,7 +815,7 @@ class _Run:
         attrs = tuple(attrs)
         if program.turn is not None:
             attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
-        s = s._replace(attrs=attrs, script_turn=script_turn)
+        s = _set_turn(s, attrs, frames, pc, draws, script_turn)
         self.sessions[s.serial] = s
         if self.now >= program.warmup:
             self.turns += 1
@@ -704,12 +823,13 @@ class _Run:
 
     # -- holds (pools.py) -------------------------------------------------------------------------------------------
 
-    def _enter_hold(self, s: Session, stmt) -> None:
-        """pools.enter_hold: the hold's units and reserve read to judge whether it can ever fit (a reject is the
+    def _enter_hold(self, s: Session, attrs: tuple, frames: tuple, pc: int, draws: int, stmt) -> None:
+        """pools.enter_hold by session ``s`` (at ``attrs``, ``frames``, ``draws``, its statement after the hold
+        ``pc``): the hold's units and reserve read to judge whether it can ever fit (a reject is the
         definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
         m = self.m
-        hold = m.holds[stmt]
-        env = session_env(m, self.view, s, stmt)
+        hold = self.holds[stmt]
+        env = Env(self.view, attrs, s.serial, s.stream, draws, stmt)
         pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
         for k, p in enumerate(pools):
             units = max(0.0, hold.units[k](env))
@@ -717,7 +837,7 @@ class _Run:
             if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
                 raise Fallback  # pool/reject
         serial = s.serial
-        self.sessions[serial] = s._replace(draws=env.draws, status=QUEUED, pending=PendingHold(stmt, pools, self.now))
+        self.sessions[serial] = _set_queued(s, attrs, frames, pc, env.draws, QUEUED, PendingHold(stmt, pools, self.now))
         self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
         self.seq += 1
 
@@ -730,7 +850,7 @@ class _Run:
         sessions = self.sessions
         s = sessions[serial]
         pending = s.pending
-        hold = m.holds[pending.stmt]
+        hold = self.holds[pending.stmt]
         queue = self.pools[p].queue
         del queue[queue.index(waiting)]
         admission = self.seq
@@ -742,9 +862,9 @@ class _Run:
             pool = self.pools[q]
             consumed = 0.0
             if hold.cache is not None:  # pool/consume
-                k = own_entry_index(pool.entries, serial)
-                if k >= 0:
-                    entry = pool.entries[k]
+                entry = pool.own.pop(serial, None)
+                if entry is not None:
+                    k = pool.entries.index(entry)
                     consumed = min(entry.units, m.round_down(q, reuse))
                     rest = entry.units - consumed
                     if rest > EPSILON:
@@ -779,6 +899,25 @@ class _Run:
             s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),), 0, admission, READY,
             (self.now, count), None, None, None)
 
+    def _admissible(self, p: int, budget) -> Admission:
+        """pools.admissible at pool ``p`` (whose queue is not empty) for a pool the loop runs (no keys, no KV
+        cache groups, no shared prefixes): its head, the header evaluated now (the hold's compiled header:
+        _compile_holds), and whether it fits every pool of its hold."""
+        m = self.m
+        waiting = self.pools[p].queue[0]
+        s = self.sessions[waiting.serial]
+        pending = s.pending
+        hold = self.holds[pending.stmt]
+        env = Env(self.view, s.attrs, s.serial, s.stream, s.draws, pending.stmt)
+        env.budget = budget
+        units = tuple([max(0.0, f(env)) for f in hold.units])
+        needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
+        reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else _INF
+        pools, caps, round_up = self.pools, m.caps, m.round_up
+        fits = all(pools[q].allocated + round_up(q, need) <= caps[q] + EPSILON
+                   for q, need in zip(pending.pools, needs))
+        return Admission(waiting, units, needs, reuse, env.draws, fits, None)
+
     def _make_room(self, q: int, need: float, stmt) -> None:
         """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
         pool/evict-block and pool/evict-entry rules, a run of whole blocks of one entry at once when every count
@@ -792,9 +931,33 @@ class _Run:
             return
         whole = pool.whole and -_EXACT < allocated < _EXACT and allocated == int(allocated) \
             and -_EXACT < need < _EXACT and need == int(need)
+        if whole:  # the common case: one run of pool/evict-block on the first entry makes the room (evict_lru's
+            # first turn, and the need then fits)
+            entry = entries[0]
+            left = entry.units
+            if left - block > EPSILON and -_EXACT < cached < _EXACT and cached == int(cached) \
+                    and -_EXACT < left < _EXACT and left == int(left):
+                deficit = allocated + cached + need - cap
+                j = min(-(-deficit // block), -(-(left - block) // block))
+                if not allocated + (cached - j * block) + need > cap + EPSILON:
+                    entry = entries[0] = _set_entry_units(entry, left - j * block)
+                    if entry.owner is not None:
+                        pool.own[entry.owner] = entry
+                    pool.cached = cached - j * block
+                    if self.now >= self.warmup:
+                        counts = self.pool_counts[q]
+                        counts[4] = add_evicted_units(counts[4], [(block, int(j))])
+                    return
         first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
+        own = pool.own
+        for k in range(first):
+            owner = entries[k].owner
+            if owner is not None:
+                del own[owner]
         if first < len(entries) and left != entries[first].units:
-            entries[first] = _set_entry_units(entries[first], left)
+            entry = entries[first] = _set_entry_units(entries[first], left)
+            if entry.owner is not None:
+                own[entry.owner] = entry
         del entries[:first]
         pool.cached = cached
         if self.now >= self.warmup:
@@ -808,7 +971,7 @@ class _Run:
         m = self.m
         serial = s.serial
         hold = s.holds[-1]
-        compiled = m.holds[hold.stmt]
+        compiled = self.holds[hold.stmt]
         done = []
         for a in hold.allocations:  # pool/release, in the hold's order
             q = a.pool
@@ -831,12 +994,13 @@ class _Run:
                 kept = m.round_down(q, min(want, computed, units))
                 if kept > 0:
                     entries = pool.entries
-                    k = own_entry_index(entries, serial)
+                    entry = pool.own.get(serial)
                     cached = pool.cached
-                    if k >= 0:
-                        cached -= entries[k].units
-                        del entries[k]
-                    entries.append(build(CacheEntry, (serial, serial, kept, self.now, self.seq)))
+                    if entry is not None:
+                        cached -= entry.units
+                        del entries[entries.index(entry)]
+                    entry = pool.own[serial] = build(CacheEntry, (serial, serial, kept, self.now, self.seq))
+                    entries.append(entry)
                     pool.cached = cached + kept
                     self.seq += 1
         attrs = list(s.attrs)
@@ -858,23 +1022,10 @@ class _Run:
         view = self.view
         st = self.engine
         sessions = self.sessions
-        # context_before: residents, decoders, kv_decode, kv_prefill (no parked session, no load)
-        memory = facts.memory
-        decoders = kv_decode = kv_prefill = 0.0
-        for r in st.jobs:
-            units = 0.0 if memory is None else sum(a.units for h in sessions[r.owner].holds for a in h.allocations
-                                                   if a.pool == memory)
-            if r.mode == DECODE:
-                decoders += 1.0
-                kv_decode += units
-            else:
-                kv_prefill += units
-        context = (float(len(st.jobs) + len(st.parked)), decoders, kv_decode, kv_prefill)
+        context = self._context()
         if st.finishing:  # schedule ahead: the next iteration is formed; a session that did not park goes on
             st.finishing = []
-        env = _stage_env(view, context)
-        budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
-        chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
+        budget, chunk = self._limits(context)
         left = budget - facts.slots
         served = set()
         assigned = []
@@ -915,7 +1066,7 @@ class _Run:
             head = None
             for q in facts.served:
                 if self.pools[q].queue:
-                    head = q, admissible(m, view, q, budget=(s, left))
+                    head = q, self._admissible(q, (s, left))
                     break
             if head is None:
                 break
@@ -971,7 +1122,12 @@ class _Run:
         m = self.m
         s = self.s
         assigned = formed.assigned
-        env = cost_context(m, self.view, s, formed)
+        # cost_context: the context before the iteration and what it scheduled
+        env = Env(self.view)
+        env.residents, env.decoders, env.kv_decode, env.kv_prefill = formed.context
+        env.tokens = sum([a.tokens for a in assigned])
+        env.prefilled = sum([a.tokens for a in assigned if a.mode == PREFILL])
+        env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in assigned if a.mode == PREFILL])
         cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
         if cost == 0.0 and env.tokens > 0:
             raise Fallback
@@ -995,8 +1151,8 @@ class _Run:
 
     def _end_iteration(self) -> None:
         """step/iteration-end: each served resident's run lowered by its tokens, its growing hold's position
-        advanced; the inter-token bookkeeping; the runs done complete (stage/step-complete), in the order
-        served."""
+        advanced, and the inter-token bookkeeping (_note_tokens), assignment by assignment; the runs done
+        complete (stage/step-complete), in the order served."""
         s = self.s
         st = self.engine
         formed = self.in_flight
@@ -1004,35 +1160,38 @@ class _Run:
         sessions = self.sessions
         jobs = st.jobs
         where = self.where
-        index = {r.job_id: i for i, r in enumerate(jobs)}
+        now = self.now
+        warm = now >= self.warmup
+        last = self.last_token
+        gaps = self.gaps
         done = []
-        finished = {}
+        i = 0  # the assignments are in the residents' order (served in it; the residents admitted now at the end)
+        n = len(jobs)
         for a in formed.assigned:
-            i = index[a.job_id]
+            job_id = a.job_id
+            while i < n and jobs[i].job_id != job_id:
+                i += 1
+            if i == n:  # (not in order: searched from the start)
+                i = next(k for k, r in enumerate(jobs) if r.job_id == job_id)
             r = jobs[i]
             r = jobs[i] = _set_remaining(r, r.remaining - a.tokens)
             if r.growing is not None:  # pools.advance_position, kept in ``where`` until the run completes
-                w = where[a.job_id]
+                w = where[job_id]
                 if w[2] is None:
                     w[2] = sessions[a.serial].holds[w[0]].allocations[w[1]].position + a.tokens
                 else:
                     w[2] = w[2] + a.tokens
-            finished[a.job_id] = r.remaining <= EPSILON
-            if r.remaining <= EPSILON:
+            fin = r.remaining <= EPSILON
+            if fin:
                 done.append(r)
-        # _note_tokens
-        now = self.now
-        warm = now >= self.warmup
-        last = self.last_token
-        for a in formed.assigned:
-            fin = finished[a.job_id]
+            # _note_tokens
             if a.mode == PREFILL:
                 if fin:
                     last[a.serial] = now
                 continue
             previous = last.get(a.serial)
             if previous is not None and warm:
-                self.gaps.append(now - previous)
+                gaps.append(now - previous)
             if fin:
                 last.pop(a.serial, None)
             else:
