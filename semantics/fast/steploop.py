@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections import deque
 from heapq import heappop, heappush
 
@@ -71,11 +72,11 @@ from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_a
 from ..smallstep.stages.delay import DelayJob
 from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, want_of
 from ..smallstep.values import Env, resolve_index
-from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
-from .loop import _set_ready, run_walk
+from .flow import _HOLDING_DEFAULTS
+from .loop import run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
-from .step import (_non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units,
+from .step import (_non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_units,
                    count_modes)
 
 STEP, DELAY = "step", "delay"
@@ -96,16 +97,46 @@ _BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_
 
 #: the loop's setters (those the fast forms made for the same records and fields are theirs, imported above:
 #: each is Python source compiled at import, 0.3 ms)
-_set_run = setter(Session, "attrs", "frames", "pc", "draws", "status", "job")
-_set_queued = setter(Session, "attrs", "frames", "pc", "draws", "status", "pending")
-_set_turn = setter(Session, "attrs", "frames", "pc", "draws", "script_turn")
 _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
-_set_admitted = setter(Session, "holds", "attrs", "frames", "pc", "admission", "status", "readies", "job", "growth",
-                       "pending")
-_set_exited = setter(Session, "frames", "pc", "holds", "attrs", "preempted_at")
 _INF = math.inf
 _new = object.__new__
+
+
+_SESSION_FIELDS = Session._fields
+_session_values = operator.attrgetter(*_SESSION_FIELDS)
+
+
+class _Session:
+    """A session (the definition's Session record's fields), updated in place while the loop runs it: the
+    record a rule of the definition takes, and the last configuration holds, is built from it (``record``)."""
+
+    __slots__ = _SESSION_FIELDS
+
+    def record(self) -> Session:
+        return build(Session, _session_values(self))
+
+    def assign(self, record: Session) -> None:
+        """Its fields set to ``record``'s."""
+        for name, value in zip(_SESSION_FIELDS, record):
+            setattr(self, name, value)
+
+
+def _mutable(record: Session) -> _Session:
+    s = _new(_Session)
+    s.assign(record)
+    return s
+
+
+class _Resident:
+    """A resident (the definition's Resident record's fields, which the readers read by name), its remaining
+    tokens lowered in place as iterations serve it."""
+
+    __slots__ = Resident._fields
+
+    def __init__(self, job_id, owner, arrived, started, spill, mode, remaining, growing):
+        self.job_id, self.owner, self.arrived, self.started = job_id, owner, arrived, started
+        self.spill, self.mode, self.remaining, self.growing = spill, mode, remaining, growing
 
 
 class Fallback(Exception):
@@ -500,7 +531,8 @@ class _Run:
         for x in self.samples:
             samples = (x, samples)
         stats = stats._replace(pools=pools, stages=stages, engines=engines, ended=self.ended, turns=self.turns)
-        return c0._replace(time=self.now, sessions=immutables.Map(self.sessions), statistics=stats,
+        sessions = immutables.Map({serial: s.record() for serial, s in self.sessions.items()})
+        return c0._replace(time=self.now, sessions=sessions, statistics=stats,
                            areas=tuple(self.areas), samples=samples, taken=self.taken, sequence=self.seq,
                            workload=Workload(self.next_serial, self.generated, self.arrivals_draws,
                                              self.workload_draws, 0, self.replaced))
@@ -559,9 +591,9 @@ class _Run:
             for slot, value in program.arrival.sessions[explicit].attrs:
                 attrs[slot] = value
             attrs = tuple(attrs)
-        self.sessions[serial] = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None,
-                                                -1, (), -1, member_stream(m.stream_sessions, serial), 0, script, 0,
-                                                (self.now, 1)))
+        self.sessions[serial] = _mutable(build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None,
+                                                         None, -1, (), -1, member_stream(m.stream_sessions, serial), 0,
+                                                         script, 0, (self.now, 1))))
         self.next_serial = serial + 1
         self.ready.append(serial)
 
@@ -592,7 +624,7 @@ class _Run:
         count = count + 1 if instant == self.now else 1
         if count > MAX_READIES_PER_INSTANT:
             raise Fallback
-        self.sessions[s.serial] = _set_ready(s, READY, (self.now, count), None, None, None)
+        s.status, s.readies, s.job, s.growth, s.pending = READY, (self.now, count), None, None, None  # machine.make_ready
         self.ready.append(s.serial)
 
     # -- settle -----------------------------------------------------------------------------------------------------
@@ -708,7 +740,7 @@ class _Run:
                 pc = 0
                 row = table[aux]
             elif code == _LOCAL:  # while, choose, a while's end: the definition's rule
-                s = op.rule(m, view, _set_attrs_frames_pc_draws(s, attrs, frames, pc, env.draws), op, env)
+                s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
@@ -722,7 +754,7 @@ class _Run:
                     pc = nxt  # zero work completes at once
                     continue
                 job_id = self.seq
-                s = _set_run(s, attrs, frames, nxt, env.draws, AT_STAGE, (aux, job_id))
+                s.attrs, s.frames, s.pc, s.draws, s.status, s.job = attrs, frames, nxt, env.draws, AT_STAGE, (aux, job_id)
                 if self.stages[aux].__class__ is _DelayState:  # stage/delay-enter
                     due = (now + work, job_id + 1)
                     self.stages[aux].by_id[job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
@@ -731,7 +763,7 @@ class _Run:
                 else:  # stage/step-enter
                     growing = op.exprs[4]
                     p = None if growing is None else resolve_index(growing[0], growing[1], env, "pool")
-                    job = build(Resident, (job_id, serial, now, now, None, op.exprs[3], work, p))
+                    job = _Resident(job_id, serial, now, now, None, op.exprs[3], work, p)
                     if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
                         # stay while it is a resident, and its position once an iteration advanced it (None: the
                         # allocation's), written into the allocation when its run completes (_end_iteration)
@@ -741,7 +773,6 @@ class _Run:
                     i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
                     jobs.insert(i, job)
                     self.seq = job_id + 1
-                sessions[serial] = s
                 return
             elif code == _HOLD:
                 self._enter_hold(s, attrs, frames, nxt, env.draws, at)
@@ -755,7 +786,6 @@ class _Run:
                 env.draws = s.draws
                 pc = s.pc
             elif code == _END:
-                s = _set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws)
                 if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
                     raise Fallback  # an end inside a hold: its releases are the definition's
                 del sessions[serial]
@@ -770,14 +800,14 @@ class _Run:
                     self._arrive()
                 return
             else:  # _EXIT_HOLD: the hold's body ended: every allocation goes back, then session/hold-exit
-                s = _set_attrs_frames_pc_draws(s, attrs, frames, pc, env.draws)
+                s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
                 if self.ahead and serial in self.engine.finishing and any(
                         a.pool == self.facts.memory for a in s.holds[-1].allocations):
                     # step/park (schedule ahead): it waits at the exit, its units held, until the engine's next
                     # iteration is formed (step/apply)
                     self.engine.finishing.remove(serial)
                     self.engine.parked.append(serial)
-                    sessions[serial] = s._replace(status=FINISHING)
+                    s.status = FINISHING
                     return
                 s = self._exit_hold(s)
                 attrs = env.attrs = s.attrs
@@ -815,8 +845,7 @@ class _Run:
         attrs = tuple(attrs)
         if program.turn is not None:
             attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
-        s = _set_turn(s, attrs, frames, pc, draws, script_turn)
-        self.sessions[s.serial] = s
+        s.attrs, s.frames, s.pc, s.draws, s.script_turn = attrs, frames, pc, draws, script_turn
         if self.now >= program.warmup:
             self.turns += 1
         return s
@@ -837,7 +866,8 @@ class _Run:
             if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
                 raise Fallback  # pool/reject
         serial = s.serial
-        self.sessions[serial] = _set_queued(s, attrs, frames, pc, env.draws, QUEUED, PendingHold(stmt, pools, self.now))
+        s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
+        s.status, s.pending = QUEUED, PendingHold(stmt, pools, self.now)
         self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
         self.seq += 1
 
@@ -894,10 +924,11 @@ class _Run:
         count = count + 1 if instant == self.now else 1
         if count > MAX_READIES_PER_INSTANT:
             raise Fallback
-        self.sessions[serial] = _set_admitted(
-            s, s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),), tuple(attrs),
-            s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),), 0, admission, READY,
-            (self.now, count), None, None, None)
+        s.holds = s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),)
+        s.attrs = tuple(attrs)
+        s.frames = s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),)
+        s.pc, s.admission, s.status, s.readies = 0, admission, READY, (self.now, count)
+        s.job = s.growth = s.pending = None
 
     def _admissible(self, p: int, budget) -> Admission:
         """pools.admissible at pool ``p`` (whose queue is not empty) for a pool the loop runs (no keys, no KV
@@ -990,7 +1021,7 @@ class _Run:
                 env = session_env(m, self.view, s, hold.stmt)
                 want = max(0.0, compiled.cache(env))
                 if env.draws != s.draws:
-                    s = _set_draws(s, env.draws)
+                    s.draws = env.draws
                 kept = m.round_down(q, min(want, computed, units))
                 if kept > 0:
                     entries = pool.entries
@@ -1005,9 +1036,8 @@ class _Run:
                     self.seq += 1
         attrs = list(s.attrs)
         attrs[self.program.slot_computed] = 0.0
-        s = _set_exited(s, s.frames[:-1], s.frames[-1].resume, s.holds[:-1], tuple(attrs),
-                        tuple((q, x) for q, x in s.preempted_at if q not in done) if s.preempted_at else ())
-        self.sessions[serial] = s
+        s.preempted_at = tuple((q, x) for q, x in s.preempted_at if q not in done) if s.preempted_at else ()
+        s.frames, s.pc, s.holds, s.attrs = s.frames[:-1], s.frames[-1].resume, s.holds[:-1], tuple(attrs)
         return s
 
     # -- the step engine (stages/step.py, settle.form_iteration) ----------------------------------------------------
@@ -1074,7 +1104,7 @@ class _Run:
             serial = a.waiting.serial
             waiter = sessions[serial]
             if waiter.draws != a.draws:  # header_drawn
-                sessions[serial] = _set_draws(waiter, a.draws)
+                waiter.draws = a.draws
             if not a.fits:  # step/admit-stop
                 open_ = False
                 break
@@ -1114,7 +1144,7 @@ class _Run:
         alloc = hold.allocations[k]
         hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
                                 + hold.allocations[k + 1:])
-        self.sessions[r.owner] = _set_holds(session, session.holds[:h] + (hold,) + session.holds[h + 1:])
+        session.holds = session.holds[:h] + (hold,) + session.holds[h + 1:]
         pool.allocated = pool.allocated + need
 
     def _close(self, formed: _Formed, budget: float) -> None:
@@ -1174,7 +1204,7 @@ class _Run:
             if i == n:  # (not in order: searched from the start)
                 i = next(k for k, r in enumerate(jobs) if r.job_id == job_id)
             r = jobs[i]
-            r = jobs[i] = _set_remaining(r, r.remaining - a.tokens)
+            r.remaining = r.remaining - a.tokens
             if r.growing is not None:  # pools.advance_position, kept in ``where`` until the run completes
                 w = where[job_id]
                 if w[2] is None:
@@ -1209,8 +1239,7 @@ class _Run:
                 session = sessions[r.owner]
                 h, k, position = w
                 holds = session.holds
-                sessions[r.owner] = _set_holds(session, holds[:h] + (_advance_position(holds[h], k, position),)
-                                               + holds[h + 1:])
+                session.holds = holds[:h] + (_advance_position(holds[h], k, position),) + holds[h + 1:]
             self._finish(s, r)
 
     def _delay_complete(self, s: int, job_id: int) -> None:
