@@ -153,7 +153,7 @@ class _Pool:
     """A pool's state (PoolState's fields the readers read), mutable."""
 
     __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups",
-                 "whole", "own")
+                 "whole", "own", "holding")
 
     def __init__(self, cap, block):
         self.cap, self.block = cap, block
@@ -164,6 +164,8 @@ class _Pool:
         self.growers, self.table, self.groups = (), None, 0
         #: each session's live cache entry among ``entries`` (own_entry_index's answer, by serial)
         self.own = {}
+        #: each holding among ``holders`` by (serial, hold id)
+        self.holding = {}
 
 
 class _StepState:
@@ -718,34 +720,6 @@ class _Run:
                         raise Fallback
                     self.samples.append((aux, now, serial, int(turn), value))
                 pc = nxt
-            elif code == _BRANCH:  # session/branch
-                value = f(env)
-                if value == 1.0:
-                    block = aux[0]
-                elif value == 0.0:
-                    block = aux[1]
-                else:
-                    raise Fallback  # the guard's RunError
-                frames = frames + (build(Frame, (block, PLAIN, at, nxt)),)
-                pc = 0
-                row = table[block]
-            elif code == _BLOCK_EXIT:  # session/block-exit
-                pc = frames[-1].resume
-                frames = frames[:-1]
-                row = table[frames[-1].block]
-            elif code == _LOOP_AGAIN:  # session/loop-again
-                pc = 0
-            elif code == _LOOP:  # session/loop
-                frames = frames + (build(Frame, (aux, LOOP, at, nxt)),)
-                pc = 0
-                row = table[aux]
-            elif code == _LOCAL:  # while, choose, a while's end: the definition's rule
-                s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
-                attrs = env.attrs = s.attrs
-                env.draws = s.draws
-                pc = s.pc
-                frames = s.frames
-                row = table[frames[-1].block]
             elif code == _RUN:  # session/run
                 work = f(env)
                 if not 0 < work < _INF:
@@ -770,13 +744,47 @@ class _Run:
                         self.where[job_id] = [*innermost_hold(s, p), None]
                     jobs = self.stages[aux].jobs
                     key = (s.admission, job_id)
-                    i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
-                    jobs.insert(i, job)
+                    if not jobs or (sessions[jobs[-1].owner].admission, jobs[-1].job_id) <= key:
+                        jobs.append(job)  # (bisect_right's place: after every resident of a key at most its own)
+                    else:
+                        i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
+                        jobs.insert(i, job)
                     self.seq = job_id + 1
                 return
+            elif code == _BRANCH:  # session/branch
+                value = f(env)
+                if value == 1.0:
+                    block = aux[0]
+                elif value == 0.0:
+                    block = aux[1]
+                else:
+                    raise Fallback  # the guard's RunError
+                frames = frames + (build(Frame, (block, PLAIN, at, nxt)),)
+                pc = 0
+                row = table[block]
+            elif code == _BLOCK_EXIT:  # session/block-exit
+                pc = frames[-1].resume
+                frames = frames[:-1]
+                row = table[frames[-1].block]
             elif code == _HOLD:
                 self._enter_hold(s, attrs, frames, nxt, env.draws, at)
                 return
+            elif code == _EXIT_HOLD:  # the hold's body ended: every allocation goes back, then session/hold-exit
+                s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
+                if self.ahead and serial in self.engine.finishing and any(
+                        a.pool == self.facts.memory for a in s.holds[-1].allocations):
+                    # step/park (schedule ahead): it waits at the exit, its units held, until the engine's next
+                    # iteration is formed (step/apply)
+                    self.engine.finishing.remove(serial)
+                    self.engine.parked.append(serial)
+                    s.status = FINISHING
+                    return
+                s = self._exit_hold(s)
+                attrs = env.attrs = s.attrs
+                env.draws = s.draws
+                pc = s.pc
+                frames = s.frames
+                row = table[frames[-1].block]
             elif code == _TURN:
                 turn = attrs[m.slot_turn]
                 if not math.isfinite(turn):
@@ -785,6 +793,12 @@ class _Run:
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
+            elif code == _LOOP_AGAIN:  # session/loop-again
+                pc = 0
+            elif code == _LOOP:  # session/loop
+                frames = frames + (build(Frame, (aux, LOOP, at, nxt)),)
+                pc = 0
+                row = table[aux]
             elif code == _END:
                 if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
                     raise Fallback  # an end inside a hold: its releases are the definition's
@@ -799,17 +813,8 @@ class _Run:
                     self.replaced = (now, n)
                     self._arrive()
                 return
-            else:  # _EXIT_HOLD: the hold's body ended: every allocation goes back, then session/hold-exit
-                s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
-                if self.ahead and serial in self.engine.finishing and any(
-                        a.pool == self.facts.memory for a in s.holds[-1].allocations):
-                    # step/park (schedule ahead): it waits at the exit, its units held, until the engine's next
-                    # iteration is formed (step/apply)
-                    self.engine.finishing.remove(serial)
-                    self.engine.parked.append(serial)
-                    s.status = FINISHING
-                    return
-                s = self._exit_hold(s)
+            else:  # _LOCAL: while, choose, a while's end: the definition's rule
+                s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
@@ -908,7 +913,11 @@ class _Run:
                 raise Fallback
             self._make_room(q, need, pending.stmt)
             pool.allocated = pool.allocated + need
-            pool.holders.append(build(Holding, (admission, serial, admission, need, False) + _HOLDING_DEFAULTS))
+            if (serial, admission) in pool.holding:
+                raise Fallback  # (a hold naming one pool twice: its releases are the fast forms')
+            holding = pool.holding[(serial, admission)] = build(Holding, (admission, serial, admission, need, False)
+                                                                 + _HOLDING_DEFAULTS)
+            pool.holders.append(holding)
             if warm:
                 self.pool_counts[q][2] += 1
             allocations.append(build(Allocation, (q, need, min(consumed, need), False)))
@@ -1012,11 +1021,9 @@ class _Run:
             units = a.units
             pool.allocated = pool.allocated - units
             holders = pool.holders
-            hold_id = hold.hold_id
-            for i, x in enumerate(holders):
-                if x.serial == serial and x.hold_id == hold_id:
-                    del holders[i]
-                    break
+            holding = pool.holding.pop((serial, hold.hold_id), None)
+            if holding is not None:  # the first holding of the session and hold (the only one)
+                del holders[holders.index(holding)]
             if compiled.cache is not None:
                 env = session_env(m, self.view, s, hold.stmt)
                 want = max(0.0, compiled.cache(env))
