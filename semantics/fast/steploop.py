@@ -703,9 +703,6 @@ class _Run:
         frames = s.frames
         row = table[frames[-1].block]
         while True:
-            quiet -= 1
-            if quiet < 0:
-                raise Fallback
             code, f, nxt, at, aux, op = row[pc]
             env.stmt = at
             if code == _SET:  # session/set
@@ -794,6 +791,13 @@ class _Run:
                 env.draws = s.draws
                 pc = s.pc
             elif code == _LOOP_AGAIN:  # session/loop-again
+                # (the definition's backstop counts every statement at the instant; only a loop's turn or a
+                # while's repeats them, so they are counted here, a block's length at a turn: a run that
+                # reaches the backstop is given up, at the latest a block's nesting later, and then runs on the
+                # fast forms, which give its RunError)
+                quiet -= len(row)
+                if quiet < 0:
+                    raise Fallback
                 pc = 0
             elif code == _LOOP:  # session/loop
                 frames = frames + (build(Frame, (aux, LOOP, at, nxt)),)
@@ -814,6 +818,9 @@ class _Run:
                     self._arrive()
                 return
             else:  # _LOCAL: while, choose, a while's end: the definition's rule
+                quiet -= len(row)
+                if quiet < 0:
+                    raise Fallback
                 s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
