@@ -281,6 +281,25 @@ def _plain(e) -> bool:
     return False
 
 
+def _query_compiler(base: type) -> type:
+    """The compiler class ``base`` with a query of a pool or stage named without an index compiled to a call of
+    its reader on that member (values.ExpressionCompiler's closure resolves the index, ``base + 0``, at each
+    evaluation)."""
+
+    class QueryCompiler(base):
+        def compile(self, e):
+            if type(e) is ir.Call and e.fun in self.observables and e.args[0].ref.index is None:
+                key = id(e)
+                found = self.cache.get(key)
+                if found is None:
+                    query, member = self.observables[e.fun], e.args[0].ref.base
+                    found = self.cache[key] = lambda env: query(env, member)
+                return found
+            return super().compile(e)
+
+    return QueryCompiler
+
+
 def _unknown(node) -> bool:
     """Whether IR record ``node`` has a field the loop does not know set to other than its default (a record
     of a type it does not know: yes)."""
@@ -465,7 +484,7 @@ class _Run:
             return self._budget_plan()
 
         observables["CachedIn"], observables["BudgetLeft"] = cachedin, budget_left
-        compiler = type(m.compiler)(self.program, observables)
+        compiler = _query_compiler(type(m.compiler))(self.program, observables)
         return {stmt: CompiledHold(compiler, hold.stmt) for stmt, hold in m.holds.items()}
 
     def _context(self) -> tuple:
@@ -1086,7 +1105,12 @@ class _Run:
                     continue
                 served.add(r.job_id)
                 # step/schedule
-                tokens = min(want_of(r, chunk, 0.0), left)
+                # step.want_of (no speculate): a decode asks one token, a prefill up to the chunk (0: no cap)
+                remaining = r.remaining
+                if r.mode == DECODE:
+                    tokens = min(min(1.0, remaining), left)
+                else:
+                    tokens = min(min(remaining, chunk) if chunk > 0 else remaining, left)
                 session = sessions[r.owner]
                 if session.status == GROWING:
                     continue
