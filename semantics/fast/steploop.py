@@ -360,7 +360,9 @@ class _Run:
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
         self.where = {}  # a growing resident's job id -> (hold, allocation) of the pool it grows
-        self.held = {}  # a resident's session -> (its holds, the units they hold on the memory): _context
+        #: a resident's session -> (its holds, the units they hold on the memory, whether in one allocation):
+        #: _context's, kept by _grow and _end_iteration when they replace the holds
+        self.held = {}
         self.table = self._table()
         self.holds_once = m.holds_once
         self.integrate = self._integrator()
@@ -503,8 +505,9 @@ class _Run:
                 if known is not None and known[0] is holds:
                     units = known[1]
                 else:
-                    units = sum(a.units for h in holds for a in h.allocations if a.pool == memory)
-                    held[r.owner] = (holds, units)
+                    on = [a.units for h in holds for a in h.allocations if a.pool == memory]
+                    units = sum(on)
+                    held[r.owner] = (holds, units, len(on) == 1)
             if r.mode == DECODE:
                 decoders += 1.0
                 kv_decode += units
@@ -1178,11 +1181,16 @@ class _Run:
             raise Fallback  # pool/preempt or pool/grow-wait
         self._make_room(p, need, None)
         session = self.sessions[r.owner]
-        hold = session.holds[h]
+        holds_before = session.holds
+        hold = holds_before[h]
         alloc = hold.allocations[k]
         hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
                                 + hold.allocations[k + 1:])
-        session.holds = session.holds[:h] + (hold,) + session.holds[h + 1:]
+        known = self.held.get(r.owner)
+        holds = session.holds = session.holds[:h] + (hold,) + session.holds[h + 1:]
+        if known is not None and known[0] is holds_before and (p != self.facts.memory or known[2]):
+            # the memory's units: one allocation's (0 + its units, which grew by need), or not this pool's
+            self.held[r.owner] = (holds, known[1] + need if p == self.facts.memory else known[1], known[2])
         pool.allocated = pool.allocated + need
 
     def _close(self, formed: _Formed, budget: float) -> None:
@@ -1278,6 +1286,9 @@ class _Run:
                 h, k, position = w
                 holds = session.holds
                 session.holds = holds[:h] + (_advance_position(holds[h], k, position),) + holds[h + 1:]
+                known = self.held.get(r.owner)
+                if known is not None and known[0] is holds:  # (a position moved: the units are the same)
+                    self.held[r.owner] = (session.holds, known[1], known[2])
             self._finish(s, r)
 
     def _delay_complete(self, s: int, job_id: int) -> None:
