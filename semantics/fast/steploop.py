@@ -76,8 +76,7 @@ from .flow import _HOLDING_DEFAULTS
 from .loop import run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
-from .step import (_non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_units,
-                   count_modes)
+from .step import _non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_units
 
 STEP, DELAY = "step", "delay"
 
@@ -187,12 +186,13 @@ class _DelayState:
 
 
 class _Formed:
-    """What cost_context and busy(s) read of an iteration: its context and what it assigned."""
+    """What cost_context and busy(s) read of an iteration: its context and what it assigned; and the resident
+    each assignment serves (for its end)."""
 
-    __slots__ = ("context", "assigned")
+    __slots__ = ("context", "assigned", "residents")
 
-    def __init__(self, context, assigned):
-        self.context, self.assigned = context, assigned
+    def __init__(self, context, assigned, residents):
+        self.context, self.assigned, self.residents = context, assigned, residents
 
 
 def applies(m: Machine) -> bool:
@@ -363,6 +363,7 @@ class _Run:
         #: a resident's session -> (its holds, the units they hold on the memory, whether in one allocation):
         #: _context's, kept by _grow and _end_iteration when they replace the holds
         self.held = {}
+        self.cost_env = Env(self.view)
         self.table = self._table()
         self.holds_once = m.holds_once
         self.integrate = self._integrator()
@@ -1095,7 +1096,8 @@ class _Run:
         left = budget - facts.slots
         served = set()
         assigned = []
-        st.iteration = _Formed(context, assigned)  # what busy(s) reads while it forms
+        served_residents = []
+        st.iteration = _Formed(context, assigned, served_residents)  # what busy(s) reads while it forms
         open_ = True
         jobs = st.jobs
         where = self.where
@@ -1131,6 +1133,7 @@ class _Run:
                 if need > EPSILON:  # pool/grow (when it fits), then step/grow
                     self._grow(r, session, h, k, need)
                 assigned.append(build(Assignment, (r.job_id, r.owner, r.mode, tokens, position, 0.0, 0.0)))
+                served_residents.append(r)
                 left = left - tokens - facts.slots
                 continue
             # step/admit: the head of the first queue the stage serves
@@ -1199,11 +1202,12 @@ class _Run:
         s = self.s
         assigned = formed.assigned
         # cost_context: the context before the iteration and what it scheduled
-        env = Env(self.view)
+        env = self.cost_env  # (one environment, its fields set for each iteration)
         env.residents, env.decoders, env.kv_decode, env.kv_prefill = formed.context
+        prefilling = [a for a in assigned if a.mode == PREFILL]
         env.tokens = sum([a.tokens for a in assigned])
-        env.prefilled = sum([a.tokens for a in assigned if a.mode == PREFILL])
-        env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in assigned if a.mode == PREFILL])
+        env.prefilled = sum([a.tokens for a in prefilling])
+        env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])
         cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
         if cost == 0.0 and env.tokens > 0:
             raise Fallback
@@ -1214,7 +1218,8 @@ class _Run:
         self.in_flight = formed
         if now >= self.warmup:
             counts = self.step_counts
-            prefills, decodes = count_modes(assigned)
+            prefills = len(prefilling)  # count_modes: a resident prefills or decodes
+            decodes = len(assigned) - prefills
             counts[0] += 1
             counts[1] += 1 if prefills and not decodes else 0
             counts[2] += 1 if decodes and not prefills else 0
@@ -1241,15 +1246,8 @@ class _Run:
         last = self.last_token
         gaps = self.gaps
         done = []
-        i = 0  # the assignments are in the residents' order (served in it; the residents admitted now at the end)
-        n = len(jobs)
-        for a in formed.assigned:
+        for a, r in zip(formed.assigned, formed.residents):
             job_id = a.job_id
-            while i < n and jobs[i].job_id != job_id:
-                i += 1
-            if i == n:  # (not in order: searched from the start)
-                i = next(k for k, r in enumerate(jobs) if r.job_id == job_id)
-            r = jobs[i]
             r.remaining = r.remaining - a.tokens
             if r.growing is not None:  # pools.advance_position, kept in ``where`` until the run completes
                 w = where[job_id]
