@@ -349,7 +349,6 @@ class _Run:
         self.replaced = (-1.0, 0)
         self.samples = []
         n_pools, n_stages = len(program.pools), len(program.stages)
-        self.areas = [0.0] * (4 * n_pools + 2 * n_stages + 1)
         # PoolStats' counts per pool (wait_sum, wait_count, admissions, evicted_entries, evicted_units)
         self.pool_counts = [[0.0, 0, 0, 0, 0.0] for _ in range(n_pools)]
         self.stage_counts = [[0, 0.0, 0.0] for _ in range(n_stages)]  # completed, wait_sum, service_sum
@@ -366,7 +365,7 @@ class _Run:
         self.cost_env = Env(self.view)
         self.table = self._table()
         self.holds_once = m.holds_once
-        self.integrate = self._integrator()
+        self.integrate, self.areas_now = self._integrator()
         self.holds = self._compile_holds()
         kind = program.stages[self.s].kind
         #: the budget and the chunk when each is a finite number whatever the state (_constant), at least 0
@@ -433,36 +432,49 @@ class _Run:
             warmup = self.warmup
             dt = t - (self.now if self.now > warmup else warmup)
             if dt > 0:
-                self.integrate(self.areas, dt)
+                self.integrate(dt)
             self.now = self.view.time = t
 
     def _integrator(self):
-        """``integrate(areas, dt)``: every area plus its level times ``dt`` (measure.integrate's arithmetic, in
-        the order of Configuration.areas: per pool used, cached, queue, holders; per stage jobs present and
-        its level; the live sessions), written out for the program as the fast forms' event taker is."""
-        lines = ["def integrate(areas, dt):"]
-        k = 0
+        """``integrate(dt)``: every area plus its level times ``dt`` (measure.integrate's arithmetic, in the
+        order of Configuration.areas: per pool used, cached, queue, holders; per stage jobs present and its
+        level; the live sessions), written out for the program as the fast forms' event taker is, the areas
+        kept in the closure's own variables; and ``areas()``, their list."""
+        levels = []
+        members = []
         for p in range(len(self.pools)):
+            members.append(f"p{p} = pools[{p}]")
             holders = f"len(p{p}.holders)" if self.holds_once else f"holding_sessions(p{p})"
-            lines += [f"    p{p} = pools[{p}]",
-                      f"    areas[{k}] = areas[{k}] + p{p}.allocated * dt",
-                      f"    areas[{k + 1}] = areas[{k + 1}] + p{p}.cached * dt",
-                      f"    areas[{k + 2}] = areas[{k + 2}] + len(p{p}.queue) * dt",
-                      f"    areas[{k + 3}] = areas[{k + 3}] + {holders} * dt"]
-            k += 4
+            levels += [f"p{p}.allocated", f"p{p}.cached", f"len(p{p}.queue)", holders]
+        lines = []
         for s, st in enumerate(self.stages):
-            lines.append(f"    n = len(stages[{s}].jobs)")
-            lines.append(f"    areas[{k}] = areas[{k}] + n * dt")
-            if type(st) is _StepState:
-                lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (0.0 if stages[{s}].iteration is None else 1.0) * dt")
-            else:
-                lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (1.0 if n else 0.0) * dt")
-            k += 2
-        lines.append(f"    areas[{k}] = areas[{k}] + len(sessions) * dt")
-        namespace = {"pools": self.pools, "stages": self.stages, "sessions": self.sessions,
-                     "holding_sessions": holding_sessions}
-        exec("\n".join(lines) + "\n", namespace)
-        return namespace["integrate"]
+            members.append(f"st{s} = stages[{s}]")
+            lines.append(f"        n = len(st{s}.jobs)")
+            levels.append("n")
+            levels.append(f"(0.0 if st{s}.iteration is None else 1.0)" if type(st) is _StepState
+                          else "(1.0 if n else 0.0)")
+        levels.append("len(sessions)")
+        names = [f"a{k}" for k in range(len(levels))]
+        body = []
+        n_stage_line = 0
+        for k, level in enumerate(levels):
+            if level == "n":  # a stage's jobs: counted once for its two areas
+                body.append(lines[n_stage_line])
+                n_stage_line += 1
+            body.append(f"        {names[k]} += {level} * dt")
+        source = "\n".join(
+            ["def make(pools, stages, sessions, holding_sessions):"]
+            + [f"    {x}" for x in members]
+            + [f"    {' = '.join(names)} = 0.0",
+               "    def integrate(dt):",
+               f"        nonlocal {', '.join(names)}"]
+            + body
+            + ["    def areas():",
+               f"        return [{', '.join(names)}]",
+               "    return integrate, areas"]) + "\n"
+        namespace = {}
+        exec(source, namespace)
+        return namespace["make"](self.pools, self.stages, self.sessions, holding_sessions)
 
     def _compile_holds(self) -> dict:
         """The holds' headers and cache clauses compiled again, by a compiler whose ``cachedin`` and
@@ -558,7 +570,7 @@ class _Run:
         stats = stats._replace(pools=pools, stages=stages, engines=engines, ended=self.ended, turns=self.turns)
         sessions = immutables.Map({serial: s.record() for serial, s in self.sessions.items()})
         return c0._replace(time=self.now, sessions=sessions, statistics=stats,
-                           areas=tuple(self.areas), samples=samples, taken=self.taken, sequence=self.seq,
+                           areas=tuple(self.areas_now()), samples=samples, taken=self.taken, sequence=self.seq,
                            workload=Workload(self.next_serial, self.generated, self.arrivals_draws,
                                              self.workload_draws, 0, self.replaced))
 
