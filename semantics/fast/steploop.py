@@ -8,13 +8,17 @@ The definition (semantics/smallstep) builds one immutable configuration per
 rule, and the fast forms (step.py, flow.py) still build one per few rules;
 here one run keeps the same facts in mutable state of its own: the pending
 events in a heap on their (time, sequence number) keys, the sessions in a
-dict (the definition's Session records, each replaced as its rules replace
-it), the ready sessions in a deque, each pool's allocated and cached units,
-its queue, holders and cache entries in lists (the definition's Waiting,
-Holding and CacheEntry records), the step stage's residents in a list (in
-the definition's order: their session's latest admission, then job id) and
-the iteration being formed in local variables, a delay stage's jobs in a
-dict, the statistics and areas in lists. Every rule it applies is the
+dict (``_Session``: the definition's Session record's fields, updated in
+place; the record is built where a rule of the definition takes one, and for
+the last configuration), the ready sessions in a deque, each pool's
+allocated and cached units, its queue, holders and cache entries in lists
+(the definition's Waiting, Holding and CacheEntry records; each session's
+live entry and each holding also found by key), the step stage's residents
+in a list (``_Resident``, its remaining tokens lowered in place; in the
+definition's order: their session's latest admission, then job id) and the
+iteration being formed in local variables, a delay stage's jobs in a dict,
+the statistics in lists and the areas in a closure's variables
+(``_integrator``). Every rule it applies is the
 definition's, written out on that state with the same arithmetic in the same
 order:
 
@@ -29,11 +33,15 @@ order:
 | ``_settle`` | settle's loop: the ready sessions, then an iteration on the idle engine when no other event is pending now |
 
 The definition's readers are applied to a view of the state (``_View``: the
-time, the sessions, the pools and stages as records of the same fields):
-admissible (a head's header, with at admission), budget_plan (budget_left,
-and the context_before it reads), cost_context, want_of, the expressions and the
-pool and stage queries they read. At the end the last configuration's
-statistics, samples, areas and counts are built for measure.build_result.
+time, the sessions, the pools and stages as objects of the same fields): the
+expressions and the pool and stage queries they read. Some are written out
+on the loop's state with the same arithmetic: admissible (``_admissible``: a
+head's header, with at admission), budget_plan and the context_before it
+reads (``_budget_plan``, ``_context``), cost_context and want_of; the holds'
+headers are compiled again (``_compile_holds``) with readers of cachedin (an
+entry by its owner) and budget_left (``_budget_plan``) on the loop's state.
+At the end the last configuration's statistics, samples, areas and counts
+are built for measure.build_result.
 
 What the loop does not write out it does not approximate: a preemption, a
 growth that waits, a rejected hold, a session that ends inside a hold, and
