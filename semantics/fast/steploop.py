@@ -375,6 +375,9 @@ class _Run:
         self.holds_once = m.holds_once
         self.integrate, self.areas_now = self._integrator()
         self.holds = self._compile_holds()
+        #: the pools of each hold that names them all without an index
+        self.hold_pools = {stmt: tuple(ref.base for ref in hold.refs) for stmt, hold in self.holds.items()
+                           if all(index is None for index in hold.indices)}
         kind = program.stages[self.s].kind
         #: the budget and the chunk when each is a finite number whatever the state (_constant), at least 0
         budget, chunk = _constant(kind.budget), _constant(kind.chunk)
@@ -776,7 +779,8 @@ class _Run:
                     self.seq = job_id + 2
                 else:  # stage/step-enter
                     growing = op.exprs[4]
-                    p = None if growing is None else resolve_index(growing[0], growing[1], env, "pool")
+                    p = None if growing is None else growing[0].base if growing[1] is None \
+                        else resolve_index(growing[0], growing[1], env, "pool")
                     job = _Resident(job_id, serial, now, now, None, op.exprs[3], work, p)
                     if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
                         # stay while it is a resident, and its position once an iteration advanced it (None: the
@@ -914,7 +918,9 @@ class _Run:
         m = self.m
         hold = self.holds[stmt]
         env = Env(self.view, attrs, s.serial, s.stream, draws, stmt)
-        pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
+        pools = self.hold_pools.get(stmt)  # (named without an index: resolve_index's base + 0)
+        if pools is None:
+            pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
         for k, p in enumerate(pools):
             units = max(0.0, hold.units[k](env))
             reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
