@@ -8,13 +8,17 @@ The definition (semantics/smallstep) builds one immutable configuration per
 rule, and the fast forms (step.py, flow.py) still build one per few rules;
 here one run keeps the same facts in mutable state of its own: the pending
 events in a heap on their (time, sequence number) keys, the sessions in a
-dict (the definition's Session records, each replaced as its rules replace
-it), the ready sessions in a deque, each pool's allocated and cached units,
-its queue, holders and cache entries in lists (the definition's Waiting,
-Holding and CacheEntry records), the step stage's residents in a list (in
-the definition's order: their session's latest admission, then job id) and
-the iteration being formed in local variables, a delay stage's jobs in a
-dict, the statistics and areas in lists. Every rule it applies is the
+dict (``_Session``: the definition's Session record's fields, updated in
+place; the record is built where a rule of the definition takes one, and for
+the last configuration), the ready sessions in a deque, each pool's
+allocated and cached units, its queue, holders and cache entries in lists
+(the definition's Waiting, Holding and CacheEntry records; each session's
+live entry and each holding also found by key), the step stage's residents
+in a list (``_Resident``, its remaining tokens lowered in place; in the
+definition's order: their session's latest admission, then job id) and the
+iteration being formed in local variables, a delay stage's jobs in a dict,
+the statistics in lists and the areas in a closure's variables
+(``_integrator``). Every rule it applies is the
 definition's, written out on that state with the same arithmetic in the same
 order:
 
@@ -29,11 +33,15 @@ order:
 | ``_settle`` | settle's loop: the ready sessions, then an iteration on the idle engine when no other event is pending now |
 
 The definition's readers are applied to a view of the state (``_View``: the
-time, the sessions, the pools and stages as records of the same fields):
-admissible (a head's header, with at admission), budget_plan (budget_left,
-and the context_before it reads), cost_context, want_of, the expressions and the
-pool and stage queries they read. At the end the last configuration's
-statistics, samples, areas and counts are built for measure.build_result.
+time, the sessions, the pools and stages as objects of the same fields): the
+expressions and the pool and stage queries they read. Some are written out
+on the loop's state with the same arithmetic: admissible (``_admissible``: a
+head's header, with at admission), budget_plan and the context_before it
+reads (``_budget_plan``, ``_context``), cost_context and want_of; the holds'
+headers are compiled again (``_compile_holds``) with readers of cachedin (an
+entry by its owner) and budget_left (``_budget_plan``) on the loop's state.
+At the end the last configuration's statistics, samples, areas and counts
+are built for measure.build_result.
 
 What the loop does not write out it does not approximate: a preemption, a
 growth that waits, a rejected hold, a session that ends inside a hold, and
@@ -50,6 +58,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections import deque
 from heapq import heappop, heappush
 
@@ -60,22 +69,22 @@ from ..errors import RunStop
 from ..results import RunResult
 from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, GROWING, HOLD, LOOP, PLAIN, PREFILL, QUEUED, READY, ActiveHold, Allocation,
                                        CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
-                                       Waiting, Workload, innermost_hold, own_entry_index)
+                                       Waiting, Workload, innermost_hold)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
-from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, Machine, session_env
+from ..smallstep.machine import (EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine,
+                                 session_env)
 from ..smallstep.observables import holding_sessions
-from ..smallstep.pools import MAX_EVICTIONS, admissible
+from ..smallstep.pools import MAX_EVICTIONS, Admission
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
-from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, cost_context, want_of
+from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, want_of
 from ..smallstep.values import Env, resolve_index
-from .flow import _HOLDING_DEFAULTS, _set_draws, _set_holds
-from .loop import _set_ready, run_walk
+from .flow import _HOLDING_DEFAULTS
+from .loop import run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
-from .step import (_non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_remaining, _set_units,
-                   count_modes)
+from .step import _non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_units
 
 STEP, DELAY = "step", "delay"
 
@@ -95,14 +104,46 @@ _BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_
 
 #: the loop's setters (those the fast forms made for the same records and fields are theirs, imported above:
 #: each is Python source compiled at import, 0.3 ms)
-_set_at_stage = setter(Session, "status", "job")
 _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
-_set_admitted = setter(Session, "holds", "attrs", "frames", "pc", "admission", "status", "readies", "job", "growth",
-                       "pending")
-_set_exited = setter(Session, "frames", "pc", "holds", "attrs", "preempted_at")
 _INF = math.inf
 _new = object.__new__
+
+
+_SESSION_FIELDS = Session._fields
+_session_values = operator.attrgetter(*_SESSION_FIELDS)
+
+
+class _Session:
+    """A session (the definition's Session record's fields), updated in place while the loop runs it: the
+    record a rule of the definition takes, and the last configuration holds, is built from it (``record``)."""
+
+    __slots__ = _SESSION_FIELDS
+
+    def record(self) -> Session:
+        return build(Session, _session_values(self))
+
+    def assign(self, record: Session) -> None:
+        """Its fields set to ``record``'s."""
+        for name, value in zip(_SESSION_FIELDS, record):
+            setattr(self, name, value)
+
+
+def _mutable(record: Session) -> _Session:
+    s = _new(_Session)
+    s.assign(record)
+    return s
+
+
+class _Resident:
+    """A resident (the definition's Resident record's fields, which the readers read by name), its remaining
+    tokens lowered in place as iterations serve it."""
+
+    __slots__ = Resident._fields
+
+    def __init__(self, job_id, owner, arrived, started, spill, mode, remaining, growing):
+        self.job_id, self.owner, self.arrived, self.started = job_id, owner, arrived, started
+        self.spill, self.mode, self.remaining, self.growing = spill, mode, remaining, growing
 
 
 class Fallback(Exception):
@@ -119,7 +160,7 @@ class _Pool:
     """A pool's state (PoolState's fields the readers read), mutable."""
 
     __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups",
-                 "whole")
+                 "whole", "own", "holding")
 
     def __init__(self, cap, block):
         self.cap, self.block = cap, block
@@ -128,6 +169,10 @@ class _Pool:
         self.allocated = self.cached = 0.0
         self.holders, self.entries, self.queue = [], [], []
         self.growers, self.table, self.groups = (), None, 0
+        #: each session's live cache entry among ``entries`` (own_entry_index's answer, by serial)
+        self.own = {}
+        #: each holding among ``holders`` by (serial, hold id)
+        self.holding = {}
 
 
 class _StepState:
@@ -149,12 +194,13 @@ class _DelayState:
 
 
 class _Formed:
-    """What cost_context and busy(s) read of an iteration: its context and what it assigned."""
+    """What cost_context and busy(s) read of an iteration: its context and what it assigned; and the resident
+    each assignment serves (for its end)."""
 
-    __slots__ = ("context", "assigned")
+    __slots__ = ("context", "assigned", "residents")
 
-    def __init__(self, context, assigned):
-        self.context, self.assigned = context, assigned
+    def __init__(self, context, assigned, residents):
+        self.context, self.assigned, self.residents = context, assigned, residents
 
 
 def applies(m: Machine) -> bool:
@@ -209,6 +255,59 @@ def applies(m: Machine) -> bool:
     return True
 
 
+#: the queries of a pool that read its state and cannot fail (an index aside)
+_PLAIN_QUERIES = frozenset({"Used", "Free", "Holders", "Queued"})
+#: the operators that cannot fail on any two numbers (arithmetic.BINARY: no division, power or truth of NaN)
+_PLAIN_OPERATORS = frozenset({"Add", "Sub", "Mul", "Lt", "Le", "Gt", "Ge", "Eq", "Ne"})
+
+
+def _constant(e) -> float | None:
+    """The value of expression ``e`` when it is the same finite number whatever the state, as the
+    definition's closures evaluate it (a number; a conditional whose arms are one such number and whose test
+    draws nothing and cannot fail); else None."""
+    if type(e) is ir.Num:
+        return e.value if math.isfinite(e.value) else None
+    if type(e) is ir.Cond and _plain(e.test):
+        then, otherwise = _constant(e.then), _constant(e.otherwise)
+        if then is not None and otherwise is not None and then == otherwise \
+                and math.copysign(1.0, then) == math.copysign(1.0, otherwise):
+            return then
+    return None
+
+
+def _plain(e) -> bool:
+    """Whether evaluating ``e`` draws nothing and cannot fail: numbers, context variables, the plain queries of
+    a pool named without an index, and the operators that cannot fail."""
+    kind = type(e)
+    if kind is ir.Num or kind is ir.Ctx:
+        return True
+    if kind is ir.Binary:
+        return e.op in _PLAIN_OPERATORS and _plain(e.left) and _plain(e.right)
+    if kind is ir.Call:
+        return e.fun in _PLAIN_QUERIES and len(e.args) == 1 and type(e.args[0]) is ir.PoolArg \
+            and e.args[0].ref.index is None
+    return False
+
+
+def _query_compiler(base: type) -> type:
+    """The compiler class ``base`` with a query of a pool or stage named without an index compiled to a call of
+    its reader on that member (values.ExpressionCompiler's closure resolves the index, ``base + 0``, at each
+    evaluation)."""
+
+    class QueryCompiler(base):
+        def compile(self, e):
+            if type(e) is ir.Call and e.fun in self.observables and e.args[0].ref.index is None:
+                key = id(e)
+                found = self.cache.get(key)
+                if found is None:
+                    query, member = self.observables[e.fun], e.args[0].ref.base
+                    found = self.cache[key] = lambda env: query(env, member)
+                return found
+            return super().compile(e)
+
+    return QueryCompiler
+
+
 def _unknown(node) -> bool:
     """Whether IR record ``node`` has a field the loop does not know set to other than its default (a record
     of a type it does not know: yes)."""
@@ -258,7 +357,6 @@ class _Run:
         self.replaced = (-1.0, 0)
         self.samples = []
         n_pools, n_stages = len(program.pools), len(program.stages)
-        self.areas = [0.0] * (4 * n_pools + 2 * n_stages + 1)
         # PoolStats' counts per pool (wait_sum, wait_count, admissions, evicted_entries, evicted_units)
         self.pool_counts = [[0.0, 0, 0, 0, 0.0] for _ in range(n_pools)]
         self.stage_counts = [[0, 0.0, 0.0] for _ in range(n_stages)]  # completed, wait_sum, service_sum
@@ -269,9 +367,22 @@ class _Run:
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
         self.where = {}  # a growing resident's job id -> (hold, allocation) of the pool it grows
+        #: a resident's session -> (its holds, the units they hold on the memory, whether in one allocation):
+        #: _context's, kept by _grow and _end_iteration when they replace the holds
+        self.held = {}
+        self.cost_env = Env(self.view)
         self.table = self._table()
         self.holds_once = m.holds_once
-        self.integrate = self._integrator()
+        self.integrate, self.areas_now = self._integrator()
+        self.holds = self._compile_holds()
+        #: the pools of each hold that names them all without an index
+        self.hold_pools = {stmt: tuple(ref.base for ref in hold.refs) for stmt, hold in self.holds.items()
+                           if all(index is None for index in hold.indices)}
+        kind = program.stages[self.s].kind
+        #: the budget and the chunk when each is a finite number whatever the state (_constant), at least 0
+        budget, chunk = _constant(kind.budget), _constant(kind.chunk)
+        self.constant_budget = None if budget is None else max(0.0, budget)
+        self.constant_chunk = None if chunk is None else max(0.0, chunk)
 
     # -- the walk (driver.walk) -------------------------------------------------------------------------------------
 
@@ -332,36 +443,122 @@ class _Run:
             warmup = self.warmup
             dt = t - (self.now if self.now > warmup else warmup)
             if dt > 0:
-                self.integrate(self.areas, dt)
+                self.integrate(dt)
             self.now = self.view.time = t
 
     def _integrator(self):
-        """``integrate(areas, dt)``: every area plus its level times ``dt`` (measure.integrate's arithmetic, in
-        the order of Configuration.areas: per pool used, cached, queue, holders; per stage jobs present and
-        its level; the live sessions), written out for the program as the fast forms' event taker is."""
-        lines = ["def integrate(areas, dt):"]
-        k = 0
+        """``integrate(dt)``: every area plus its level times ``dt`` (measure.integrate's arithmetic, in the
+        order of Configuration.areas: per pool used, cached, queue, holders; per stage jobs present and its
+        level; the live sessions), written out for the program as the fast forms' event taker is, the areas
+        kept in the closure's own variables; and ``areas()``, their list."""
+        levels = []
+        members = []
         for p in range(len(self.pools)):
+            members.append(f"p{p} = pools[{p}]")
             holders = f"len(p{p}.holders)" if self.holds_once else f"holding_sessions(p{p})"
-            lines += [f"    p{p} = pools[{p}]",
-                      f"    areas[{k}] = areas[{k}] + p{p}.allocated * dt",
-                      f"    areas[{k + 1}] = areas[{k + 1}] + p{p}.cached * dt",
-                      f"    areas[{k + 2}] = areas[{k + 2}] + len(p{p}.queue) * dt",
-                      f"    areas[{k + 3}] = areas[{k + 3}] + {holders} * dt"]
-            k += 4
+            levels += [f"p{p}.allocated", f"p{p}.cached", f"len(p{p}.queue)", holders]
+        lines = []
         for s, st in enumerate(self.stages):
-            lines.append(f"    n = len(stages[{s}].jobs)")
-            lines.append(f"    areas[{k}] = areas[{k}] + n * dt")
-            if type(st) is _StepState:
-                lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (0.0 if stages[{s}].iteration is None else 1.0) * dt")
+            members.append(f"st{s} = stages[{s}]")
+            lines.append(f"        n = len(st{s}.jobs)")
+            levels.append("n")
+            levels.append(f"(0.0 if st{s}.iteration is None else 1.0)" if type(st) is _StepState
+                          else "(1.0 if n else 0.0)")
+        levels.append("len(sessions)")
+        names = [f"a{k}" for k in range(len(levels))]
+        body = []
+        n_stage_line = 0
+        for k, level in enumerate(levels):
+            if level == "n":  # a stage's jobs: counted once for its two areas
+                body.append(lines[n_stage_line])
+                n_stage_line += 1
+            body.append(f"        {names[k]} += {level} * dt")
+        source = "\n".join(
+            ["def make(pools, stages, sessions, holding_sessions):"]
+            + [f"    {x}" for x in members]
+            + [f"    {' = '.join(names)} = 0.0",
+               "    def integrate(dt):",
+               f"        nonlocal {', '.join(names)}"]
+            + body
+            + ["    def areas():",
+               f"        return [{', '.join(names)}]",
+               "    return integrate, areas"]) + "\n"
+        namespace = {}
+        exec(source, namespace)
+        return namespace["make"](self.pools, self.stages, self.sessions, holding_sessions)
+
+    def _compile_holds(self) -> dict:
+        """The holds' headers and cache clauses compiled again, by a compiler whose ``cachedin`` and
+        ``budget_left`` read this run's state directly (an entry by its owner; the budget from the residents
+        here): the definition's readers' answers (observables.cachedin, step.budget_plan), without the search
+        of the pool's entries and the configuration's records. The other queries are the machine's."""
+        m = self.m
+        observables = dict(m.compiler.observables)
+        pools = self.pools
+        s_engine = self.s
+        budget_plan = observables["BudgetLeft"]
+
+        def cachedin(env, p: int) -> float:
+            entry = pools[p].own.get(env.serial)
+            return entry.units if entry is not None else 0.0
+
+        def budget_left(env, s: int) -> float:
+            if env.budget is not None and env.budget[0] == s:
+                return env.budget[1]
+            if s != s_engine:
+                return budget_plan(env, s)
+            return self._budget_plan()
+
+        observables["CachedIn"], observables["BudgetLeft"] = cachedin, budget_left
+        compiler = _query_compiler(type(m.compiler))(self.program, observables)
+        return {stmt: CompiledHold(compiler, hold.stmt) for stmt, hold in m.holds.items()}
+
+    def _context(self) -> tuple:
+        """context_before: residents, decoders, kv_decode, kv_prefill (no load; the parked sessions counted)."""
+        memory = self.facts.memory
+        sessions = self.sessions
+        held = self.held
+        st = self.engine
+        decoders = kv_decode = kv_prefill = 0.0
+        for r in st.jobs:
+            if memory is None:
+                units = 0.0
+            else:  # step.memory_of, kept while the session's holds are the same record
+                holds = sessions[r.owner].holds
+                known = held.get(r.owner)
+                if known is not None and known[0] is holds:
+                    units = known[1]
+                else:
+                    on = [a.units for h in holds for a in h.allocations if a.pool == memory]
+                    units = sum(on)
+                    held[r.owner] = (holds, units, len(on) == 1)
+            if r.mode == DECODE:
+                decoders += 1.0
+                kv_decode += units
             else:
-                lines.append(f"    areas[{k + 1}] = areas[{k + 1}] + (1.0 if n else 0.0) * dt")
-            k += 2
-        lines.append(f"    areas[{k}] = areas[{k}] + len(sessions) * dt")
-        namespace = {"pools": self.pools, "stages": self.stages, "sessions": self.sessions,
-                     "holding_sessions": holding_sessions}
-        exec("\n".join(lines) + "\n", namespace)
-        return namespace["integrate"]
+                kv_prefill += units
+        return float(len(st.jobs) + len(st.parked)), decoders, kv_decode, kv_prefill
+
+    def _limits(self, context) -> tuple[float, float]:
+        """The budget and the chunk, each at least 0, read with the context before the iteration (a constant
+        one once: _constant)."""
+        budget, chunk = self.constant_budget, self.constant_chunk
+        if budget is None or chunk is None:
+            m, s, facts, view = self.m, self.s, self.facts, self.view
+            env = _stage_env(view, context)
+            if budget is None:
+                budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
+            if chunk is None:
+                chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
+        return budget, chunk
+
+    def _budget_plan(self) -> float:
+        """step.budget_plan on this run's state: max(0, B - what each resident asks), with the context before
+        the iteration."""
+        facts = self.facts
+        budget, chunk = self._limits(self._context())
+        slots = facts.slots
+        return max(0.0, budget - slots - sum(want_of(r, chunk, facts.spec) + slots for r in self.engine.jobs))
 
     def _configuration(self):
         """The last configuration, as far as build_result reads it."""
@@ -382,8 +579,9 @@ class _Run:
         for x in self.samples:
             samples = (x, samples)
         stats = stats._replace(pools=pools, stages=stages, engines=engines, ended=self.ended, turns=self.turns)
-        return c0._replace(time=self.now, sessions=immutables.Map(self.sessions), statistics=stats,
-                           areas=tuple(self.areas), samples=samples, taken=self.taken, sequence=self.seq,
+        sessions = immutables.Map({serial: s.record() for serial, s in self.sessions.items()})
+        return c0._replace(time=self.now, sessions=sessions, statistics=stats,
+                           areas=tuple(self.areas_now()), samples=samples, taken=self.taken, sequence=self.seq,
                            workload=Workload(self.next_serial, self.generated, self.arrivals_draws,
                                              self.workload_draws, 0, self.replaced))
 
@@ -441,9 +639,9 @@ class _Run:
             for slot, value in program.arrival.sessions[explicit].attrs:
                 attrs[slot] = value
             attrs = tuple(attrs)
-        self.sessions[serial] = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None,
-                                                -1, (), -1, member_stream(m.stream_sessions, serial), 0, script, 0,
-                                                (self.now, 1)))
+        self.sessions[serial] = _mutable(build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None,
+                                                         None, -1, (), -1, member_stream(m.stream_sessions, serial), 0,
+                                                         script, 0, (self.now, 1))))
         self.next_serial = serial + 1
         self.ready.append(serial)
 
@@ -474,7 +672,7 @@ class _Run:
         count = count + 1 if instant == self.now else 1
         if count > MAX_READIES_PER_INSTANT:
             raise Fallback
-        self.sessions[s.serial] = _set_ready(s, READY, (self.now, count), None, None, None)
+        s.status, s.readies, s.job, s.growth, s.pending = READY, (self.now, count), None, None, None  # machine.make_ready
         self.ready.append(s.serial)
 
     # -- settle -----------------------------------------------------------------------------------------------------
@@ -551,9 +749,6 @@ class _Run:
         frames = s.frames
         row = table[frames[-1].block]
         while True:
-            quiet -= 1
-            if quiet < 0:
-                raise Fallback
             code, f, nxt, at, aux, op = row[pc]
             env.stmt = at
             if code == _SET:  # session/set
@@ -568,6 +763,38 @@ class _Run:
                         raise Fallback
                     self.samples.append((aux, now, serial, int(turn), value))
                 pc = nxt
+            elif code == _RUN:  # session/run
+                work = f(env)
+                if not 0 < work < _INF:
+                    if not work == work or work == _INF:
+                        raise Fallback
+                    pc = nxt  # zero work completes at once
+                    continue
+                job_id = self.seq
+                s.attrs, s.frames, s.pc, s.draws, s.status, s.job = attrs, frames, nxt, env.draws, AT_STAGE, (aux, job_id)
+                if self.stages[aux].__class__ is _DelayState:  # stage/delay-enter
+                    due = (now + work, job_id + 1)
+                    self.stages[aux].by_id[job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
+                    heappush(self.events, (due[0], job_id + 1, "delay", aux, job_id))
+                    self.seq = job_id + 2
+                else:  # stage/step-enter
+                    growing = op.exprs[4]
+                    p = None if growing is None else growing[0].base if growing[1] is None \
+                        else resolve_index(growing[0], growing[1], env, "pool")
+                    job = _Resident(job_id, serial, now, now, None, op.exprs[3], work, p)
+                    if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
+                        # stay while it is a resident, and its position once an iteration advanced it (None: the
+                        # allocation's), written into the allocation when its run completes (_end_iteration)
+                        self.where[job_id] = [*innermost_hold(s, p), None]
+                    jobs = self.stages[aux].jobs
+                    key = (s.admission, job_id)
+                    if not jobs or (sessions[jobs[-1].owner].admission, jobs[-1].job_id) <= key:
+                        jobs.append(job)  # (bisect_right's place: after every resident of a key at most its own)
+                    else:
+                        i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
+                        jobs.insert(i, job)
+                    self.seq = job_id + 1
+                return
             elif code == _BRANCH:  # session/branch
                 value = f(env)
                 if value == 1.0:
@@ -583,61 +810,47 @@ class _Run:
                 pc = frames[-1].resume
                 frames = frames[:-1]
                 row = table[frames[-1].block]
-            elif code == _LOOP_AGAIN:  # session/loop-again
-                pc = 0
-            elif code == _LOOP:  # session/loop
-                frames = frames + (build(Frame, (aux, LOOP, at, nxt)),)
-                pc = 0
-                row = table[aux]
-            elif code == _LOCAL:  # while, choose, a while's end: the definition's rule
-                s = op.rule(m, view, _set_attrs_frames_pc_draws(s, attrs, frames, pc, env.draws), op, env)
+            elif code == _HOLD:
+                self._enter_hold(s, attrs, frames, nxt, env.draws, at)
+                return
+            elif code == _EXIT_HOLD:  # the hold's body ended: every allocation goes back, then session/hold-exit
+                s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
+                if self.ahead and serial in self.engine.finishing and any(
+                        a.pool == self.facts.memory for a in s.holds[-1].allocations):
+                    # step/park (schedule ahead): it waits at the exit, its units held, until the engine's next
+                    # iteration is formed (step/apply)
+                    self.engine.finishing.remove(serial)
+                    self.engine.parked.append(serial)
+                    s.status = FINISHING
+                    return
+                s = self._exit_hold(s)
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
                 frames = s.frames
                 row = table[frames[-1].block]
-            elif code == _RUN:  # session/run
-                work = f(env)
-                if not 0 < work < _INF:
-                    if not work == work or work == _INF:
-                        raise Fallback
-                    pc = nxt  # zero work completes at once
-                    continue
-                job_id = self.seq
-                s = _set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws)
-                if self.stages[aux].__class__ is _DelayState:  # stage/delay-enter
-                    due = (now + work, job_id + 1)
-                    self.stages[aux].by_id[job_id] = build(DelayJob, (job_id, serial, now, now, None, work, due))
-                    heappush(self.events, (due[0], job_id + 1, "delay", aux, job_id))
-                    self.seq = job_id + 2
-                else:  # stage/step-enter
-                    growing = op.exprs[4]
-                    p = None if growing is None else resolve_index(growing[0], growing[1], env, "pool")
-                    job = build(Resident, (job_id, serial, now, now, None, op.exprs[3], work, p))
-                    if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
-                        # stay while it is a resident, and its position once an iteration advanced it (None: the
-                        # allocation's), written into the allocation when its run completes (_end_iteration)
-                        self.where[job_id] = [*innermost_hold(s, p), None]
-                    jobs = self.stages[aux].jobs
-                    key = (s.admission, job_id)
-                    i = bisect.bisect_right(jobs, key, key=lambda r: (sessions[r.owner].admission, r.job_id))
-                    jobs.insert(i, job)
-                    self.seq = job_id + 1
-                sessions[serial] = _set_at_stage(s, AT_STAGE, (aux, job_id))
-                return
-            elif code == _HOLD:
-                self._enter_hold(_set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws), at)
-                return
             elif code == _TURN:
                 turn = attrs[m.slot_turn]
                 if not math.isfinite(turn):
                     raise Fallback
-                s = self._take_turn(_set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws))
+                s = self._take_turn(s, attrs, frames, nxt, env.draws)
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
+            elif code == _LOOP_AGAIN:  # session/loop-again
+                # (the definition's backstop counts every statement at the instant; only a loop's turn or a
+                # while's repeats them, so they are counted here, a block's length at a turn: a run that
+                # reaches the backstop is given up, at the latest a block's nesting later, and then runs on the
+                # fast forms, which give its RunError)
+                quiet -= len(row)
+                if quiet < 0:
+                    raise Fallback
+                pc = 0
+            elif code == _LOOP:  # session/loop
+                frames = frames + (build(Frame, (aux, LOOP, at, nxt)),)
+                pc = 0
+                row = table[aux]
             elif code == _END:
-                s = _set_attrs_frames_pc_draws(s, attrs, frames, nxt, env.draws)
                 if s.job is not None or s.growth is not None or s.pending is not None or s.holds or s.leases:
                     raise Fallback  # an end inside a hold: its releases are the definition's
                 del sessions[serial]
@@ -651,27 +864,22 @@ class _Run:
                     self.replaced = (now, n)
                     self._arrive()
                 return
-            else:  # _EXIT_HOLD: the hold's body ended: every allocation goes back, then session/hold-exit
-                s = _set_attrs_frames_pc_draws(s, attrs, frames, pc, env.draws)
-                if self.ahead and serial in self.engine.finishing and any(
-                        a.pool == self.facts.memory for a in s.holds[-1].allocations):
-                    # step/park (schedule ahead): it waits at the exit, its units held, until the engine's next
-                    # iteration is formed (step/apply)
-                    self.engine.finishing.remove(serial)
-                    self.engine.parked.append(serial)
-                    sessions[serial] = s._replace(status=FINISHING)
-                    return
-                s = self._exit_hold(s)
+            else:  # _LOCAL: while, choose, a while's end: the definition's rule
+                quiet -= len(row)
+                if quiet < 0:
+                    raise Fallback
+                s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
                 frames = s.frames
                 row = table[frames[-1].block]
 
-    def _take_turn(self, s: Session) -> Session:
-        """session/turn (workload.take_turn, no turn block): turn_no counts, the next trace row is loaded."""
+    def _take_turn(self, s: Session, attrs: tuple, frames: tuple, pc: int, draws: int) -> Session:
+        """session/turn (workload.take_turn, no turn block) of session ``s`` (at ``attrs``, ``frames``,
+        ``draws``, its statement after the turn ``pc``): turn_no counts, the next trace row is loaded."""
         m, program = self.m, self.program
-        attrs = list(s.attrs)
+        attrs = list(attrs)
         turn_no = attrs[program.slot_turn] + 1.0
         attrs[program.slot_turn] = turn_no
         script_turn = s.script_turn
@@ -696,28 +904,31 @@ class _Run:
         attrs = tuple(attrs)
         if program.turn is not None:
             attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
-        s = s._replace(attrs=attrs, script_turn=script_turn)
-        self.sessions[s.serial] = s
+        s.attrs, s.frames, s.pc, s.draws, s.script_turn = attrs, frames, pc, draws, script_turn
         if self.now >= program.warmup:
             self.turns += 1
         return s
 
     # -- holds (pools.py) -------------------------------------------------------------------------------------------
 
-    def _enter_hold(self, s: Session, stmt) -> None:
-        """pools.enter_hold: the hold's units and reserve read to judge whether it can ever fit (a reject is the
+    def _enter_hold(self, s: Session, attrs: tuple, frames: tuple, pc: int, draws: int, stmt) -> None:
+        """pools.enter_hold by session ``s`` (at ``attrs``, ``frames``, ``draws``, its statement after the hold
+        ``pc``): the hold's units and reserve read to judge whether it can ever fit (a reject is the
         definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
         m = self.m
-        hold = m.holds[stmt]
-        env = session_env(m, self.view, s, stmt)
-        pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
+        hold = self.holds[stmt]
+        env = Env(self.view, attrs, s.serial, s.stream, draws, stmt)
+        pools = self.hold_pools.get(stmt)  # (named without an index: resolve_index's base + 0)
+        if pools is None:
+            pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
         for k, p in enumerate(pools):
             units = max(0.0, hold.units[k](env))
             reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
             if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
                 raise Fallback  # pool/reject
         serial = s.serial
-        self.sessions[serial] = s._replace(draws=env.draws, status=QUEUED, pending=PendingHold(stmt, pools, self.now))
+        s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
+        s.status, s.pending = QUEUED, PendingHold(stmt, pools, self.now)
         self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
         self.seq += 1
 
@@ -730,7 +941,7 @@ class _Run:
         sessions = self.sessions
         s = sessions[serial]
         pending = s.pending
-        hold = m.holds[pending.stmt]
+        hold = self.holds[pending.stmt]
         queue = self.pools[p].queue
         del queue[queue.index(waiting)]
         admission = self.seq
@@ -742,9 +953,9 @@ class _Run:
             pool = self.pools[q]
             consumed = 0.0
             if hold.cache is not None:  # pool/consume
-                k = own_entry_index(pool.entries, serial)
-                if k >= 0:
-                    entry = pool.entries[k]
+                entry = pool.own.pop(serial, None)
+                if entry is not None:
+                    k = pool.entries.index(entry)
                     consumed = min(entry.units, m.round_down(q, reuse))
                     rest = entry.units - consumed
                     if rest > EPSILON:
@@ -758,7 +969,11 @@ class _Run:
                 raise Fallback
             self._make_room(q, need, pending.stmt)
             pool.allocated = pool.allocated + need
-            pool.holders.append(build(Holding, (admission, serial, admission, need, False) + _HOLDING_DEFAULTS))
+            if (serial, admission) in pool.holding:
+                raise Fallback  # (a hold naming one pool twice: its releases are the fast forms')
+            holding = pool.holding[(serial, admission)] = build(Holding, (admission, serial, admission, need, False)
+                                                                 + _HOLDING_DEFAULTS)
+            pool.holders.append(holding)
             if warm:
                 self.pool_counts[q][2] += 1
             allocations.append(build(Allocation, (q, need, min(consumed, need), False)))
@@ -774,10 +989,30 @@ class _Run:
         count = count + 1 if instant == self.now else 1
         if count > MAX_READIES_PER_INSTANT:
             raise Fallback
-        self.sessions[serial] = _set_admitted(
-            s, s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),), tuple(attrs),
-            s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),), 0, admission, READY,
-            (self.now, count), None, None, None)
+        s.holds = s.holds + (build(ActiveHold, (admission, pending.stmt, tuple(allocations))),)
+        s.attrs = tuple(attrs)
+        s.frames = s.frames + (build(Frame, (hold.body, HOLD, pending.stmt, s.pc)),)
+        s.pc, s.admission, s.status, s.readies = 0, admission, READY, (self.now, count)
+        s.job = s.growth = s.pending = None
+
+    def _admissible(self, p: int, budget) -> Admission:
+        """pools.admissible at pool ``p`` (whose queue is not empty) for a pool the loop runs (no keys, no KV
+        cache groups, no shared prefixes): its head, the header evaluated now (the hold's compiled header:
+        _compile_holds), and whether it fits every pool of its hold."""
+        m = self.m
+        waiting = self.pools[p].queue[0]
+        s = self.sessions[waiting.serial]
+        pending = s.pending
+        hold = self.holds[pending.stmt]
+        env = Env(self.view, s.attrs, s.serial, s.stream, s.draws, pending.stmt)
+        env.budget = budget
+        units = tuple([max(0.0, f(env)) for f in hold.units])
+        needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
+        reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else _INF
+        pools, caps, round_up = self.pools, m.caps, m.round_up
+        fits = all(pools[q].allocated + round_up(q, need) <= caps[q] + EPSILON
+                   for q, need in zip(pending.pools, needs))
+        return Admission(waiting, units, needs, reuse, env.draws, fits, None)
 
     def _make_room(self, q: int, need: float, stmt) -> None:
         """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
@@ -792,9 +1027,33 @@ class _Run:
             return
         whole = pool.whole and -_EXACT < allocated < _EXACT and allocated == int(allocated) \
             and -_EXACT < need < _EXACT and need == int(need)
+        if whole:  # the common case: one run of pool/evict-block on the first entry makes the room (evict_lru's
+            # first turn, and the need then fits)
+            entry = entries[0]
+            left = entry.units
+            if left - block > EPSILON and -_EXACT < cached < _EXACT and cached == int(cached) \
+                    and -_EXACT < left < _EXACT and left == int(left):
+                deficit = allocated + cached + need - cap
+                j = min(-(-deficit // block), -(-(left - block) // block))
+                if not allocated + (cached - j * block) + need > cap + EPSILON:
+                    entry = entries[0] = _set_entry_units(entry, left - j * block)
+                    if entry.owner is not None:
+                        pool.own[entry.owner] = entry
+                    pool.cached = cached - j * block
+                    if self.now >= self.warmup:
+                        counts = self.pool_counts[q]
+                        counts[4] = add_evicted_units(counts[4], [(block, int(j))])
+                    return
         first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
+        own = pool.own
+        for k in range(first):
+            owner = entries[k].owner
+            if owner is not None:
+                del own[owner]
         if first < len(entries) and left != entries[first].units:
-            entries[first] = _set_entry_units(entries[first], left)
+            entry = entries[first] = _set_entry_units(entries[first], left)
+            if entry.owner is not None:
+                own[entry.owner] = entry
         del entries[:first]
         pool.cached = cached
         if self.now >= self.warmup:
@@ -808,7 +1067,7 @@ class _Run:
         m = self.m
         serial = s.serial
         hold = s.holds[-1]
-        compiled = m.holds[hold.stmt]
+        compiled = self.holds[hold.stmt]
         done = []
         for a in hold.allocations:  # pool/release, in the hold's order
             q = a.pool
@@ -818,32 +1077,30 @@ class _Run:
             units = a.units
             pool.allocated = pool.allocated - units
             holders = pool.holders
-            hold_id = hold.hold_id
-            for i, x in enumerate(holders):
-                if x.serial == serial and x.hold_id == hold_id:
-                    del holders[i]
-                    break
+            holding = pool.holding.pop((serial, hold.hold_id), None)
+            if holding is not None:  # the first holding of the session and hold (the only one)
+                del holders[holders.index(holding)]
             if compiled.cache is not None:
                 env = session_env(m, self.view, s, hold.stmt)
                 want = max(0.0, compiled.cache(env))
                 if env.draws != s.draws:
-                    s = _set_draws(s, env.draws)
+                    s.draws = env.draws
                 kept = m.round_down(q, min(want, computed, units))
                 if kept > 0:
                     entries = pool.entries
-                    k = own_entry_index(entries, serial)
+                    entry = pool.own.get(serial)
                     cached = pool.cached
-                    if k >= 0:
-                        cached -= entries[k].units
-                        del entries[k]
-                    entries.append(build(CacheEntry, (serial, serial, kept, self.now, self.seq)))
+                    if entry is not None:
+                        cached -= entry.units
+                        del entries[entries.index(entry)]
+                    entry = pool.own[serial] = build(CacheEntry, (serial, serial, kept, self.now, self.seq))
+                    entries.append(entry)
                     pool.cached = cached + kept
                     self.seq += 1
         attrs = list(s.attrs)
         attrs[self.program.slot_computed] = 0.0
-        s = _set_exited(s, s.frames[:-1], s.frames[-1].resume, s.holds[:-1], tuple(attrs),
-                        tuple((q, x) for q, x in s.preempted_at if q not in done) if s.preempted_at else ())
-        self.sessions[serial] = s
+        s.preempted_at = tuple((q, x) for q, x in s.preempted_at if q not in done) if s.preempted_at else ()
+        s.frames, s.pc, s.holds, s.attrs = s.frames[:-1], s.frames[-1].resume, s.holds[:-1], tuple(attrs)
         return s
 
     # -- the step engine (stages/step.py, settle.form_iteration) ----------------------------------------------------
@@ -858,27 +1115,15 @@ class _Run:
         view = self.view
         st = self.engine
         sessions = self.sessions
-        # context_before: residents, decoders, kv_decode, kv_prefill (no parked session, no load)
-        memory = facts.memory
-        decoders = kv_decode = kv_prefill = 0.0
-        for r in st.jobs:
-            units = 0.0 if memory is None else sum(a.units for h in sessions[r.owner].holds for a in h.allocations
-                                                   if a.pool == memory)
-            if r.mode == DECODE:
-                decoders += 1.0
-                kv_decode += units
-            else:
-                kv_prefill += units
-        context = (float(len(st.jobs) + len(st.parked)), decoders, kv_decode, kv_prefill)
+        context = self._context()
         if st.finishing:  # schedule ahead: the next iteration is formed; a session that did not park goes on
             st.finishing = []
-        env = _stage_env(view, context)
-        budget = max(0.0, _read(m, view, s, "budget", facts.budget, env))
-        chunk = max(0.0, _read(m, view, s, "chunk", facts.chunk, env))
+        budget, chunk = self._limits(context)
         left = budget - facts.slots
         served = set()
         assigned = []
-        st.iteration = _Formed(context, assigned)  # what busy(s) reads while it forms
+        served_residents = []
+        st.iteration = _Formed(context, assigned, served_residents)  # what busy(s) reads while it forms
         open_ = True
         jobs = st.jobs
         where = self.where
@@ -891,7 +1136,12 @@ class _Run:
                     continue
                 served.add(r.job_id)
                 # step/schedule
-                tokens = min(want_of(r, chunk, 0.0), left)
+                # step.want_of (no speculate): a decode asks one token, a prefill up to the chunk (0: no cap)
+                remaining = r.remaining
+                if r.mode == DECODE:
+                    tokens = min(min(1.0, remaining), left)
+                else:
+                    tokens = min(min(remaining, chunk) if chunk > 0 else remaining, left)
                 session = sessions[r.owner]
                 if session.status == GROWING:
                     continue
@@ -909,13 +1159,14 @@ class _Run:
                 if need > EPSILON:  # pool/grow (when it fits), then step/grow
                     self._grow(r, session, h, k, need)
                 assigned.append(build(Assignment, (r.job_id, r.owner, r.mode, tokens, position, 0.0, 0.0)))
+                served_residents.append(r)
                 left = left - tokens - facts.slots
                 continue
             # step/admit: the head of the first queue the stage serves
             head = None
             for q in facts.served:
                 if self.pools[q].queue:
-                    head = q, admissible(m, view, q, budget=(s, left))
+                    head = q, self._admissible(q, (s, left))
                     break
             if head is None:
                 break
@@ -923,7 +1174,7 @@ class _Run:
             serial = a.waiting.serial
             waiter = sessions[serial]
             if waiter.draws != a.draws:  # header_drawn
-                sessions[serial] = _set_draws(waiter, a.draws)
+                waiter.draws = a.draws
             if not a.fits:  # step/admit-stop
                 open_ = False
                 break
@@ -959,11 +1210,16 @@ class _Run:
             raise Fallback  # pool/preempt or pool/grow-wait
         self._make_room(p, need, None)
         session = self.sessions[r.owner]
-        hold = session.holds[h]
+        holds_before = session.holds
+        hold = holds_before[h]
         alloc = hold.allocations[k]
         hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
                                 + hold.allocations[k + 1:])
-        self.sessions[r.owner] = _set_holds(session, session.holds[:h] + (hold,) + session.holds[h + 1:])
+        known = self.held.get(r.owner)
+        holds = session.holds = session.holds[:h] + (hold,) + session.holds[h + 1:]
+        if known is not None and known[0] is holds_before and (p != self.facts.memory or known[2]):
+            # the memory's units: one allocation's (0 + its units, which grew by need), or not this pool's
+            self.held[r.owner] = (holds, known[1] + need if p == self.facts.memory else known[1], known[2])
         pool.allocated = pool.allocated + need
 
     def _close(self, formed: _Formed, budget: float) -> None:
@@ -971,7 +1227,13 @@ class _Run:
         m = self.m
         s = self.s
         assigned = formed.assigned
-        env = cost_context(m, self.view, s, formed)
+        # cost_context: the context before the iteration and what it scheduled
+        env = self.cost_env  # (one environment, its fields set for each iteration)
+        env.residents, env.decoders, env.kv_decode, env.kv_prefill = formed.context
+        prefilling = [a for a in assigned if a.mode == PREFILL]
+        env.tokens = sum([a.tokens for a in assigned])
+        env.prefilled = sum([a.tokens for a in prefilling])
+        env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])
         cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
         if cost == 0.0 and env.tokens > 0:
             raise Fallback
@@ -982,7 +1244,8 @@ class _Run:
         self.in_flight = formed
         if now >= self.warmup:
             counts = self.step_counts
-            prefills, decodes = count_modes(assigned)
+            prefills = len(prefilling)  # count_modes: a resident prefills or decodes
+            decodes = len(assigned) - prefills
             counts[0] += 1
             counts[1] += 1 if prefills and not decodes else 0
             counts[2] += 1 if decodes and not prefills else 0
@@ -995,8 +1258,8 @@ class _Run:
 
     def _end_iteration(self) -> None:
         """step/iteration-end: each served resident's run lowered by its tokens, its growing hold's position
-        advanced; the inter-token bookkeeping; the runs done complete (stage/step-complete), in the order
-        served."""
+        advanced, and the inter-token bookkeeping (_note_tokens), assignment by assignment; the runs done
+        complete (stage/step-complete), in the order served."""
         s = self.s
         st = self.engine
         formed = self.in_flight
@@ -1004,35 +1267,31 @@ class _Run:
         sessions = self.sessions
         jobs = st.jobs
         where = self.where
-        index = {r.job_id: i for i, r in enumerate(jobs)}
+        now = self.now
+        warm = now >= self.warmup
+        last = self.last_token
+        gaps = self.gaps
         done = []
-        finished = {}
-        for a in formed.assigned:
-            i = index[a.job_id]
-            r = jobs[i]
-            r = jobs[i] = _set_remaining(r, r.remaining - a.tokens)
+        for a, r in zip(formed.assigned, formed.residents):
+            job_id = a.job_id
+            r.remaining = r.remaining - a.tokens
             if r.growing is not None:  # pools.advance_position, kept in ``where`` until the run completes
-                w = where[a.job_id]
+                w = where[job_id]
                 if w[2] is None:
                     w[2] = sessions[a.serial].holds[w[0]].allocations[w[1]].position + a.tokens
                 else:
                     w[2] = w[2] + a.tokens
-            finished[a.job_id] = r.remaining <= EPSILON
-            if r.remaining <= EPSILON:
+            fin = r.remaining <= EPSILON
+            if fin:
                 done.append(r)
-        # _note_tokens
-        now = self.now
-        warm = now >= self.warmup
-        last = self.last_token
-        for a in formed.assigned:
-            fin = finished[a.job_id]
+            # _note_tokens
             if a.mode == PREFILL:
                 if fin:
                     last[a.serial] = now
                 continue
             previous = last.get(a.serial)
             if previous is not None and warm:
-                self.gaps.append(now - previous)
+                gaps.append(now - previous)
             if fin:
                 last.pop(a.serial, None)
             else:
@@ -1050,8 +1309,10 @@ class _Run:
                 session = sessions[r.owner]
                 h, k, position = w
                 holds = session.holds
-                sessions[r.owner] = _set_holds(session, holds[:h] + (_advance_position(holds[h], k, position),)
-                                               + holds[h + 1:])
+                session.holds = holds[:h] + (_advance_position(holds[h], k, position),) + holds[h + 1:]
+                known = self.held.get(r.owner)
+                if known is not None and known[0] is holds:  # (a position moved: the units are the same)
+                    self.held[r.owner] = (session.holds, known[1], known[2])
             self._finish(s, r)
 
     def _delay_complete(self, s: int, job_id: int) -> None:
