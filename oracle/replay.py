@@ -160,7 +160,7 @@ def _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk
     """replay's rows, each a tuple of Row's fields. The cyclic garbage collector is off from the run to the
     last cell (on again after, if it was on), as it is during the run (semantics.smallstep.driver.run_machine):
     the result's records, the maps and the cells hold no reference cycle, and each pass it made here walked
-    every object the run had left (a tenth of the replay's cost besides its run: benchmarks/README.md)."""
+    the objects the run had left (0.011 G instructions of the full trace's replay)."""
     import gc
 
     from semantics.fast import run

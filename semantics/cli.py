@@ -17,7 +17,7 @@ from .errors import ProgramErrors, SerqError, UsageError, render
 
 # Each command imports what it needs when it runs, and the parser of the command given is the only one built
 # (build_parser): `serq-ref oracle replay` imports neither the program loader nor the sweep, the campaigns, peer
-# or lean (benchmarks/README.md, the replay's fixed cost).
+# or lean.
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -343,8 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Called for the process's own command line (the console script, ``python -m semantics``), after which
     the process ends, it freezes what the command left (``gc.freeze``) before it returns: the interpreter's
     last collection at exit would otherwise walk every object of the modules and of the command's values
-    (0.02 G instructions of the oracle replay's 4.3 G, benchmarks/README.md) to free cycles the process's
-    end frees anyway. serq-ref's commands close the files they write (``with`` blocks, the journal's close),
+    (0.027 G instructions of the full trace's oracle replay) to free cycles the process's end frees anyway. serq-ref's commands close the files they write (``with`` blocks, the journal's close),
     so nothing waits on that collection. Called with ``argv`` (the tests, in their process), it leaves the
     collector as it is."""
     code = _main(argv)
