@@ -21,19 +21,24 @@ semantics/cli.py registers the subcommand (``add_parser``) and runs it
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from semantics.arguments import number, positive, whole
 from semantics.errors import UsageError
-from semantics.workers import add_arguments as add_worker_arguments
 
 
-def add_parser(commands, parser_class) -> None:
-    """Register ``oracle`` and its commands on the main parser's subcommands."""
+def add_parser(commands, parser_class, command: str | None = None) -> None:
+    """Register ``oracle`` and its commands on the main parser's subcommands; given ``command`` (one of
+    PARSERS), that command's parser alone (semantics/cli.py's build_parser, for a command line that names it)."""
     p = commands.add_parser("oracle", help="the vLLM oracle: scenarios and replays against the recorded answers")
     sub = p.add_subparsers(dest="oracle_command", metavar="COMMAND", parser_class=parser_class)
     sub.required = True
+    for name, add in PARSERS.items():
+        if command is None or name == command:
+            add(sub)
+
+
+def _add_run(sub) -> None:
     r = sub.add_parser("run", help="a scenario's answer on serq-ref (the .out.json format)")
     r.add_argument("scenario", metavar="SCENARIO.json",
                    help="a scenario file, or a campaign case by its label FILE.jsonl#INDEX")
@@ -44,6 +49,11 @@ def add_parser(commands, parser_class) -> None:
                    help="the real vLLM scheduler's answer (and, with --log, its log) instead of serq-ref's")
     _vllm_python(r)
     _older_rule(r)
+
+
+def _add_check(sub) -> None:
+    from semantics.workers import add_arguments as add_worker_arguments
+
     c = sub.add_parser("check", help="every scenario (and IR file) of each directory or campaign file with a "
                                      "recorded answer, against serq-ref's answer or an engine's")
     c.add_argument("dirs", nargs="+", metavar="PATH",
@@ -67,9 +77,15 @@ def add_parser(commands, parser_class) -> None:
                         "(default 3)")
     _older_rule(c)
     add_worker_arguments(c)  # --workers N, --ray ADDRESS|auto, --resume FILE (semantics/workers.py)
+
+
+def _add_diverge(sub) -> None:
     d = sub.add_parser("diverge", help="the first step at which two schedule logs differ, what each did there, "
                                        "and the named rules of serq-ref's side")
     d.add_argument("logs", nargs=2, metavar="LOG")
+
+
+def _add_replay(sub) -> None:
     p = sub.add_parser("replay", help="a trace replayed under the replay protocol: one CSV row per request")
     p.add_argument("trace", metavar="TRACE.csv")
     p.add_argument("--spacing", type=number, required=True, metavar="S", help="steps between session starts")
@@ -87,6 +103,9 @@ def add_parser(commands, parser_class) -> None:
     p.add_argument("--real", action="store_true",
                    help="replay with the real vLLM scheduler instead (the same protocol, the same CSV)")
     _vllm_python(p)
+
+
+def _add_regenerate(sub) -> None:
     g = sub.add_parser("regenerate", help="answer every scenario NAME.json of DIR with the real vLLM scheduler, "
                                           "write NAME.out.json, and say which differ from the answers there")
     g.add_argument("dir", metavar="DIR")
@@ -98,6 +117,11 @@ def add_parser(commands, parser_class) -> None:
                        help="write NAME.out.json in D (default: DIR, replacing the answers there)")
     where.add_argument("--no-write", action="store_true", help="write nothing: only compare")
     _vllm_python(g)
+
+
+def _add_campaign(sub) -> None:
+    from semantics.workers import add_arguments as add_worker_arguments
+
     k = sub.add_parser("campaign", help="N random cases answered by serq-ref and the real vLLM scheduler (or its "
                                         "recorded answers): every divergence, its first differing step and a "
                                         "minimal reproduction")
@@ -128,6 +152,11 @@ def add_parser(commands, parser_class) -> None:
                         "(the records of oracle/data/campaign/async-*.jsonl); without it the synchronous engine")
     _vllm_python(k)
     add_worker_arguments(k)  # serq-ref's answers on processes or a Ray cluster, a journal to resume from
+
+
+#: Each command's parser, in the order `serq-ref oracle --help` lists them.
+PARSERS = {"run": _add_run, "check": _add_check, "diverge": _add_diverge, "replay": _add_replay,
+           "regenerate": _add_regenerate, "campaign": _add_campaign}
 
 
 def _older_rule(parser) -> None:
@@ -178,6 +207,8 @@ USAGE = {
 
 
 def command_run(args: argparse.Namespace) -> int:
+    import json
+
     from .check import read_scenario
     from .scenario import run_scenario, run_ir
 
@@ -289,7 +320,7 @@ def command_diverge(args: argparse.Namespace) -> int:
 
 
 def command_replay(args: argparse.Namespace) -> int:
-    from .replay import COLUMNS, replay
+    from .replay import replay_csv
 
     if args.real:
         return command_replay_real(args)
@@ -297,12 +328,8 @@ def command_replay(args: argparse.Namespace) -> int:
         raise UsageError("--vllm-python goes with --real (serq-ref replays without it)")
     if args.shared_head < 0:
         raise UsageError(f"--shared-head {args.shared_head}: a number of tokens, 0 or more")
-    rows = replay(args.trace, args.spacing, args.budget, args.max_seqs, args.blocks, args.block_size, args.sessions,
-                  args.chunk, shared_head=args.shared_head)
-    out = sys.stdout
-    out.write(",".join(COLUMNS) + "\n")
-    for row in rows:
-        out.write(row.csv() + "\n")
+    sys.stdout.write(replay_csv(args.trace, args.spacing, args.budget, args.max_seqs, args.blocks, args.block_size,
+                                args.sessions, args.chunk, shared_head=args.shared_head))
     return 0
 
 
@@ -393,6 +420,8 @@ def command_regenerate(args: argparse.Namespace) -> int:
 def command_campaign(args: argparse.Namespace) -> int:
     """The campaign: a line block per case that does not agree, then the counts.
     Exit 1 when a case differs for no documented reason."""
+    import json
+
     from . import campaign
 
     if args.older_rule and args.kind in ("priority", "space-all", "pressure"):

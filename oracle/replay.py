@@ -107,37 +107,89 @@ def read_checked_trace(trace: str):
 
 def trace_session_numbers(trace: str) -> list[int]:
     """The trace's session numbers, ascending (session i of the program replays the i-th)."""
-    import csv
-
     with open(trace, newline="", encoding="utf-8") as f:
-        rows = csv.reader(f)
+        text = f.read()
+    if '"' not in text and "\r" not in text and "\x00" not in text:
+        # no quote, no line ending but \n, no NUL: each line is its cells split at the commas, as the csv
+        # module reads it (an empty line none)
+        if not text:
+            return []
+        lines = text.split("\n")
+        k = _session_column(lines[0].split(","))
+        rows = (line.split(",", k + 1) for line in lines[1:] if line)  # the cells up to the session's
+    else:
+        import csv
+        import io
+
+        rows = csv.reader(io.StringIO(text, newline=""))
         header = next(rows, None)
         if header is None:
             return []
-        k = len(header) - 1 - header[::-1].index("session")  # its last column so named, as csv.DictReader reads
-        return sorted({int(float(row[k] if k < len(row) else None)) for row in rows if row})
+        k = _session_column(header)
+    # each distinct cell read once, in the file's order (a session's turns repeat its cell)
+    cells = dict.fromkeys(row[k] if k < len(row) else None for row in rows if row)
+    return sorted({int(float(cell)) for cell in cells})
+
+
+def _session_column(header: list[str]) -> int:
+    """The session's column: its last so named, as csv.DictReader reads."""
+    return len(header) - 1 - header[::-1].index("session")
 
 
 def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
            sessions: int | None = None, chunk: float = 0, asynchronous: bool = False,
            shared_head: int = 0) -> list[Row]:
     """The rows of the replay, by session then turn (``asynchronous``, ``shared_head``: replay_program's)."""
+    return [Row._make(cells) for cells in _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
+                                                 asynchronous, shared_head)]
+
+
+def replay_csv(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
+               sessions: int | None = None, chunk: float = 0, asynchronous: bool = False, shared_head: int = 0) -> str:
+    """The replay as `serq-ref oracle replay` prints it: COLUMNS' header, then each of replay's rows as its
+    ``csv()`` writes it, a line each (written here from the cells, without the Row records)."""
+    lines = [",".join(COLUMNS)]
+    lines += [f"{session},{turn},{float(sent)!r},{float(first)!r},{float(done)!r},{prompt},{cached},{out}"
+              for session, turn, sent, first, done, prompt, cached, out in
+              _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk, asynchronous, shared_head)]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk, asynchronous, shared_head) -> list:
+    """replay's rows, each a tuple of Row's fields. The cyclic garbage collector is off from the run to the
+    last cell (on again after, if it was on), as it is during the run (semantics.smallstep.driver.run_machine):
+    the result's records, the maps and the cells hold no reference cycle, and each pass it made here walked
+    the objects the run had left (0.011 G instructions of the full trace's replay)."""
+    import gc
+
     from semantics.fast import run
 
     program, trace_sessions = replay_program(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk,
                                              asynchronous=asynchronous, shared_head=shared_head)
-    result = run(program)
-    numbers = trace_session_numbers(trace)
-    samples = {o.name: {(serial, turn): (time, value) for time, serial, turn, value in o.samples}
-               for o in result.observes}
-    rows = []
-    count = len(trace_sessions) if sessions is None else sessions
-    for serial in range(count):
-        for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial]):
-            key = (serial, k + 1)
-            if key not in samples["done"]:
-                raise RunError(f"trace session {numbers[serial]}, turn {k + 1} did not finish by the horizon "
-                               f"{result.horizon:g} steps")
-            rows.append(Row(numbers[serial], k + 1, samples["sent"][key][1], samples["ttft"][key][0],
-                            samples["done"][key][0], int(new), int(samples["cached_tokens"][key][1]), int(out)))
-    return rows
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        # the sessions replay_program read are those the run reads from the same file (read_trace's, by the
+        # stricter REPLAY_CELLS): handed over, the file is not read a second time
+        result = run(program, trace_sessions=trace_sessions)
+        numbers = trace_session_numbers(trace)
+        samples = {o.name: o.samples for o in result.observes}
+        done = {(serial, turn): time for time, serial, turn, _ in samples["done"]}
+        sent = {(serial, turn): value for _, serial, turn, value in samples["sent"]}
+        first = {(serial, turn): time for time, serial, turn, _ in samples["ttft"]}
+        cached = {(serial, turn): value for _, serial, turn, value in samples["cached_tokens"]}
+        cells = []
+        count = len(trace_sessions) if sessions is None else sessions
+        for serial in range(count):
+            number = numbers[serial]
+            for k, (new, out, _think, _forced) in enumerate(trace_sessions[serial], 1):
+                key = (serial, k)
+                if key not in done:
+                    raise RunError(f"trace session {number}, turn {k} did not finish by the horizon "
+                                   f"{result.horizon:g} steps")
+                cells.append((number, k, sent[key], first[key], done[key], int(new), int(cached[key]), int(out)))
+        return cells
+    finally:
+        if collecting:
+            gc.enable()

@@ -8,19 +8,16 @@ a request to file it, never as a raw traceback unless SERQ_REF_DEBUG is set).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Sequence
 
-from . import SERQ_VERSION, ir
-from .arguments import number, whole
-from .cli_common import (engine_argument, engine_run, overrides, print_warnings, program_arguments, source_of,
-                         with_statement_span)
+from . import SERQ_VERSION
 from .errors import ProgramErrors, SerqError, UsageError, render
-from .pipeline import load
-from lean_bridge import cli as lean_cli
-from oracle import cli as oracle_cli
+
+# Each command imports what it needs when it runs, and the parser of the command given is the only one built
+# (build_parser): `serq-ref oracle replay` imports neither the program loader nor the sweep, the campaigns, peer
+# or lean.
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
 
@@ -45,6 +42,8 @@ _UNSET = object()
 
 
 def _steps(text: str) -> int | None:
+    from .arguments import whole
+
     if text == "all":
         return None
     value = whole(text)
@@ -53,16 +52,42 @@ def _steps(text: str) -> int | None:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, subcommand: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every command's (``serq-ref --help`` lists them in PARSERS' order), or, given
+    ``command`` (one of PARSERS), that one's alone, and under ``oracle`` given ``subcommand`` (one of
+    oracle.cli.PARSERS), that one's alone: what parses a command line that begins with their names, the other
+    commands' modules not imported and their parsers not built (argparse's cost is per parser, gettext's
+    lookups among it). The usage lines, options and errors of the parsers built are the same either way."""
     parser = _Parser(prog="serq-ref", description="The reference semantics of serQ.")
     parser.add_argument("--version", action="version", version=f"serq-ref {SERQ_VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
+    for name, add in PARSERS.items():
+        if command is None or name == command:
+            if name == "oracle":
+                _add_oracle(commands, subcommand)
+            else:
+                add(commands)
+    return parser
+
+
+def _add_check(commands) -> None:
+    from .cli_common import program_arguments
 
     p = commands.add_parser("check", help="compile and link; print a one-line summary or the errors")
     program_arguments(p)
+
+
+def _add_ir(commands) -> None:
+    from .cli_common import program_arguments
+
     p = commands.add_parser("ir", help="print the IR (version 13) of a program")
     program_arguments(p)
+
+
+def _add_run(commands) -> None:
+    from .cli_common import engine_argument, program_arguments
+
     p = commands.add_parser("run", help="simulate a program and report")
     program_arguments(p)
     p.add_argument("--json", action="store_true",
@@ -71,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write every observation and gauge as CSV files under DIR, created if needed "
                         "(docs/reports.md). Default: no files")
     engine_argument(p)
+
+
+def _add_trace(commands) -> None:
+    from .arguments import number
+    from .cli_common import program_arguments
+
     p = commands.add_parser("trace", help="print the step trace: one JSON line per rule applied")
     program_arguments(p, optional_file=True)
     p.add_argument("--rules", action="store_true",
@@ -86,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead of the records, print how often each rule of the semantics applied in the run "
                         "(within --steps and --from) and which never did (docs/step-trace.md, Coverage). Default: off, "
                         "the records are printed")
+
+
+def _add_fmt(commands) -> None:
     p = commands.add_parser("fmt", help="print a .sq program in the canonical layout, comments kept "
                                         "(docs/syntax.md)")
     p.add_argument("files", metavar="FILE", nargs="+",
@@ -98,20 +132,48 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("-i", "--in-place", action="store_true",
                       help="rewrite each FILE not in the canonical layout (`reformatted FILE` on standard error). "
                            "Default: print the canonical text")
+
+
+def _add_lean(commands) -> None:
+    from lean_bridge import cli as lean_cli
+
     lean_cli.add_parser(commands)
+
+
+def _add_sweep(commands) -> None:
     from . import sweep  # serq-ref sweep: a program over a cross product of settings (docs/sweep.md)
 
     sweep.add_parser(commands)
+
+
+def _add_property(commands) -> None:
     from . import property_campaign  # serq-ref property campaign: the property campaigns on workers (docs/campaigns.md)
 
     property_campaign.add_parser(commands)
-    oracle_cli.add_parser(commands, _Parser)
+
+
+def _add_oracle(commands, subcommand: str | None = None) -> None:
+    from oracle import cli as oracle_cli
+
+    oracle_cli.add_parser(commands, _Parser, subcommand if subcommand in oracle_cli.PARSERS else None)
+
+
+def _add_peer(commands) -> None:
     from oracle import peer_cli  # serq-ref peer: the reference implementation, imported when a program runs on it
+
     peer_cli.add_parser(commands, _Parser, COMMANDS)
-    return parser
+
+
+#: Each command's parser, registered on the main parser's subcommands, in the order `serq-ref --help` lists them.
+PARSERS = {"check": _add_check, "ir": _add_ir, "run": _add_run, "trace": _add_trace, "fmt": _add_fmt,
+           "lean": _add_lean, "sweep": _add_sweep, "property": _add_property, "oracle": _add_oracle, "peer": _add_peer}
 
 
 def command_check(args: argparse.Namespace) -> int:
+    from . import ir
+    from .cli_common import overrides, print_warnings
+    from .pipeline import load
+
     loaded = load(args.file, overrides(args), "check")
     print_warnings(loaded)
     p = loaded.program
@@ -127,7 +189,8 @@ def command_check(args: argparse.Namespace) -> int:
 
 def command_ir(args: argparse.Namespace) -> int:
     from . import codec
-    from .pipeline import validate_schema
+    from .cli_common import overrides, print_warnings
+    from .pipeline import load, validate_schema
 
     loaded = load(args.file, overrides(args), "ir")
     print_warnings(loaded)
@@ -137,6 +200,8 @@ def command_ir(args: argparse.Namespace) -> int:
 
 
 def command_run(args: argparse.Namespace) -> int:
+    from .cli_common import engine_run, overrides, print_warnings, with_statement_span
+    from .pipeline import load
     from .report import build_report, check_dump, dumps_json, format_text, write_dump
 
     run = engine_run(args.engine)
@@ -162,6 +227,10 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def command_trace(args: argparse.Namespace) -> int:
+    import json
+
+    from .cli_common import overrides, print_warnings, with_statement_span
+    from .pipeline import load
     from .smallstep.driver import all_rules, trace
     from .tracefile import header
 
@@ -260,12 +329,32 @@ def format_coverage(counts: dict[str, int]) -> str:
 
 
 COMMANDS = {"check": command_check, "ir": command_ir, "run": command_run, "trace": command_trace,
-            "fmt": command_fmt, "lean": lean_cli.command, "oracle": oracle_cli.command,
+            "fmt": command_fmt,
+            "lean": lambda args: __import__("lean_bridge.cli", fromlist=["command"]).command(args),
+            "oracle": lambda args: __import__("oracle.cli", fromlist=["command"]).command(args),
             "sweep": lambda args: __import__("semantics.sweep", fromlist=["command"]).command(args),
-            "property": lambda args: __import__("semantics.property_campaign", fromlist=["command"]).command(args)}
+            "property": lambda args: __import__("semantics.property_campaign", fromlist=["command"]).command(args),
+            "peer": lambda args: __import__("oracle.peer_cli", fromlist=["command"]).command(args)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (None: the process's own, ``sys.argv[1:]``); the exit code.
+
+    Called for the process's own command line (the console script, ``python -m semantics``), after which
+    the process ends, it freezes what the command left (``gc.freeze``) before it returns: the interpreter's
+    last collection at exit would otherwise walk every object of the modules and of the command's values
+    (0.027 G instructions of the full trace's oracle replay) to free cycles the process's end frees anyway. serq-ref's commands close the files they write (``with`` blocks, the journal's close),
+    so nothing waits on that collection. Called with ``argv`` (the tests, in their process), it leaves the
+    collector as it is."""
+    code = _main(argv)
+    if argv is None:
+        import gc
+
+        gc.freeze()
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = None
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
@@ -274,7 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             # argparse gives an argument list that starts with an option (--help, --out X FILE) to no REMAINDER
             args = argparse.Namespace(command="lean", rest=argv[1:])
         else:
-            args = build_parser().parse_args(argv)
+            # the parser of the command named, alone (and of the oracle's command named): a command line that
+            # names none, or a name that is none, gets every one, for --help's list and an invalid choice's
+            named = argv[0] if argv[:1] and argv[0] in PARSERS else None
+            args = build_parser(named, argv[1] if named == "oracle" and len(argv) > 1 else None).parse_args(argv)
         return COMMANDS[args.command](args)
     except UsageError as e:
         if e.message.startswith("usage:") or "\nusage:" in e.message:
@@ -286,11 +378,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"serq-ref: {e.message}\n{usage}", file=sys.stderr)
         return EXIT_USAGE
     except ProgramErrors as e:
+        from .cli_common import source_of
+
         for error in e.errors:
             print(render(error, source_of(error.span.file if error.span else None)), file=sys.stderr)
         print(f"{len(e.errors)} errors", file=sys.stderr)
         return e.exit_code
     except SerqError as e:
+        from .cli_common import source_of
+
         print(render(e, source_of(e.span.file if e.span else None)), file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:
