@@ -1040,9 +1040,15 @@ class _Run:
                     if entry.owner is not None:
                         pool.own[entry.owner] = entry
                     pool.cached = cached - j * block
-                    if self.now >= self.warmup:
+                    if self.now >= self.warmup:  # add_evicted_units of the one piece (block, j times)
                         counts = self.pool_counts[q]
-                        counts[4] = add_evicted_units(counts[4], [(block, int(j))])
+                        units, times = counts[4], int(j)
+                        if times == 1:
+                            counts[4] = units + block
+                        elif -_EXACT < units < _EXACT and units == int(units) and abs(units) + block * times < _EXACT:
+                            counts[4] = units + block * times  # (the block is whole: pool.whole)
+                        else:
+                            counts[4] = add_evicted_units(units, [(block, times)])
                     return
         first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
         own = pool.own
