@@ -1216,11 +1216,8 @@ class _Run:
         pool = self.pools[p]
         if not pool.allocated + need <= m.caps[p] + EPSILON:
             raise Fallback  # pool/preempt or pool/grow-wait
-        self._make_room(p, need, None)
-        session = self.sessions[r.owner]
+        self._make_room(p, need, None)  # (evictions touch no session: its hold is as it was)
         holds_before = session.holds
-        hold = holds_before[h]
-        alloc = hold.allocations[k]
         hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
                                 + hold.allocations[k + 1:])
         known = self.held.get(r.owner)
