@@ -139,7 +139,10 @@ class _Resident:
     """A resident (the definition's Resident record's fields, which the readers read by name), its remaining
     tokens lowered in place as iterations serve it."""
 
-    __slots__ = Resident._fields
+    #: with ``growing``, the hold and allocation it grows (innermost_hold), which stay while it is a resident, and
+    #: its position once an iteration advanced it (None: the allocation's), written into the allocation when its
+    #: run completes (_end_iteration)
+    __slots__ = Resident._fields + ("hold", "alloc", "position")
 
     def __init__(self, job_id, owner, arrived, started, spill, mode, remaining, growing):
         self.job_id, self.owner, self.arrived, self.started = job_id, owner, arrived, started
@@ -366,7 +369,6 @@ class _Run:
         self.last_token = {}
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
-        self.where = {}  # a growing resident's job id -> (hold, allocation) of the pool it grows
         #: a resident's session -> (its holds, the units they hold on the memory, whether in one allocation):
         #: _context's, kept by _grow and _end_iteration when they replace the holds
         self.held = {}
@@ -785,7 +787,8 @@ class _Run:
                     if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
                         # stay while it is a resident, and its position once an iteration advanced it (None: the
                         # allocation's), written into the allocation when its run completes (_end_iteration)
-                        self.where[job_id] = [*innermost_hold(s, p), None]
+                        job.hold, job.alloc = innermost_hold(s, p)
+                        job.position = None
                     jobs = self.stages[aux].jobs
                     key = (s.admission, job_id)
                     if not jobs or (sessions[jobs[-1].owner].admission, jobs[-1].job_id) <= key:
@@ -1040,9 +1043,15 @@ class _Run:
                     if entry.owner is not None:
                         pool.own[entry.owner] = entry
                     pool.cached = cached - j * block
-                    if self.now >= self.warmup:
+                    if self.now >= self.warmup:  # add_evicted_units of the one piece (block, j times)
                         counts = self.pool_counts[q]
-                        counts[4] = add_evicted_units(counts[4], [(block, int(j))])
+                        units, times = counts[4], int(j)
+                        if times == 1:
+                            counts[4] = units + block
+                        elif -_EXACT < units < _EXACT and units == int(units) and abs(units) + block * times < _EXACT:
+                            counts[4] = units + block * times  # (the block is whole: pool.whole)
+                        else:
+                            counts[4] = add_evicted_units(units, [(block, times)])
                     return
         first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
         own = pool.own
@@ -1126,7 +1135,6 @@ class _Run:
         st.iteration = _Formed(context, assigned, served_residents)  # what busy(s) reads while it forms
         open_ = True
         jobs = st.jobs
-        where = self.where
         i = 0  # the residents before it were served (a resident joins at the end when it is admitted now)
         while open_ and left > 0:
             if i < len(jobs):
@@ -1147,7 +1155,7 @@ class _Run:
                     continue
                 position = need = 0.0
                 if r.growing is not None:
-                    h, k, position = where[r.job_id]
+                    h, k, position = r.hold, r.alloc, r.position
                     if h < 0:
                         raise Fallback
                     alloc = session.holds[h].allocations[k]
@@ -1208,11 +1216,8 @@ class _Run:
         pool = self.pools[p]
         if not pool.allocated + need <= m.caps[p] + EPSILON:
             raise Fallback  # pool/preempt or pool/grow-wait
-        self._make_room(p, need, None)
-        session = self.sessions[r.owner]
+        self._make_room(p, need, None)  # (evictions touch no session: its hold is as it was)
         holds_before = session.holds
-        hold = holds_before[h]
-        alloc = hold.allocations[k]
         hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
                                 + hold.allocations[k + 1:])
         known = self.held.get(r.owner)
@@ -1266,21 +1271,18 @@ class _Run:
         self.in_flight = st.iteration = None
         sessions = self.sessions
         jobs = st.jobs
-        where = self.where
         now = self.now
         warm = now >= self.warmup
         last = self.last_token
         gaps = self.gaps
         done = []
         for a, r in zip(formed.assigned, formed.residents):
-            job_id = a.job_id
             r.remaining = r.remaining - a.tokens
-            if r.growing is not None:  # pools.advance_position, kept in ``where`` until the run completes
-                w = where[job_id]
-                if w[2] is None:
-                    w[2] = sessions[a.serial].holds[w[0]].allocations[w[1]].position + a.tokens
+            if r.growing is not None:  # pools.advance_position, kept on the resident until its run completes
+                if r.position is None:
+                    r.position = sessions[a.serial].holds[r.hold].allocations[r.alloc].position + a.tokens
                 else:
-                    w[2] = w[2] + a.tokens
+                    r.position = r.position + a.tokens
             fin = r.remaining <= EPSILON
             if fin:
                 done.append(r)
@@ -1300,14 +1302,10 @@ class _Run:
             st.finishing = [r.owner for r in done]
         # stage/step-complete, in the order served
         for r in done:
-            for i, x in enumerate(jobs):
-                if x.job_id == r.job_id:
-                    del jobs[i]
-                    break
-            w = where.pop(r.job_id, None)
-            if w is not None and w[2] is not None:  # the position its iterations advanced the hold to
+            jobs.remove(r)  # (by identity: a resident is its own object)
+            if r.growing is not None and r.position is not None:  # the position its iterations advanced the hold to
                 session = sessions[r.owner]
-                h, k, position = w
+                h, k, position = r.hold, r.alloc, r.position
                 holds = session.holds
                 session.holds = holds[:h] + (_advance_position(holds[h], k, position),) + holds[h + 1:]
                 known = self.held.get(r.owner)
