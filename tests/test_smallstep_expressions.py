@@ -218,3 +218,127 @@ def test_short_circuit_and_one_arm():
         compiler.compile(expression)(env)
         assert env.draws == draws, expression
 
+
+# -- a repeated subexpression evaluated once, a conditional folded (semantics/fast/values.py, _Plan) -----------
+
+
+def _both(expression, attrs=(1.0, 2.0, 3.0), values=(5.0,), draws=0):
+    """(the written function's outcome and query reads, the closures' outcome and reads)."""
+    compiler = _compiler()
+    out = []
+    for f in (compiler.compile(expression), compiler.interpret(expression)):
+        env = Env(_Config(0.0, values), attrs, 3, 12345, draws)
+        out.append((_outcome(f, env), env.config.log))
+    return out
+
+
+def _kv_units(hit_again):
+    """lib/vllm.sq's KV hold units as the front end writes them, its header's bindings substituted: ``hit``
+    twice (``hit_again``: the second time the same object or an equal copy), ``known`` three times (one object),
+    ``chunk`` a conditional whose test is false (chunk_cap 0)."""
+    computed, prompt, hitmax = ir.Attr(0), ir.Attr(1), ir.Attr(2)
+    reuse = ir.Binary("Mul", ir.Num(1.0), ir.Call("Max", (ir.ExprArg(hitmax), ir.ExprArg(ir.Binary(
+        "Mul", ir.Call("Floor", (ir.ExprArg(ir.Binary("Div", computed, ir.Num(16.0))),)), ir.Num(16.0))))))
+    hit = ir.Call("Min", (ir.ExprArg(query("CachedIn", 1)), ir.ExprArg(reuse)))
+    known = ir.Cond(ir.Binary("Lt", computed, prompt), prompt, ir.Binary("Add", computed, ir.Num(1.0)))
+    crowded = ir.Binary("Gt", ir.Binary("Add", query("Holders"), query("Queued")), ir.Num(1.0))
+    chunk = ir.Cond(ir.Binary("And", ir.Binary("Gt", ir.Num(0.0), ir.Num(0.0)), crowded), ir.Num(0.0), known)
+    return ir.Binary("Add", hit, ir.Call("Min", (
+        ir.ExprArg(ir.Binary("Sub", known, hit_again(hit))),
+        ir.ExprArg(ir.Call("Min", (ir.ExprArg(query("BudgetLeft")), ir.ExprArg(chunk)))))))
+
+
+def test_a_repeated_query_is_read_once():
+    """The KV hold's units read cachedin twice and budget_left once in the definition; written out, cachedin
+    once (hit is named where it is first evaluated), with the same value."""
+    for hit_again in (lambda hit: hit, copy.deepcopy):
+        (written, reads), (closure, definition_reads) = _both(_kv_units(hit_again), values=(5.0, 40.0, 9.0))
+        assert written == closure and written[0] == "value"
+        assert definition_reads == [("CachedIn", 1), ("CachedIn", 1), ("BudgetLeft", 0)]
+        assert reads == [("CachedIn", 1), ("BudgetLeft", 0)]
+
+
+def test_a_repeat_is_evaluated_again_unless_its_first_occurrence_surely_was():
+    """A repeat reads the name only where its earlier occurrence has been evaluated whenever it is: not after
+    one inside a conditional's arm or the right side of && or ||; one in a conditional's test, or before
+    the conditional, serves its arms."""
+    q = query("Work")
+    plus = lambda a, b: ir.Binary("Add", a, b)  # noqa: E731
+    cases = [
+        (plus(q, ir.Cond(ir.Attr(0), q, ir.Num(0.0))), (1.0, 0, 0), 1),
+        (plus(ir.Cond(ir.Attr(0), q, ir.Num(0.0)), q), (1.0, 0, 0), 2),  # the arm's is not the sum's
+        (plus(ir.Cond(ir.Attr(0), q, ir.Num(0.0)), q), (0.0, 0, 0), 1),
+        (plus(ir.Cond(ir.Attr(0), q, plus(q, ir.Num(1.0))), q), (1.0, 0, 0), 2),  # in both arms: still again
+        (ir.Cond(ir.Binary("Gt", q, ir.Num(0.0)), q, ir.Num(0.0)), (0, 0, 0), 1),  # the test's serves the arm
+        (plus(ir.Binary("And", ir.Attr(0), q), q), (1.0, 0, 0), 2),
+        (plus(ir.Binary("Or", ir.Attr(0), q), q), (0.0, 0, 0), 2),
+        (plus(q, ir.Binary("Or", ir.Attr(0), q)), (0.0, 0, 0), 1),
+        (ir.Cond(ir.Attr(0), plus(q, q), ir.Num(0.0)), (1.0, 0, 0), 1),  # both in one arm
+    ]
+    for expression, attrs, reads_written in cases:
+        (written, reads), (closure, definition_reads) = _both(expression, attrs)
+        assert written == closure, expression
+        assert len(reads) == reads_written and set(reads) == set(definition_reads), (expression, reads)
+
+
+def test_an_error_is_raised_where_the_definition_raises_it():
+    """A repeated query that raises raises at its first occurrence, written out as in the definition; one in
+    an arm not taken is not read."""
+    q = query("BudgetLeft")  # reads values[(2 * 8 + 0) % 1]: None, it raises
+    expression = ir.Binary("Add", ir.Cond(ir.Attr(0), q, ir.Num(0.0)), ir.Binary("Mul", q, q))
+    for attrs in ((1.0, 0, 0), (0.0, 0, 0)):
+        (written, reads), (closure, definition_reads) = _both(expression, attrs, values=(None,))
+        assert written == closure == ("error", "BudgetLeft(0) cannot be read")
+        assert reads == definition_reads == [("BudgetLeft", 0)]
+
+
+def test_a_draw_between_two_reads_reads_again():
+    """In an expression that draws no query is named: cachedin may read the stream's position (a hold's reuse
+    that draws), so two reads around a draw may differ, and the written function reads both."""
+    q = query("CachedIn")
+    expression = ir.Binary("Add", ir.Binary("Add", q, ir.Sample("Exp", (ir.Num(1.0),))), q)
+    (written, reads), (closure, definition_reads) = _both(expression)
+    assert written == closure and len(reads) == len(definition_reads) == 2
+
+
+def test_a_conditional_whose_arms_are_one_constant_is_the_constant():
+    """The step stage's chunk with chunk_cap 0, ``residents + queued(reqs) > 1 ? 0 : 0``, is 0 without reading
+    the queue: its test can neither raise nor draw. A test that may raise, or draws, is evaluated; arms of
+    different values (0 and 0.0 differ in type) are not folded."""
+    crowded = ir.Binary("Gt", ir.Binary("Add", ir.Ctx("N"), query("Queued")), ir.Num(1.0))
+    (written, reads), (closure, definition_reads) = _both(ir.Cond(crowded, ir.Num(0.0), ir.Num(0.0)))
+    assert written == closure == ("value", struct.pack("<d", 0.0), 0)
+    assert reads == [] and definition_reads == [("Queued", 0)]
+    compiler = _compiler()
+    for test, arms in ((ir.Binary("Gt", query("BudgetLeft"), ir.Num(1.0)), (ir.Num(0.0), ir.Num(0.0))),
+                       (ir.Binary("Gt", query("Queued", 0, ir.Attr(0)), ir.Num(1.0)), (ir.Num(0.0), ir.Num(0.0))),
+                       (ir.Sample("Exp", (ir.Num(1.0),)), (ir.Num(2.0), ir.Num(2.0))),
+                       (crowded, (ir.Num(0), ir.Num(0.0)))):
+        expression = ir.Cond(test, *arms)
+        for values in ((5.0,), (None,)):
+            (written, reads), (closure, definition_reads) = _both(expression, (0.5, 0, 0), values)
+            assert written == closure and reads == definition_reads, expression
+    # a conditional on a number is its arm; an operator of numbers its value; 0 && q is 0 without q
+    for expression, value in ((ir.Cond(ir.Num(0.0), query("Used"), ir.Num(3.0)), 3.0),
+                              (ir.Binary("Add", ir.Binary("Div", ir.Num(1.0), ir.Num(-0.0)), ir.Num(2.0)), -math.inf),
+                              (ir.Binary("And", ir.Binary("Gt", ir.Num(0.0), ir.Num(0.0)), query("BudgetLeft")), 0.0)):
+        (written, reads), (closure, _) = _both(expression, values=(None,))
+        assert written == closure == ("value", struct.pack("<d", value), 0) and reads == []
+        assert compiler.compile(expression)(Env(_Config(0.0, (None,)), None)) == value
+
+
+def test_names_nested_as_deep_as_an_expression_is_written():
+    """Repeats nested MAX_WRITTEN_DEPTH deep, each named inside the one before (``(_c := ...)`` in the written
+    source at every level), compile and give the closures' value."""
+    chain = [ir.Binary("Add", ir.Attr(0), query("Used"))]
+    for k in range(MAX_WRITTEN_DEPTH - 3):
+        chain.append(ir.Binary("Mul" if k % 2 else "Add", chain[-1], ir.Num(1.0 + k % 3)))
+    # chain[-1] first (it names every link inside it), then each link again, in a right spine as deep
+    spine = chain[0]
+    for link in chain[1:]:
+        spine = ir.Binary("Sub", link, spine)
+    compiler = _compiler()
+    written = compiler.compile(spine)
+    assert written.__name__ == "expression"  # written out, not the closures
+    (value, reads), (expected, definition_reads) = _both(spine, (0.5, 0, 0))
+    assert value == expected and reads == [("Used", 0)] and len(definition_reads) == len(chain)
