@@ -124,7 +124,10 @@ class WrittenCompiler(ExpressionCompiler):
             if kind is ir.Call and x.fun in _PURE_CALLS:  # arithmetic's function called on the arguments, in order
                 arity = 2 if x.fun in ("Min", "Max", "Pow") else 1
                 return f"{name(arithmetic.FUNCTIONS[x.fun])}({', '.join(source(a.expr, path) for a in x.args[:arity])})"
-            return f"{name(self.compile(x))}(env)"  # a draw, a query of the state, a step stage's variable
+            if kind is ir.Call and x.fun in self.observables and type(x.args[0]) is not ir.ExprArg \
+                    and x.args[0].ref.index is None:  # a query of a member named without an index: its function
+                return f"{name(self.observables[x.fun])}(env, {x.args[0].ref.base!r})"  # (observe's, index resolved)
+            return f"{name(self.compile(x))}(env)"  # a draw, a query with an index, an estimate
 
         def render(text: str) -> str:
             """The source with each occurrence in place: ``(_cN := ...)`` where a later one reads it."""
