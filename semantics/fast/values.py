@@ -2,8 +2,16 @@
 logic (numbers, attributes, context variables, operators, conditionals)
 written out as one Python function, its draws and calls evaluated by the
 definition's closures (semantics/smallstep/values.py; a closure per node
-made the expressions of a statement several calls each).
-tests/test_smallstep_expressions.py checks the two agree bit for bit."""
+made the expressions of a statement several calls each), a query of a
+member named without an index by its observable directly. Written once per
+expression, it evaluates a pure subexpression that repeats (a hold header's
+``at admission`` binding the front end substituted twice) once where the
+closures would evaluate it again, and leaves out what cannot change the
+value (a conditional on a number, or whose two arms are one expression and
+whose test can neither raise nor draw): ``WrittenCompiler._write``.
+tests/test_smallstep_expressions.py checks the two agree bit for bit, and
+that the written function reads no query the closures do not read, a query
+that may raise first where they first read it."""
 
 from __future__ import annotations
 
