@@ -96,8 +96,8 @@ class WrittenCompiler(ExpressionCompiler):
                 v = x.value
                 return f"({v!r})" if isinstance(v, (int, float)) and math.isfinite(v) else name(v)
             if kind is ir.Attr:
-                reads_attrs.append(True)
-                return f"(attrs[{x.slot}] if attrs is not None else nan)"
+                reads_attrs.append(x.slot)
+                return f"attrs[{x.slot}]"
             if kind is ir.Ctx and x.var in CONTEXT_FIELDS:
                 return f"env.{CONTEXT_FIELDS[x.var]}"
             key = plan.key(x)
@@ -142,7 +142,10 @@ class WrittenCompiler(ExpressionCompiler):
             return _OCCURRENCE.sub(lambda m: occurrences[int(m.group(1))].render(render), text)
 
         body = render(source(e, ()))
-        lines = ["def expression(env):"] + (["    attrs = env.attrs"] if reads_attrs else []) + [f"    return {body}"]
+        # no attributes (a moment without a session): every one reads NaN, from a tuple of NaNs as long as needed
+        header = ["    attrs = env.attrs", f"    if attrs is None: attrs = {name((math.nan,) * (max(reads_attrs) + 1))}"] \
+            if reads_attrs else []
+        lines = ["def expression(env):"] + header + [f"    return {body}"]
         exec("\n".join(lines) + "\n", namespace)
         return namespace["expression"]
 
