@@ -78,7 +78,7 @@ from ..smallstep.pools import MAX_EVICTIONS, Admission
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
-from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env, want_of
+from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env
 from ..smallstep.values import Env, resolve_index
 from .flow import _HOLDING_DEFAULTS
 from .loop import run_walk
@@ -558,9 +558,14 @@ class _Run:
         """step.budget_plan on this run's state: max(0, B - what each resident asks), with the context before
         the iteration."""
         facts = self.facts
-        budget, chunk = self._limits(self._context())
+        budget, chunk = self.constant_budget, self.constant_chunk
+        if budget is None or chunk is None:  # (the context is read only by a budget or chunk that is no constant)
+            budget, chunk = self._limits(self._context())
         slots = facts.slots
-        return max(0.0, budget - slots - sum(want_of(r, chunk, facts.spec) + slots for r in self.engine.jobs))
+        # want_of (no speculate: applies) of each resident, and its slots, summed in the residents' order
+        return max(0.0, budget - slots - sum([(min(1.0, r.remaining) if r.mode == DECODE
+                                               else min(r.remaining, chunk) if chunk > 0 else r.remaining) + slots
+                                              for r in self.engine.jobs]))
 
     def _configuration(self):
         """The last configuration, as far as build_result reads it."""
