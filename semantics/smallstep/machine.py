@@ -416,7 +416,7 @@ def fail(message: str, c: Configuration, stmt=None):
 def _reads_estimates(node) -> bool:
     """Whether an IR value (the program, a part of it) holds a call of price or est_*: a search of its records
     (their fields), tuples and lists, each record type's field names looked up once (dataclasses.fields builds
-    its answer at every call: it was half of the machine's build)."""
+    its answer at every call: 0.003 G instructions less in the replay's process, cachegrind 2026-12-04)."""
     stack = [node]
     while stack:
         node = stack.pop()
