@@ -157,6 +157,48 @@ def test_a_setting_the_loop_does_not_know_falls_back():
     assert not steploop.applies(engine.machine_for(dataclasses.replace(program, pools=tuple(pools))))
 
 
+def test_a_cost_of_numbers_and_zeros_times_the_context_is_its_sum():
+    """steploop._constant_cost: a sum of numbers and of zeros times a step stage's context variables is that
+    sum (the context is finite and at least 0 in the loop), in the tree's order, with the variables it reads;
+    anything else is no constant."""
+    from semantics import ir
+
+    def zero_times(var, sign=1.0):
+        return ir.Binary("Mul", ir.Num(0.0 * sign), ir.Ctx(var))
+
+    clock = ir.Binary("Add", ir.Binary("Add", ir.Num(1.0), zero_times("Ndec")),
+                      ir.Binary("Mul", ir.Ctx("Attn"), ir.Num(0.0)))
+    assert steploop._constant_cost(clock) == (1.0, frozenset({"Ndec", "Attn"}))
+    negative = steploop._constant_cost(zero_times("Kvb", -1.0))
+    assert negative is not None and negative[0] == 0.0 and str(negative[0]) == "-0.0"
+    assert steploop._constant_cost(ir.Binary("Add", ir.Num(0.004), ir.Binary("Mul", ir.Num(4e-5), ir.Ctx("Ndec")))) is None
+    assert steploop._constant_cost(ir.Binary("Sub", ir.Num(1.0), zero_times("Ndec"))) is None
+    assert steploop._constant_cost(ir.Num(float("inf"))) is None
+    assert steploop._constant_cost(ir.Binary("Add", ir.Num(1e308), ir.Num(1e308))) is None  # its sum is inf
+    assert steploop._constant_cost(zero_times("Now")) is None  # not a step stage's context
+
+
+@pytest.mark.parametrize("engine_sets, outcome_kind, how", [
+    ({}, "result", "taken"),  # lib/vllm.sq's cost model: the cost read from the context
+    ({"c_it": 1, "d_decoder": 0, "e_context": 0, "a_prefill": 0, "b_attention": 0}, "result", "taken"),  # the step clock
+    # the step clock, a prompt whose attention is past the largest double: 0 * inf, the definition's RunError
+    ({"c_it": 1, "d_decoder": 0, "e_context": 0, "a_prefill": 0, "b_attention": 0, "mean_prompt": 1e160,
+      "blocks": 1e200, "token_budget": 1e200}, "run error", "gave up"),
+])
+def test_a_cost_read_once_or_per_iteration_agrees_with_the_definition(engine_sets, outcome_kind, how):
+    """The loop reads a constant cost once (_constant_cost) and any other per iteration; both give the
+    definition's result, and an attention that overflows gives its RunError (the loop gives the run up)."""
+    import dataclasses
+
+    from semantics.compiler import compile_file
+
+    program, _ = compile_file("examples/guide/vllm_poisson.sq", sets={
+        "rate": 2, "mean_prompt": 300, "mean_out": 20, "blocks": 2000, "async_scheduling": 0, **engine_sets})
+    program = dataclasses.replace(program, horizon=30.0, warmup=0.0)
+    with pytest.MonkeyPatch.context() as patch:
+        assert both(program, patch) == (outcome_kind, how)
+
+
 # -- the campaign --------------------------------------------------------------------------------------------------
 
 

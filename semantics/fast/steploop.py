@@ -278,6 +278,34 @@ def _constant(e) -> float | None:
     return None
 
 
+#: the context variables of a step stage's cost: the residents before the iteration and what it scheduled, each
+#: a finite number at least 0 in the loop (counts, and sums of finite units and tokens; the attention may
+#: overflow: _close checks it)
+_COST_CONTEXT = frozenset({"Nres", "Ndec", "Kvb", "Kvp", "Ntok", "Npre", "Attn"})
+
+
+def _constant_cost(e):
+    """(value, the context variables read) when cost expression ``e`` is a sum of numbers and of zeros times
+    context variables (lib/vllm.sq's step clock: ``1 + 0 * decoders + ...``): for any finite values of them
+    at least 0 each product is that zero, so the definition's closures give ``value`` (summed in the same
+    order); else None."""
+    if type(e) is ir.Cost:
+        return _constant_cost(e.expr)
+    if type(e) is ir.Num:
+        return (e.value, frozenset()) if math.isfinite(e.value) else None
+    if type(e) is ir.Binary and e.op == "Add":
+        left, right = _constant_cost(e.left), _constant_cost(e.right)
+        if left is None or right is None:
+            return None
+        value = left[0] + right[0]
+        return (value, left[1] | right[1]) if math.isfinite(value) else None
+    if type(e) is ir.Binary and e.op == "Mul":
+        for zero, var in ((e.left, e.right), (e.right, e.left)):
+            if type(zero) is ir.Num and zero.value == 0.0 and type(var) is ir.Ctx and var.var in _COST_CONTEXT:
+                return zero.value, frozenset({var.var})  # (a signed zero times a finite x >= 0: that zero)
+    return None
+
+
 def _plain(e) -> bool:
     """Whether evaluating ``e`` draws nothing and cannot fail: numbers, context variables, the plain queries of
     a pool named without an index, and the operators that cannot fail."""
@@ -385,6 +413,12 @@ class _Run:
         budget, chunk = _constant(kind.budget), _constant(kind.chunk)
         self.constant_budget = None if budget is None else max(0.0, budget)
         self.constant_chunk = None if chunk is None else max(0.0, chunk)
+        #: the cost when it is a number whatever the iteration (_constant_cost), at least 0; whether it reads
+        #: the attention (which alone of what it reads may be inf); whether an iteration must read the context
+        cost = _constant_cost(kind.cost)
+        self.constant_cost = None if cost is None else max(0.0, cost[0])
+        self.cost_reads_attention = cost is not None and "Attn" in cost[1]
+        self.needs_context = budget is None or chunk is None or cost is None
 
     # -- the walk (driver.walk) -------------------------------------------------------------------------------------
 
@@ -1129,7 +1163,7 @@ class _Run:
         view = self.view
         st = self.engine
         sessions = self.sessions
-        context = self._context()
+        context = self._context() if self.needs_context else None  # (no reader of it: None)
         if st.finishing:  # schedule ahead: the next iteration is formed; a session that did not park goes on
             st.finishing = []
         budget, chunk = self._limits(context)
@@ -1238,14 +1272,21 @@ class _Run:
         s = self.s
         assigned = formed.assigned
         # cost_context: the context before the iteration and what it scheduled
-        env = self.cost_env  # (one environment, its fields set for each iteration)
-        env.residents, env.decoders, env.kv_decode, env.kv_prefill = formed.context
         prefilling = [a for a in assigned if a.mode == PREFILL]
-        env.tokens = sum([a.tokens for a in assigned])
-        env.prefilled = sum([a.tokens for a in prefilling])
-        env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])
-        cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
-        if cost == 0.0 and env.tokens > 0:
+        tokens = sum([a.tokens for a in assigned])
+        cost = self.constant_cost
+        if cost is not None:  # a number whatever the context, tokens and prefilled (finite here)
+            if self.cost_reads_attention and not math.isfinite(
+                    sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])):
+                raise Fallback  # 0 * inf: the definition's RunError
+        else:
+            env = self.cost_env  # (one environment, its fields set for each iteration)
+            env.residents, env.decoders, env.kv_decode, env.kv_prefill = formed.context
+            env.tokens = tokens
+            env.prefilled = sum([a.tokens for a in prefilling])
+            env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])
+            cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
+        if cost == 0.0 and tokens > 0:
             raise Fallback
         now = self.now
         heappush(self.events, (now + cost, self.seq, "iteration", s, 0))
@@ -1261,7 +1302,7 @@ class _Run:
             counts[2] += 1 if decodes and not prefills else 0
             counts[3] += 1 if prefills and decodes else 0
             counts[4] += 1 if not assigned else 0
-            counts[5] = counts[5] + env.tokens
+            counts[5] = counts[5] + tokens
             counts[6] += decodes
             counts[7] += len(assigned)
             counts[8] = counts[8] + budget
