@@ -199,6 +199,36 @@ def test_a_cost_read_once_or_per_iteration_agrees_with_the_definition(engine_set
         assert both(program, patch) == (outcome_kind, how)
 
 
+def test_a_local_rule_of_the_definition_runs_on_the_sessions_record():
+    """A statement the loop hands to the definition's rule (choose, its keys drawing and reading a queue) takes
+    the session's record built from the loop's state and gives its fields back: the same run on both engines,
+    the loop's."""
+    from semantics.compiler import compile_source
+
+    text = """use "../lib/vllm.sq";
+let rate = 2;
+let mean_prompt = 300;
+let mean_out = 20;
+workload { arrive poisson(rate); hidden o; turn { set o = 1 + floor(~exp(mean_out)); } }
+session {
+  turn;
+  set t0 = now;
+  choose c in 3 by (~uniform(0, 1), -queued(reqs));
+  set prompt = 1 + floor(~erlang(4, mean_prompt)) + 100 * c;
+  vllm_request(prompt, o, 0, t0);
+  observe latency = now - t0;
+  observe chosen = c;
+  end;
+}
+run { horizon 30; warmup 0; seed 1; }
+"""
+    program, _ = compile_source(text, "examples/guide/choose_probe.sq", sets={"blocks": 2000, "async_scheduling": 0})
+    with pytest.MonkeyPatch.context() as patch:
+        assert both(program, patch) == ("result", "taken")
+    chosen = next(o for o in fast.run(program).observes if o.name == "chosen")
+    assert {value for *_, value in chosen.samples} == {0.0, 1.0, 2.0}
+
+
 # -- the campaign --------------------------------------------------------------------------------------------------
 
 
