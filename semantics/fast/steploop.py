@@ -74,7 +74,7 @@ from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
 from ..smallstep.machine import (EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine,
                                  session_env)
 from ..smallstep.observables import holding_sessions
-from ..smallstep.pools import MAX_EVICTIONS, Admission
+from ..smallstep.pools import MAX_EVICTIONS, Admission, select_head
 from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
@@ -210,7 +210,8 @@ def applies(m: Machine) -> bool:
     """Whether ``m``'s program is of the shape the loop runs: one step stage whose iterations the fast forms
     form (step.applies: serve admission, no speculate, every field known), synchronous or ahead (without
     defer free or load remote), the other stages delay stages; pools that the fast forms of pool rules know (step.pools_known), none sharing
-    prefixes, with KV cache groups, a spill, eviction by keys, queue keys or requeue by key; every hold's first
+    prefixes, with KV cache groups, a spill or eviction by keys (queue keys: the loop's; requeue by key: a
+    preemption, which the loop gives up); every hold's first
     pool admitted by the engine, without lease; the statements set, observe, turn, run (plain at a delay
     stage, prefill or decode at the step stage), hold, end and the local ones; a workload of sessions
     (``arrive poisson``, ``renewal``, ``closed`` or ``batch``, a trace or none) without init or turn block; no
@@ -228,7 +229,7 @@ def applies(m: Machine) -> bool:
         return False
     for p, pool in enumerate(program.pools):
         if (pool.share_prefixes or pool.groups or m.spill[p] is not None or m.evict_keys[p] is not None
-                or m.queue_keys[p] is not None or m.requeue_key[p] or m.kv_groups[p] is not None):
+                or m.kv_groups[p] is not None):
             return False
     if not isinstance(program.arrival, (ir.Poisson, ir.Renewal, ir.Closed, ir.Batch, ir.Sessions)) or _unknown(
             program.arrival) or any(_unknown(stage) for stage in program.stages):
@@ -1038,11 +1039,12 @@ class _Run:
         s.job = s.growth = s.pending = None
 
     def _admissible(self, p: int, budget) -> Admission:
-        """pools.admissible at pool ``p`` (whose queue is not empty) for a pool the loop runs (no keys, no KV
-        cache groups, no shared prefixes): its head, the header evaluated now (the hold's compiled header:
-        _compile_holds), and whether it fits every pool of its hold."""
+        """pools.admissible at pool ``p`` (whose queue is not empty) for a pool the loop runs (no KV cache groups,
+        no shared prefixes): its head (the first to join, or by the queue's keys: the definition's select_head
+        on the loop's state), the header evaluated now (the hold's compiled header: _compile_holds), and whether
+        it fits every pool of its hold."""
         m = self.m
-        waiting = self.pools[p].queue[0]
+        waiting = self.pools[p].queue[0] if m.queue_keys[p] is None else select_head(m, self.view, p, budget)[0]
         s = self.sessions[waiting.serial]
         pending = s.pending
         hold = self.holds[pending.stmt]
