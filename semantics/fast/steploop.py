@@ -80,6 +80,7 @@ from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_a
 from ..smallstep.stages.delay import DelayJob
 from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env
 from ..smallstep.values import Env, resolve_index
+from ..smallstep.workload import next_turn
 from .flow import _HOLDING_DEFAULTS
 from .loop import run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
@@ -921,30 +922,8 @@ class _Run:
     def _take_turn(self, s: Session, attrs: tuple, frames: tuple, pc: int, draws: int) -> Session:
         """session/turn (workload.take_turn, no turn block) of session ``s`` (at ``attrs``, ``frames``,
         ``draws``, its statement after the turn ``pc``): turn_no counts, the next trace row is loaded."""
-        m, program = self.m, self.program
-        attrs = list(attrs)
-        turn_no = attrs[program.slot_turn] + 1.0
-        attrs[program.slot_turn] = turn_no
-        script_turn = s.script_turn
-        arrival = program.arrival
-        if s.script >= 0 and isinstance(arrival, ir.Sessions):
-            turns = arrival.sessions[s.script].turns or ()
-            if script_turn < len(turns):
-                for slot, value in turns[script_turn]:
-                    attrs[slot] = value
-                script_turn += 1
-            attrs[program.slot_more] = 1.0 if script_turn < len(turns) else 0.0
-        elif s.script >= 0 and m.trace_sessions:
-            rows = m.trace_sessions[s.script]
-            if script_turn < len(rows):
-                new, out, think, forced = rows[script_turn]
-                attrs[program.slot_new] = new
-                attrs[program.slot_out] = out
-                attrs[program.slot_think] = think
-                attrs[program.slot_forced] = forced
-                script_turn += 1
-            attrs[program.slot_more] = 1.0 if script_turn < len(rows) else 0.0
-        attrs = tuple(attrs)
+        program = self.program
+        attrs, turn_no, script_turn = next_turn(self.m, attrs, s.script, s.script_turn)
         if program.turn is not None:
             attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
         s.attrs, s.frames, s.pc, s.draws, s.script_turn = attrs, frames, pc, draws, script_turn

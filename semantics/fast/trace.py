@@ -12,10 +12,8 @@ tests/test_fast_trace.py holds it to read_trace."""
 
 from __future__ import annotations
 
-import os
-
 from .. import ir
-from ..smallstep.workload import TRACE_CELLS, TRACE_COLUMNS, read_trace
+from ..smallstep.workload import TRACE_CELLS, TRACE_COLUMNS, read_trace, trace_path
 
 #: a character for which the definition's reading is not the plain split here (a line ending splitlines takes
 #: that csv does not, a quote, a carriage return): the definition reads such a file
@@ -26,12 +24,7 @@ def load_trace(program: ir.Program, base_dir: str | None):
     """semantics.smallstep.workload.load_trace: the program's trace's sessions (``read``)."""
     if program.trace is None:
         return ()
-    path = program.trace
-    if not os.path.isabs(path) and base_dir is not None:
-        path = os.path.join(base_dir, path)
-        shown = os.path.relpath(path)
-        path = shown if not shown.startswith("..") else path
-    return read(path)
+    return read(trace_path(program.trace, base_dir))
 
 
 def read(path: str):

@@ -102,16 +102,12 @@ def check_trace_file(program: ir.Program, smap: SourceMap, log: ErrorLog) -> Non
     import os
 
     from ..errors import RunError
-    from ..smallstep.workload import read_trace
+    from ..smallstep.workload import read_trace, trace_path
 
     if program.trace is None:
         return
-    path = program.trace
-    if not os.path.isabs(path):
-        base = os.path.dirname(os.path.abspath(smap.file)) if smap.file else os.getcwd()
-        path = os.path.join(base, path)
-        shown = os.path.relpath(path)  # as the run names it (smallstep.workload.load_trace)
-        path = shown if not shown.startswith("..") else path
+    base = os.path.dirname(os.path.abspath(smap.file)) if smap.file else os.getcwd()
+    path = trace_path(program.trace, base)  # as the run names it (smallstep.workload.load_trace)
     try:
         read_trace(path)
     except RunError as e:

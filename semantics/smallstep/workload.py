@@ -143,12 +143,17 @@ def cell_column(row: list[str], raw: str, k: int) -> int:
 def load_trace(program: ir.Program, base_dir: str | None):
     if program.trace is None:
         return ()
-    path = program.trace
+    return read_trace(trace_path(program.trace, base_dir))
+
+
+def trace_path(path: str, base_dir: str | None) -> str:
+    """A program's trace file as the run reads and names it: a relative path taken from ``base_dir`` (when
+    given), and then named relative to here when it is below here."""
     if not os.path.isabs(path) and base_dir is not None:
         path = os.path.join(base_dir, path)
         shown = os.path.relpath(path)  # as the errors name it: relative to here, when it is below here
         path = shown if not shown.startswith("..") else path
-    return read_trace(path)
+    return path
 
 
 # -- arrivals ---------------------------------------------------------------------
@@ -300,20 +305,33 @@ def take_turn(m: Machine, c: Configuration, serial: int) -> Configuration:
     """session/turn: turn_no counts, the next turn's attributes are loaded, the turn block runs."""
     program = m.program
     s = c.sessions[serial]
-    attrs = list(s.attrs)
+    attrs, turn_no, script_turn = next_turn(m, s.attrs, s.script, s.script_turn)
+    c, attrs = run_workload_block(m, c, program.turn, attrs, serial, int(turn_no))
+    s = s._replace(attrs=attrs, script_turn=script_turn)
+    c = c._replace(sessions=c.sessions.set(serial, s))
+    if c.time >= program.warmup:
+        c = c._replace(statistics=c.statistics._replace(turns=c.statistics.turns + 1))
+    return c
+
+
+def next_turn(m: Machine, attrs: tuple, script: int, script_turn: int) -> tuple[tuple, float, int]:
+    """session/turn's attributes before the turn block: ``attrs`` with turn_no counted and the session's
+    script's next turn loaded (an explicit session's attributes, or the trace's row: new, out, think, forced;
+    ``more``: whether a turn is left), the new turn_no, and the script's position after it."""
+    program = m.program
+    attrs = list(attrs)
     turn_no = attrs[program.slot_turn] + 1.0
     attrs[program.slot_turn] = turn_no
-    script_turn = s.script_turn
     arrival = program.arrival
-    if s.script >= 0 and isinstance(arrival, ir.Sessions):
-        turns = arrival.sessions[s.script].turns or ()
+    if script >= 0 and isinstance(arrival, ir.Sessions):
+        turns = arrival.sessions[script].turns or ()
         if script_turn < len(turns):
             for slot, value in turns[script_turn]:
                 attrs[slot] = value
             script_turn += 1
         attrs[program.slot_more] = 1.0 if script_turn < len(turns) else 0.0
-    elif s.script >= 0 and m.trace_sessions:
-        rows = m.trace_sessions[s.script]
+    elif script >= 0 and m.trace_sessions:
+        rows = m.trace_sessions[script]
         if script_turn < len(rows):
             new, out, think, forced = rows[script_turn]
             attrs[program.slot_new] = new
@@ -322,12 +340,7 @@ def take_turn(m: Machine, c: Configuration, serial: int) -> Configuration:
             attrs[program.slot_forced] = forced
             script_turn += 1
         attrs[program.slot_more] = 1.0 if script_turn < len(rows) else 0.0
-    c, attrs = run_workload_block(m, c, program.turn, tuple(attrs), serial, int(turn_no))
-    s = s._replace(attrs=attrs, script_turn=script_turn)
-    c = c._replace(sessions=c.sessions.set(serial, s))
-    if c.time >= program.warmup:
-        c = c._replace(statistics=c.statistics._replace(turns=c.statistics.turns + 1))
-    return c
+    return tuple(attrs), turn_no, script_turn
 
 
 def record_sample(c: Configuration, serial: int, turn: int, index: int, value: float) -> tuple:
