@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from semantics import ir
 from semantics.errors import RunError
-from semantics.fast.values import MAX_WRITTEN_DEPTH
+from semantics.fast.values import MAX_WRITTEN_DEPTH, constant
 from semantics.fast.values import WrittenCompiler as ExpressionCompiler
 from semantics.smallstep.estimates import Estimator
 from semantics.smallstep.values import Env, raise_run_error
@@ -190,6 +190,9 @@ def test_written_out_expressions_are_the_closures(expression, drawn):
     written, closure = compiler.compile(expression), compiler.interpret(expression)
     written_env, closure_env = _env(drawn), _env(drawn)
     assert _outcome(written, written_env) == _outcome(closure, closure_env)
+    number = constant(expression)  # (the step loop reads such a budget or chunk once)
+    if number is not None:
+        assert _outcome(closure, _env(drawn))[:2] == ("value", struct.pack("<d", number))
     reads, definition_reads = written_env.config.log, closure_env.config.log
     assert _is_subsequence(reads, definition_reads), (reads, definition_reads)
     assert _first_reads(_may_raise(reads)) == _first_reads(_may_raise(definition_reads))
@@ -325,6 +328,11 @@ def test_a_conditional_whose_arms_are_one_constant_is_the_constant():
         (written, reads), (closure, _) = _both(expression, values=(None,))
         assert written == closure == ("value", struct.pack("<d", value), 0) and reads == []
         assert compiler.compile(expression)(Env(_Config(0.0, (None,)), None)) == value
+        assert constant(expression) == (value if math.isfinite(value) else None)
+    # values.constant: the number the written function always gives, as the step loop reads a budget or chunk
+    assert constant(ir.Cond(crowded, ir.Num(0.0), ir.Num(0.0))) == 0.0
+    assert constant(ir.Cond(ir.Binary("Gt", query("BudgetLeft"), ir.Num(1.0)), ir.Num(0.0), ir.Num(0.0))) is None
+    assert constant(crowded) is None and constant(ir.Num(math.nan)) is None
 
 
 def test_names_nested_as_deep_as_an_expression_is_written():

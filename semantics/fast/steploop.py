@@ -86,6 +86,7 @@ from .loop import run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
 from .records import build, setter
 from .step import _non_default, _set_advanced, _set_allocations, _set_position_advanced, _set_units
+from .values import constant
 
 STEP, DELAY = "step", "delay"
 
@@ -260,26 +261,6 @@ def applies(m: Machine) -> bool:
     return True
 
 
-#: the queries of a pool that read its state and cannot fail (an index aside)
-_PLAIN_QUERIES = frozenset({"Used", "Free", "Holders", "Queued"})
-#: the operators that cannot fail on any two numbers (arithmetic.BINARY: no division, power or truth of NaN)
-_PLAIN_OPERATORS = frozenset({"Add", "Sub", "Mul", "Lt", "Le", "Gt", "Ge", "Eq", "Ne"})
-
-
-def _constant(e) -> float | None:
-    """The value of expression ``e`` when it is the same finite number whatever the state, as the
-    definition's closures evaluate it (a number; a conditional whose arms are one such number and whose test
-    draws nothing and cannot fail); else None."""
-    if type(e) is ir.Num:
-        return e.value if math.isfinite(e.value) else None
-    if type(e) is ir.Cond and _plain(e.test):
-        then, otherwise = _constant(e.then), _constant(e.otherwise)
-        if then is not None and otherwise is not None and then == otherwise \
-                and math.copysign(1.0, then) == math.copysign(1.0, otherwise):
-            return then
-    return None
-
-
 #: the context variables of a step stage's cost: the residents before the iteration and what it scheduled, each
 #: a finite number at least 0 in the loop (counts, and sums of finite units and tokens; the attention may
 #: overflow: _close checks it)
@@ -306,39 +287,6 @@ def _constant_cost(e):
             if type(zero) is ir.Num and zero.value == 0.0 and type(var) is ir.Ctx and var.var in _COST_CONTEXT:
                 return zero.value, frozenset({var.var})  # (a signed zero times a finite x >= 0: that zero)
     return None
-
-
-def _plain(e) -> bool:
-    """Whether evaluating ``e`` draws nothing and cannot fail: numbers, context variables, the plain queries of
-    a pool named without an index, and the operators that cannot fail."""
-    kind = type(e)
-    if kind is ir.Num or kind is ir.Ctx:
-        return True
-    if kind is ir.Binary:
-        return e.op in _PLAIN_OPERATORS and _plain(e.left) and _plain(e.right)
-    if kind is ir.Call:
-        return e.fun in _PLAIN_QUERIES and len(e.args) == 1 and type(e.args[0]) is ir.PoolArg \
-            and e.args[0].ref.index is None
-    return False
-
-
-def _query_compiler(base: type) -> type:
-    """The compiler class ``base`` with a query of a pool or stage named without an index compiled to a call of
-    its reader on that member (values.ExpressionCompiler's closure resolves the index, ``base + 0``, at each
-    evaluation)."""
-
-    class QueryCompiler(base):
-        def compile(self, e):
-            if type(e) is ir.Call and e.fun in self.observables and e.args[0].ref.index is None:
-                key = id(e)
-                found = self.cache.get(key)
-                if found is None:
-                    query, member = self.observables[e.fun], e.args[0].ref.base
-                    found = self.cache[key] = lambda env: query(env, member)
-                return found
-            return super().compile(e)
-
-    return QueryCompiler
 
 
 def _unknown(node) -> bool:
@@ -411,8 +359,8 @@ class _Run:
         self.hold_pools = {stmt: tuple(ref.base for ref in hold.refs) for stmt, hold in self.holds.items()
                            if all(index is None for index in hold.indices)}
         kind = program.stages[self.s].kind
-        #: the budget and the chunk when each is a finite number whatever the state (_constant), at least 0
-        budget, chunk = _constant(kind.budget), _constant(kind.chunk)
+        #: the budget and the chunk when each is a finite number whatever the state (values.constant), at least 0
+        budget, chunk = constant(kind.budget), constant(kind.chunk)
         self.constant_budget = None if budget is None else max(0.0, budget)
         self.constant_chunk = None if chunk is None else max(0.0, chunk)
         #: the cost when it is a number whatever the iteration (_constant_cost), at least 0; whether it reads
@@ -548,7 +496,7 @@ class _Run:
             return self._budget_plan()
 
         observables["CachedIn"], observables["BudgetLeft"] = cachedin, budget_left
-        compiler = _query_compiler(type(m.compiler))(self.program, observables)
+        compiler = type(m.compiler)(self.program, observables)
         return {stmt: CompiledHold(compiler, hold.stmt) for stmt, hold in m.holds.items()}
 
     def _context(self) -> tuple:
@@ -579,7 +527,7 @@ class _Run:
 
     def _limits(self, context) -> tuple[float, float]:
         """The budget and the chunk, each at least 0, read with the context before the iteration (a constant
-        one once: _constant)."""
+        one once: values.constant)."""
         budget, chunk = self.constant_budget, self.constant_chunk
         if budget is None or chunk is None:
             m, s, facts, view = self.m, self.s, self.facts, self.view

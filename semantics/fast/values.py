@@ -49,10 +49,17 @@ class WrittenCompiler(ExpressionCompiler):
             found = self.cache[key] = self._write(e)
         return found
 
+    def _direct_query(self, e: ir.Call) -> bool:
+        """Whether call ``e`` is a query of a pool or stage named without an index: written as its function
+        called on that member (the definition's observe closure resolves the index to the same member)."""
+        return e.fun in self.observables and type(e.args[0]) is not ir.ExprArg and e.args[0].ref.index is None
+
     def _write(self, e: ir.Expr) -> Compiled:
         """``e`` as one Python function of ``env``; a draw or a call inside it
-        is a call of its closure. An expression that is itself a draw or a
-        call is its closure.
+        is a call of its closure (a query named without an index, of its
+        function on that member). An expression that is itself such a query
+        is its function called on the member; itself another draw or call, its
+        closure.
 
         Before it is written, ``e`` is simplified (_Plan.simplify: operators of
         numbers alone folded to their value, a conditional on a number to its
@@ -67,6 +74,9 @@ class WrittenCompiler(ExpressionCompiler):
         first to raise raises at the same place), and what is skipped would
         have given the value already computed, the state being unchanged
         while one expression is evaluated."""
+        if type(e) is ir.Call and self._direct_query(e):  # the query alone: its function on the member
+            query, member = self.observables[e.fun], e.args[0].ref.base
+            return lambda env: query(env, member)
         if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
             return self._closure(e, self.compile)
         plan = _Plan(_draws(e))
@@ -132,8 +142,7 @@ class WrittenCompiler(ExpressionCompiler):
             if kind is ir.Call and x.fun in _PURE_CALLS:  # arithmetic's function called on the arguments, in order
                 arity = 2 if x.fun in ("Min", "Max", "Pow") else 1
                 return f"{name(arithmetic.FUNCTIONS[x.fun])}({', '.join(source(a.expr, path) for a in x.args[:arity])})"
-            if kind is ir.Call and x.fun in self.observables and type(x.args[0]) is not ir.ExprArg \
-                    and x.args[0].ref.index is None:  # a query of a member named without an index: its function
+            if kind is ir.Call and self._direct_query(x):  # a query of a member named without an index: its function
                 return f"{name(self.observables[x.fun])}(env, {x.args[0].ref.base!r})"  # (observe's, index resolved)
             return f"{name(self.compile(x))}(env)"  # a draw, a query with an index, an estimate
 
@@ -294,6 +303,13 @@ class _Plan:
                 return x
             return ir.Call(x.fun, tuple(ir.ExprArg(a) for a in args) + x.args[arity:])
         return x
+
+
+def constant(e: ir.Expr) -> float | None:
+    """The finite number ``e``'s written function gives whatever the state (``e`` as _write simplifies it is
+    that number: _Plan.simplify), else None."""
+    e = _Plan(_draws(e)).simplify(e)
+    return e.value if type(e) is ir.Num and math.isfinite(e.value) else None
 
 
 def _fold(f, *values) -> ir.Num | None:
