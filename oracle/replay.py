@@ -45,8 +45,13 @@ class Row(NamedTuple):
     out: int
 
     def csv(self) -> str:
-        return ",".join((str(self.session), str(self.turn), repr(float(self.sent)), repr(float(self.first)),
-                         repr(float(self.done)), str(self.prompt), str(self.cached), str(self.out)))
+        return csv_line(self)
+
+
+def csv_line(cells) -> str:
+    """A row's CSV line from its cells in COLUMNS' order (a Row, or replay's tuple of its fields)."""
+    session, turn, sent, first, done, prompt, cached, out = cells
+    return f"{session},{turn},{float(sent)!r},{float(first)!r},{float(done)!r},{prompt},{cached},{out}"
 
 
 def replay_program(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float,
@@ -147,10 +152,9 @@ def replay(trace: str, spacing: float, budget: float, max_seqs: float, blocks: f
 def replay_csv(trace: str, spacing: float, budget: float, max_seqs: float, blocks: float, block_size: float = 16,
                sessions: int | None = None, chunk: float = 0, asynchronous: bool = False, shared_head: int = 0) -> str:
     """The replay as `serq-ref oracle replay` prints it: COLUMNS' header, then each of replay's rows as its
-    ``csv()`` writes it, a line each (written here from the cells, without the Row records)."""
+    ``csv()`` writes it (csv_line), a line each (written from the cells, without the Row records)."""
     lines = [",".join(COLUMNS)]
-    lines += [f"{session},{turn},{float(sent)!r},{float(first)!r},{float(done)!r},{prompt},{cached},{out}"
-              for session, turn, sent, first, done, prompt, cached, out in
+    lines += [csv_line(cells) for cells in
               _cells(trace, spacing, budget, max_seqs, blocks, block_size, sessions, chunk, asynchronous, shared_head)]
     lines.append("")
     return "\n".join(lines)
