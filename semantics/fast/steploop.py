@@ -75,12 +75,12 @@ from ..smallstep.machine import (EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_
                                  session_env)
 from ..smallstep.observables import holding_sessions
 from ..smallstep.pools import MAX_EVICTIONS, Admission, select_head
-from ..smallstep.rng import derive_stream, draw_uniform, member_stream, sample_exp
+from ..smallstep.rng import derive_stream, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
 from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env
 from ..smallstep.values import Env, resolve_index
-from ..smallstep.workload import next_turn
+from ..smallstep.workload import arrival_script, explicit_attrs, next_turn
 from .flow import _HOLDING_DEFAULTS
 from .loop import run_walk
 from .pools import _EXACT, _set_entry_units, _whole, add_evicted_units, evict_lru
@@ -615,21 +615,10 @@ class _Run:
         attrs = m.blank_attrs
         k = m.slot_serial
         attrs = attrs[:k] + (float(serial),) + attrs[k + 1:]
-        script = explicit
-        if explicit < 0 and m.trace_sessions:
-            if self.program.trace_ordered:
-                script = serial % len(m.trace_sessions)
-            else:
-                u = draw_uniform(m.stream_workload, self.workload_draws)
-                script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
-                self.workload_draws += 1
+        script, self.workload_draws = arrival_script(m, serial, explicit, self.workload_draws)
         if m.has_init:
             attrs = self._workload_block(program.init, attrs, serial, 0)
-        if explicit >= 0:
-            attrs = list(attrs)
-            for slot, value in program.arrival.sessions[explicit].attrs:
-                attrs[slot] = value
-            attrs = tuple(attrs)
+        attrs = explicit_attrs(m, attrs, explicit)
         self.sessions[serial] = _mutable(build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None,
                                                          None, -1, (), -1, member_stream(m.stream_sessions, serial), 0,
                                                          script, 0, (self.now, 1))))

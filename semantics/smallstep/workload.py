@@ -248,21 +248,12 @@ def arrive(m: Machine, c: Configuration, explicit: int = -1, arrival=None, event
     attrs = m.blank_attrs
     k = m.slot_serial
     attrs = attrs[:k] + (float(serial),) + attrs[k + 1:]
-    script = explicit
-    if explicit < 0 and m.trace_sessions:
-        if program.trace_ordered:
-            script = serial % len(m.trace_sessions)
-        else:
-            u = draw_uniform(m.stream_workload, w.workload_draws)
-            script = min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1)
-            w = w._replace(workload_draws=w.workload_draws + 1)
+    script, draws = arrival_script(m, serial, explicit, w.workload_draws)
+    if draws != w.workload_draws:
+        w = w._replace(workload_draws=draws)
     if m.has_init:
         c, attrs = run_workload_block(m, c, program.init, attrs, serial, 0)
-    if explicit >= 0:
-        attrs = list(attrs)
-        for slot, value in program.arrival.sessions[explicit].attrs:
-            attrs[slot] = value
-        attrs = tuple(attrs)
+    attrs = explicit_attrs(m, attrs, explicit)
     s = build(Session, (serial, attrs, m.session_frames, 0, READY, (), (), None, None, None, -1, (),
                         -1, member_stream(m.stream_sessions, serial), 0, script, 0, (c.time, 1)))
     if arrival is None:
@@ -276,6 +267,28 @@ def arrive(m: Machine, c: Configuration, explicit: int = -1, arrival=None, event
     if m.observer:
         m.notify("workload/arrive", c, {"session": serial})
     return c
+
+
+def arrival_script(m: Machine, serial: int, explicit: int, workload_draws: int) -> tuple[int, int]:
+    """workload/arrive's script for session ``serial``: an explicit session's index, else the trace's session
+    it replays (in order, or drawn from the workload stream at position ``workload_draws``), else -1; and the
+    workload stream's position after it."""
+    if explicit >= 0 or not m.trace_sessions:
+        return explicit, workload_draws
+    if m.program.trace_ordered:
+        return serial % len(m.trace_sessions), workload_draws
+    u = draw_uniform(m.stream_workload, workload_draws)
+    return min(int(u * len(m.trace_sessions)), len(m.trace_sessions) - 1), workload_draws + 1
+
+
+def explicit_attrs(m: Machine, attrs: tuple, explicit: int) -> tuple:
+    """``attrs`` with explicit session ``explicit``'s attributes written over them (-1: none)."""
+    if explicit < 0:
+        return attrs
+    attrs = list(attrs)
+    for slot, value in m.program.arrival.sessions[explicit].attrs:
+        attrs[slot] = value
+    return tuple(attrs)
 
 
 def run_workload_block(m: Machine, c: Configuration, block: int, attrs: tuple, serial: int,
