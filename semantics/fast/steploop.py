@@ -78,7 +78,7 @@ from ..smallstep.pools import MAX_EVICTIONS, Admission, select_head
 from ..smallstep.rng import derive_stream, member_stream, sample_exp
 from ..smallstep.sessions import end_session, exit_block, exit_hold_body, loop_again
 from ..smallstep.stages.delay import DelayJob
-from ..smallstep.stages.step import Assignment, Resident, StepStats, _read, _stage_env
+from ..smallstep.stages.step import Resident, StepStats, _read, _stage_env
 from ..smallstep.values import Env, resolve_index
 from ..smallstep.workload import arrival_script, explicit_attrs, next_turn
 from .flow import _HOLDING_DEFAULTS
@@ -144,11 +144,14 @@ class _Resident:
     #: with ``growing``, the hold and allocation it grows (innermost_hold), which stay while it is a resident, and
     #: its position once an iteration advanced it (None: the allocation's), written into the allocation when its
     #: run completes (_end_iteration)
-    __slots__ = Resident._fields + ("hold", "alloc", "position")
+    #: while an iteration serves it, its assignment's tokens (the definition's Assignment: its job id, serial
+    #: and mode are the resident's), and the number of the pass that served it last (``served``: _form)
+    __slots__ = Resident._fields + ("hold", "alloc", "position", "tokens", "served")
 
     def __init__(self, job_id, owner, arrived, started, spill, mode, remaining, growing):
         self.job_id, self.owner, self.arrived, self.started = job_id, owner, arrived, started
         self.spill, self.mode, self.remaining, self.growing = spill, mode, remaining, growing
+        self.served = -1
 
 
 class Fallback(Exception):
@@ -199,13 +202,15 @@ class _DelayState:
 
 
 class _Formed:
-    """What cost_context and busy(s) read of an iteration: its context and what it assigned; and the resident
-    each assignment serves (for its end)."""
+    """What cost_context and busy(s) read of an iteration: its context and what it assigned, the residents it
+    serves in the order served (each with its assignment's tokens: _Resident.tokens), and the tokens of each,
+    and of each prefill chunk with its attention term, in that order (the terms of cost_context's sums)."""
 
-    __slots__ = ("context", "assigned", "residents")
+    __slots__ = ("context", "assigned", "tokens", "prefilled", "attention")
 
-    def __init__(self, context, assigned, residents):
-        self.context, self.assigned, self.residents = context, assigned, residents
+    def __init__(self, context, assigned):
+        self.context, self.assigned = context, assigned
+        self.tokens, self.prefilled, self.attention = [], [], []
 
 
 def applies(m: Machine) -> bool:
@@ -344,6 +349,7 @@ class _Run:
         # the step stage's counts (StepStats: iterations ... offered), its last tokens and gaps (oldest first)
         self.step_counts = [0, 0, 0, 0, 0, 0.0, 0, 0, 0.0]
         self.count = 0  # iterations so far
+        self.forms = 0  # iterations formed, idle ones too (_form)
         self.last_token = {}
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
@@ -1086,10 +1092,9 @@ class _Run:
             st.finishing = []
         budget, chunk = self._limits(context)
         left = budget - facts.slots
-        served = set()
-        assigned = []
-        served_residents = []
-        st.iteration = _Formed(context, assigned, served_residents)  # what busy(s) reads while it forms
+        formed = st.iteration = _Formed(context, [])  # what busy(s) reads while it forms
+        assigned, all_tokens, prefilled, attention = formed.assigned, formed.tokens, formed.prefilled, formed.attention
+        number = self.forms = self.forms + 1  # (a resident's ``served``: this pass served it)
         open_ = True
         jobs = st.jobs
         i = 0  # the residents before it were served (a resident joins at the end when it is admitted now)
@@ -1097,9 +1102,9 @@ class _Run:
             if i < len(jobs):
                 r = jobs[i]
                 i += 1
-                if r.job_id in served:
+                if r.served == number:
                     continue
-                served.add(r.job_id)
+                r.served = number
                 # step/schedule
                 # step.want_of (no speculate): a decode asks one token, a prefill up to the chunk (0: no cap)
                 remaining = r.remaining
@@ -1123,8 +1128,12 @@ class _Run:
                     continue
                 if need > EPSILON:  # pool/grow (when it fits), then step/grow
                     self._grow(r, session, h, k, need)
-                assigned.append(build(Assignment, (r.job_id, r.owner, r.mode, tokens, position, 0.0, 0.0)))
-                served_residents.append(r)
+                r.tokens = tokens  # its Assignment (job_id, serial and mode: the resident's)
+                assigned.append(r)
+                all_tokens.append(tokens)
+                if r.mode == PREFILL:
+                    prefilled.append(tokens)
+                    attention.append(tokens * (position + tokens / 2.0))
                 left = left - tokens - facts.slots
                 continue
             # step/admit: the head of the first queue the stage serves
@@ -1149,7 +1158,7 @@ class _Run:
             # (its run joined the residents after every resident served: admission order)
         # the residents a closed or spent iteration did not reach are not served
         if assigned or st.parked:  # schedule ahead: a batch, though empty, while a parked session waits for it
-            self._close(st.iteration, budget)
+            self._close(formed, budget)
         else:  # step/idle: the stage stays idle
             st.iteration = None
         if st.parked:  # step/apply (schedule ahead): the ended iteration's results: the parked sessions go on
@@ -1189,20 +1198,18 @@ class _Run:
         m = self.m
         s = self.s
         assigned = formed.assigned
-        # cost_context: the context before the iteration and what it scheduled
-        prefilling = [a for a in assigned if a.mode == PREFILL]
-        tokens = sum([a.tokens for a in assigned])
+        # cost_context: the context before the iteration and what it scheduled (the sums of _form's terms)
+        tokens = sum(formed.tokens)
         cost = self.constant_cost
         if cost is not None:  # a number whatever the context, tokens and prefilled (finite here)
-            if self.cost_reads_attention and not math.isfinite(
-                    sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])):
+            if self.cost_reads_attention and not math.isfinite(sum(formed.attention)):
                 raise Fallback  # 0 * inf: the definition's RunError
         else:
             env = self.cost_env  # (one environment, its fields set for each iteration)
             env.residents, env.decoders, env.kv_decode, env.kv_prefill = formed.context
             env.tokens = tokens
-            env.prefilled = sum([a.tokens for a in prefilling])
-            env.attention = sum([a.tokens * (a.position + a.tokens / 2.0) for a in prefilling])
+            env.prefilled = sum(formed.prefilled)
+            env.attention = sum(formed.attention)
             cost = max(0.0, _read(m, self.view, s, "cost", self.facts.cost, env))
         if cost == 0.0 and tokens > 0:
             raise Fallback
@@ -1213,7 +1220,7 @@ class _Run:
         self.in_flight = formed
         if now >= self.warmup:
             counts = self.step_counts
-            prefills = len(prefilling)  # count_modes: a resident prefills or decodes
+            prefills = len(formed.prefilled)  # count_modes: a resident prefills or decodes
             decodes = len(assigned) - prefills
             counts[0] += 1
             counts[1] += 1 if prefills and not decodes else 0
@@ -1240,28 +1247,30 @@ class _Run:
         last = self.last_token
         gaps = self.gaps
         done = []
-        for a, r in zip(formed.assigned, formed.residents):
-            r.remaining = r.remaining - a.tokens
+        for r in formed.assigned:  # (each its assignment's tokens; its serial is the resident's owner)
+            tokens = r.tokens
+            remaining = r.remaining = r.remaining - tokens
             if r.growing is not None:  # pools.advance_position, kept on the resident until its run completes
                 if r.position is None:
-                    r.position = sessions[a.serial].holds[r.hold].allocations[r.alloc].position + a.tokens
+                    r.position = sessions[r.owner].holds[r.hold].allocations[r.alloc].position + tokens
                 else:
-                    r.position = r.position + a.tokens
-            fin = r.remaining <= EPSILON
+                    r.position = r.position + tokens
+            fin = remaining <= EPSILON
             if fin:
                 done.append(r)
             # _note_tokens
-            if a.mode == PREFILL:
+            if r.mode == PREFILL:
                 if fin:
-                    last[a.serial] = now
+                    last[r.owner] = now
                 continue
-            previous = last.get(a.serial)
+            serial = r.owner
+            previous = last.get(serial)
             if previous is not None and warm:
                 gaps.append(now - previous)
             if fin:
-                last.pop(a.serial, None)
+                last.pop(serial, None)
             else:
-                last[a.serial] = now
+                last[serial] = now
         if self.ahead:  # schedule ahead: their holds on the memory exit after the next iteration is formed
             st.finishing = [r.owner for r in done]
         # stage/step-complete, in the order served
