@@ -168,12 +168,16 @@ class _Pool:
     """A pool's state (PoolState's fields the readers read), mutable."""
 
     __slots__ = ("cap", "block", "allocated", "cached", "holders", "entries", "queue", "growers", "table", "groups",
-                 "whole", "own", "holding")
+                 "whole", "small_excess", "own", "holding")
 
     def __init__(self, cap, block):
         self.cap, self.block = cap, block
         #: make_room_lru's premise of runs of whole blocks, as far as the pool's constants go
         self.whole = bool(block) and _whole(block) and _whole(cap)
+        #: whether a need that fits (allocated + cached + need <= cap + EPSILON, each at least 0) is always within
+        #: check_evictions' limit: no blocks, or blocks of at least one unit in a cap within +-_EXACT (the
+        #: excess is then at most EPSILON and a few units of rounding)
+        self.small_excess = not block or (block >= 1.0 and cap <= _EXACT)
         self.allocated = self.cached = 0.0
         self.holders, self.entries, self.queue = [], [], []
         self.growers, self.table, self.groups = (), None, 0
@@ -986,19 +990,22 @@ class _Run:
         is a whole number)."""
         pool = self.pools[q]
         cap, block, allocated, cached = pool.cap, pool.block, pool.allocated, pool.cached
+        if allocated + cached + need <= cap + EPSILON and pool.small_excess:
+            return  # (it fits, and then check_evictions' count is below its limit: _Pool.small_excess)
         entries = pool.entries
         if block and min(allocated + cached + need - cap, cached) / block > MAX_EVICTIONS:
             raise Fallback  # check_evictions' LimitError
         if allocated + cached + need <= cap + EPSILON or not entries:
             return
-        whole = pool.whole and -_EXACT < allocated < _EXACT and allocated == int(allocated) \
-            and -_EXACT < need < _EXACT and need == int(need)
+        # (x % 1.0 == 0.0: x is a whole number, for x within +-_EXACT)
+        whole = pool.whole and -_EXACT < allocated < _EXACT and allocated % 1.0 == 0.0 \
+            and -_EXACT < need < _EXACT and need % 1.0 == 0.0
         if whole:  # the common case: one run of pool/evict-block on the first entry makes the room (evict_lru's
             # first turn, and the need then fits)
             entry = entries[0]
             left = entry.units
-            if left - block > EPSILON and -_EXACT < cached < _EXACT and cached == int(cached) \
-                    and -_EXACT < left < _EXACT and left == int(left):
+            if left - block > EPSILON and -_EXACT < cached < _EXACT and cached % 1.0 == 0.0 \
+                    and -_EXACT < left < _EXACT and left % 1.0 == 0.0:
                 deficit = allocated + cached + need - cap
                 j = min(-(-deficit // block), -(-(left - block) // block))
                 if not allocated + (cached - j * block) + need > cap + EPSILON:
@@ -1011,7 +1018,7 @@ class _Run:
                         units, times = counts[4], int(j)
                         if times == 1:
                             counts[4] = units + block
-                        elif -_EXACT < units < _EXACT and units == int(units) and abs(units) + block * times < _EXACT:
+                        elif -_EXACT < units < _EXACT and units % 1.0 == 0.0 and abs(units) + block * times < _EXACT:
                             counts[4] = units + block * times  # (the block is whole: pool.whole)
                         else:
                             counts[4] = add_evicted_units(units, [(block, times)])
