@@ -142,16 +142,17 @@ class _Resident:
     tokens lowered in place as iterations serve it."""
 
     #: with ``growing``, the hold and allocation it grows (innermost_hold), which stay while it is a resident, and
-    #: its position once an iteration advanced it (None: the allocation's), written into the allocation when its
-    #: run completes (_end_iteration)
+    #: its position once an iteration advanced it and its units once a growth grew it (None: the allocation's),
+    #: written into the allocation when its run completes (_end_iteration; the units at once where the memory's
+    #: units per resident are read and the memory holds more than this allocation of the session: _grow);
     #: while an iteration serves it, its assignment's tokens (the definition's Assignment: its job id, serial
     #: and mode are the resident's), and the number of the pass that served it last (``served``: _form)
-    __slots__ = Resident._fields + ("hold", "alloc", "position", "tokens", "served")
+    __slots__ = Resident._fields + ("hold", "alloc", "position", "units", "tokens", "served")
 
     def __init__(self, job_id, owner, arrived, started, spill, mode, remaining, growing):
         self.job_id, self.owner, self.arrived, self.started = job_id, owner, arrived, started
         self.spill, self.mode, self.remaining, self.growing = spill, mode, remaining, growing
-        self.served = -1
+        self.units, self.served = None, -1
 
 
 class Fallback(Exception):
@@ -1124,13 +1125,16 @@ class _Run:
                     continue
                 position = need = 0.0
                 if r.growing is not None:
-                    h, k, position = r.hold, r.alloc, r.position
+                    h, k, position, units = r.hold, r.alloc, r.position, r.units
                     if h < 0:
                         raise Fallback
-                    alloc = session.holds[h].allocations[k]
-                    if position is None:
-                        position = alloc.position
-                    need = position + tokens - alloc.units
+                    if position is None or units is None:  # (the allocation's, not yet kept on the resident)
+                        alloc = session.holds[h].allocations[k]
+                        if position is None:
+                            position = alloc.position
+                        if units is None:
+                            units = alloc.units
+                    need = position + tokens - units
                 if tokens <= 0.0:
                     continue
                 if need > EPSILON:  # pool/grow (when it fits), then step/grow
@@ -1178,9 +1182,9 @@ class _Run:
         (room made by evictions); a growth that does not fit (a preemption, a wait) is the definition's."""
         m = self.m
         p = r.growing
-        hold = session.holds[h]
-        alloc = hold.allocations[k]
-        current = alloc.units
+        current = r.units
+        if current is None:
+            current = session.holds[h].allocations[k].units
         need = m.round_up(p, current + amount) - current
         if need == _INF:
             raise Fallback
@@ -1190,15 +1194,24 @@ class _Run:
         if not pool.allocated + need <= m.caps[p] + EPSILON:
             raise Fallback  # pool/preempt or pool/grow-wait
         self._make_room(p, need, None)  # (evictions touch no session: its hold is as it was)
-        holds_before = session.holds
-        hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, alloc.units + need),)
-                                + hold.allocations[k + 1:])
-        known = self.held.get(r.owner)
-        holds = session.holds = session.holds[:h] + (hold,) + session.holds[h + 1:]
-        if known is not None and known[0] is holds_before and (p != self.facts.memory or known[2]):
-            # the memory's units: one allocation's (0 + its units, which grew by need), or not this pool's
-            self.held[r.owner] = (holds, known[1] + need if p == self.facts.memory else known[1], known[2])
         pool.allocated = pool.allocated + need
+        memory = self.facts.memory
+        holds = session.holds
+        if not self.needs_context or p != memory:  # the memory's units per resident (_context) are not read, or
+            r.units = current + need  # not this pool's: the allocation's new units are kept on the resident
+            return
+        known = self.held.get(r.owner)
+        if known is not None and known[0] is holds and known[2]:
+            # the memory's units: one allocation's (0 + its units, which grew by need)
+            self.held[r.owner] = (holds, known[1] + need, True)
+            r.units = current + need
+            return
+        hold = holds[h]  # else written into the allocation now (pool/grow's record), the memory's units read again
+        alloc = hold.allocations[k]
+        hold = _set_allocations(hold, hold.allocations[:k] + (_set_units(alloc, current + need),)
+                                + hold.allocations[k + 1:])
+        session.holds = holds[:h] + (hold,) + holds[h + 1:]
+        r.units = None
 
     def _close(self, formed: _Formed, budget: float) -> None:
         """step/iteration: the cost read, the end an event at now + cost, the counts added."""
@@ -1284,10 +1297,11 @@ class _Run:
         for r in done:
             jobs.remove(r)  # (by identity: a resident is its own object)
             if r.growing is not None and r.position is not None:  # the position its iterations advanced the hold to
+                # and the units its growths grew it to (pools.advance_position, pool/grow), written into the hold
                 session = sessions[r.owner]
                 h, k, position = r.hold, r.alloc, r.position
                 holds = session.holds
-                session.holds = holds[:h] + (_advance_position(holds[h], k, position),) + holds[h + 1:]
+                session.holds = holds[:h] + (_advance_position(holds[h], k, position, r.units),) + holds[h + 1:]
                 known = self.held.get(r.owner)
                 if known is not None and known[0] is holds:  # (a position moved: the units are the same)
                     self.held[r.owner] = (session.holds, known[1], known[2])
@@ -1307,13 +1321,14 @@ class _Run:
         self._make_ready(self.sessions[job.owner])
 
 
-def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
-    """The hold as pools.advance_position leaves it, its allocation ``k`` advanced to ``position``, each record
-    built by a setter."""
+def _advance_position(hold: ActiveHold, k: int, position: float, units: float | None) -> ActiveHold:
+    """The hold as pools.advance_position leaves it, its allocation ``k`` advanced to ``position`` (and grown to
+    ``units``, unless None: pool/grow's growths kept on the resident), each record built by a setter."""
     allocations = []
     for i, x in enumerate(hold.allocations):
         if i == k:
-            allocations.append(_set_position_advanced(x, position, True))
+            allocations.append(_set_position_advanced(x, position, True) if units is None
+                               else build(Allocation, (x.pool, units, position, True)))
         elif x.advanced:
             allocations.append(x)
         else:
