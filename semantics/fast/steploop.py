@@ -408,18 +408,33 @@ class _Run:
         count = 0
         progress = self.progress
         s = self.s
+        # (the event taken, time/advance (_advance) and settle (_settle) written out in the loop)
+        warmup, view, integrate = self.warmup, self.view, self.integrate
+        ready, run_session, st = self.ready, self._run_session, self.engine
+        served_queues = [self.pools[p].queue for p in self.facts.served]  # (each pool's queue: one list throughout)
         while events and events[0][0] <= horizon:
             t, _, kind, a, b = heappop(events)
-            self._advance(t)
+            now = self.now
+            if t > now:  # time/advance
+                dt = t - (now if now > warmup else warmup)
+                if dt > 0:
+                    integrate(dt)
+                self.now = view.time = now = t
             self.taken += 1
-            if kind == "arrive":
-                self._arrival_event()
+            if kind == "iteration":
+                assert a == s
+                self._end_iteration()
             elif kind == "delay":
                 self._delay_complete(a, b)
             else:
-                assert a == s
-                self._end_iteration()
-            self._settle()
+                self._arrival_event()
+            while ready:  # settle
+                run_session(ready.popleft())
+            if not (events and events[0][0] == now) and self.in_flight is None and (
+                    st.jobs or st.parked or any(served_queues)):
+                self._form()
+                while ready:  # (none: the admitted sessions run at once)
+                    run_session(ready.popleft())
             if limit is not None and self.generated >= limit and not self.sessions:
                 if self.now <= program.warmup:
                     raise Fallback
@@ -680,7 +695,7 @@ class _Run:
         if events and events[0][0] == self.now:
             return
         st = self.engine
-        if self.in_flight is None and (st.jobs or st.parked or any(self.pools[p].queue for p in self.facts.served)):
+        if self.in_flight is None and (st.jobs or st.parked or any([self.pools[p].queue for p in self.facts.served])):
             self._form()
             while ready:  # (none: the admitted sessions run at once)
                 run_session(ready.popleft())
@@ -1098,7 +1113,9 @@ class _Run:
         context = self._context() if self.needs_context else None  # (no reader of it: None)
         if st.finishing:  # schedule ahead: the next iteration is formed; a session that did not park goes on
             st.finishing = []
-        budget, chunk = self._limits(context)
+        budget, chunk = self.constant_budget, self.constant_chunk
+        if budget is None or chunk is None:
+            budget, chunk = self._limits(context)
         left = budget - facts.slots
         formed = st.iteration = _Formed(context, [])  # what busy(s) reads while it forms
         assigned, all_tokens, prefilled, attention = formed.assigned, formed.tokens, formed.prefilled, formed.attention
@@ -1243,10 +1260,10 @@ class _Run:
             prefills = len(formed.prefilled)  # count_modes: a resident prefills or decodes
             decodes = len(assigned) - prefills
             counts[0] += 1
-            counts[1] += 1 if prefills and not decodes else 0
-            counts[2] += 1 if decodes and not prefills else 0
-            counts[3] += 1 if prefills and decodes else 0
-            counts[4] += 1 if not assigned else 0
+            if prefills:  # prefill only, or mixed
+                counts[3 if decodes else 1] += 1
+            else:  # decode only, or empty
+                counts[2 if decodes else 4] += 1
             counts[5] = counts[5] + tokens
             counts[6] += decodes
             counts[7] += len(assigned)
