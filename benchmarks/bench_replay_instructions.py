@@ -6,7 +6,11 @@ count of the instructions the interpreter executes for
   (oracle/replay.py's replay_program: the trace read and checked), no run;
   the program from the compiled-program cache (semantics/programcache.py),
   and again without it (``SERQ_REF_PROGRAM_CACHE=0``: parsed and compiled);
-- **serq-ref**: the same, then the run on the fast engine (semantics.fast.run);
+- **serq-ref**: the same, then the run on the fast engine (semantics.fast.run),
+  handed the trace's sessions replay_program read, as `serq-ref oracle
+  replay` hands them (oracle/replay.py's _cells; before 2026-12-04 22:00
+  this script let the run read the trace a second time, 0.07 G
+  instructions the command does not spend);
 - **pyserq**: bench_replay.py's pyserq process (the same IR, run by pyserq):
   the program is compiled there by serq-ref's front end (replay_program),
   whose part is counted too (the same script stopped before pyserq's run),
@@ -45,9 +49,9 @@ import sys
 sys.path.insert(0, {root!r})
 from oracle.replay import replay_program
 from semantics.fast import run
-program, _ = replay_program({trace!r}, {spacing}, 512, 64, 8010, sessions={sessions})
+program, sessions = replay_program({trace!r}, {spacing}, 512, 64, 8010, sessions={sessions})
 if {run}:
-    run(program)
+    run(program, trace_sessions=sessions)
 """
 
 
