@@ -211,11 +211,7 @@ class _Formed:
     serves in the order served (each with its assignment's tokens: _Resident.tokens), and the tokens of each,
     and of each prefill chunk with its attention term, in that order (the terms of cost_context's sums)."""
 
-    __slots__ = ("context", "assigned", "tokens", "prefilled", "attention")
-
-    def __init__(self, context, assigned):
-        self.context, self.assigned = context, assigned
-        self.tokens, self.prefilled, self.attention = [], [], []
+    __slots__ = ("context", "assigned", "tokens", "prefilled", "attention")  # (set by _form)
 
 
 def applies(m: Machine) -> bool:
@@ -1005,7 +1001,8 @@ class _Run:
         pool/evict-block and pool/evict-entry rules, a run of whole blocks of one entry at once when every count
         is a whole number)."""
         pool = self.pools[q]
-        cap, block, allocated, cached = pool.cap, pool.block, pool.allocated, pool.cached
+        cap, block = pool.cap, pool.block  # (pairs: a longer unpacking builds a tuple)
+        allocated, cached = pool.allocated, pool.cached
         if allocated + cached + need <= cap + EPSILON and pool.small_excess:
             return  # (it fits, and then check_evictions' count is below its limit: _Pool.small_excess)
         entries = pool.entries
@@ -1104,10 +1101,8 @@ class _Run:
         """settle.form_iteration on the idle engine: step/iteration-start, then step/schedule of each resident in
         admission order (pool/grow and step/grow when its hold must grow first, and the growth fits), step/admit
         of each head while the budget lasts (or step/admit-stop), then step/iteration or step/idle."""
-        m = self.m
         s = self.s
         facts = self.facts
-        view = self.view
         st = self.engine
         sessions = self.sessions
         context = self._context() if self.needs_context else None  # (no reader of it: None)
@@ -1117,8 +1112,12 @@ class _Run:
         if budget is None or chunk is None:
             budget, chunk = self._limits(context)
         left = budget - facts.slots
-        formed = st.iteration = _Formed(context, [])  # what busy(s) reads while it forms
-        assigned, all_tokens, prefilled, attention = formed.assigned, formed.tokens, formed.prefilled, formed.attention
+        formed = st.iteration = _new(_Formed)  # what busy(s) reads while it forms (its fields set here: no call)
+        formed.context = context
+        formed.assigned = assigned = []
+        formed.tokens = all_tokens = []
+        formed.prefilled = prefilled = []
+        formed.attention = attention = []
         number = self.forms = self.forms + 1  # (a resident's ``served``: this pass served it)
         open_ = True
         jobs = st.jobs
@@ -1142,7 +1141,8 @@ class _Run:
                     continue
                 position = need = 0.0
                 if r.growing is not None:
-                    h, k, position, units = r.hold, r.alloc, r.position, r.units
+                    h, k = r.hold, r.alloc
+                    position, units = r.position, r.units
                     if h < 0:
                         raise Fallback
                     if position is None or units is None:  # (the allocation's, not yet kept on the resident)
