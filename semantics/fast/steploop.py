@@ -7,7 +7,8 @@ programs, field by field).
 The definition (semantics/smallstep) builds one immutable configuration per
 rule, and the fast forms (step.py, flow.py) still build one per few rules;
 here one run keeps the same facts in mutable state of its own: the pending
-events in a heap on their (time, sequence number) keys, the sessions in a
+events in a heap on their (time, sequence number) keys (the end of the
+iteration in flight beside it, with its own key), the sessions in a
 dict (``_Session``: the definition's Session record's fields, updated in
 place; the record is built where a rule of the definition takes one, and for
 the last configuration), the ready sessions in a deque, each pool's
@@ -354,6 +355,7 @@ class _Run:
         self.last_token = {}
         self.gaps = []
         self.in_flight = None  # the iteration in flight (_Formed), None: idle
+        self.due = None  # its end event's (time, sequence number)
         #: a resident's session -> (its holds, the units they hold on the memory, whether in one allocation):
         #: _context's, kept by _grow and _end_iteration when they replace the holds
         self.held = {}
@@ -403,13 +405,22 @@ class _Run:
         self._settle()
         count = 0
         progress = self.progress
-        s = self.s
         # (the event taken, time/advance (_advance) and settle (_settle) written out in the loop)
         warmup, view, integrate = self.warmup, self.view, self.integrate
         ready, run_session, st = self.ready, self._run_session, self.engine
         served_queues = [self.pools[p].queue for p in self.facts.served]  # (each pool's queue: one list throughout)
-        while events and events[0][0] <= horizon:
-            t, _, kind, a, b = heappop(events)
+        while True:
+            # the first event by (time, sequence number): the iteration in flight's end (kept beside the heap,
+            # ``due``: its time and number) or the heap's first
+            if self.in_flight is not None and (not events or self.due < events[0]):
+                t = self.due[0]
+                if not t <= horizon:
+                    break
+                kind = "iteration"
+            elif events and events[0][0] <= horizon:
+                t, _, kind, a, b = heappop(events)
+            else:
+                break
             now = self.now
             if t > now:  # time/advance
                 dt = t - (now if now > warmup else warmup)
@@ -418,7 +429,6 @@ class _Run:
                 self.now = view.time = now = t
             self.taken += 1
             if kind == "iteration":
-                assert a == s
                 self._end_iteration()
             elif kind == "delay":
                 self._delay_complete(a, b)
@@ -1251,7 +1261,7 @@ class _Run:
         if cost == 0.0 and tokens > 0:
             raise Fallback
         now = self.now
-        heappush(self.events, (now + cost, self.seq, "iteration", s, 0))
+        self.due = (now + cost, self.seq)  # its end: an event of that time and number (walk takes it in order)
         self.seq += 1
         self.count += 1
         self.in_flight = formed
