@@ -110,6 +110,7 @@ _BLOCK_ENDS = {end_session: _END, exit_hold_body: _EXIT_HOLD, loop_again: _LOOP_
 _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
 _INF = math.inf
+_LOW = -_EXACT
 _new = object.__new__
 
 
@@ -1011,40 +1012,48 @@ class _Run:
         pool/evict-block and pool/evict-entry rules, a run of whole blocks of one entry at once when every count
         is a whole number)."""
         pool = self.pools[q]
-        cap, block = pool.cap, pool.block  # (pairs: a longer unpacking builds a tuple)
-        allocated, cached = pool.allocated, pool.cached
-        if allocated + cached + need <= cap + EPSILON and pool.small_excess:
+        allocated = pool.allocated
+        cached = pool.cached
+        total = allocated + cached + need  # (the sum as make_room_lru adds it, read once)
+        cap = pool.cap
+        if total <= cap + EPSILON and pool.small_excess:
             return  # (it fits, and then check_evictions' count is below its limit: _Pool.small_excess)
+        block = pool.block
         entries = pool.entries
-        if block and min(allocated + cached + need - cap, cached) / block > MAX_EVICTIONS:
+        if block and min(total - cap, cached) / block > MAX_EVICTIONS:
             raise Fallback  # check_evictions' LimitError
-        if allocated + cached + need <= cap + EPSILON or not entries:
+        if total <= cap + EPSILON or not entries:
             return
         # (x % 1.0 == 0.0: x is a whole number, for x within +-_EXACT)
-        whole = pool.whole and -_EXACT < allocated < _EXACT and allocated % 1.0 == 0.0 \
-            and -_EXACT < need < _EXACT and need % 1.0 == 0.0
+        whole = pool.whole and _LOW < allocated < _EXACT and allocated % 1.0 == 0.0 \
+            and _LOW < need < _EXACT and need % 1.0 == 0.0
         if whole:  # the common case: one run of pool/evict-block on the first entry makes the room (evict_lru's
             # first turn, and the need then fits)
             entry = entries[0]
             left = entry.units
-            if left - block > EPSILON and -_EXACT < cached < _EXACT and cached % 1.0 == 0.0 \
-                    and -_EXACT < left < _EXACT and left % 1.0 == 0.0:
-                deficit = allocated + cached + need - cap
-                j = min(-(-deficit // block), -(-(left - block) // block))
-                if not allocated + (cached - j * block) + need > cap + EPSILON:
-                    entry = entries[0] = _set_entry_units(entry, left - j * block)
+            if left - block > EPSILON and _LOW < cached < _EXACT and cached % 1.0 == 0.0 \
+                    and _LOW < left < _EXACT and left % 1.0 == 0.0:
+                j = -(-(total - cap) // block)  # (min of the deficit's blocks and the entry's but one, as min takes)
+                k = -(-(left - block) // block)
+                if k < j:
+                    j = k
+                evicted = j * block
+                if not allocated + (cached - evicted) + need > cap + EPSILON:
+                    entry = entries[0] = _set_entry_units(entry, left - evicted)
                     if entry.owner is not None:
                         pool.own[entry.owner] = entry
-                    pool.cached = cached - j * block
+                    pool.cached = cached - evicted
                     if self.now >= self.warmup:  # add_evicted_units of the one piece (block, j times)
                         counts = self.pool_counts[q]
-                        units, times = counts[4], int(j)
-                        if times == 1:
+                        units = counts[4]
+                        if j == 1:
                             counts[4] = units + block
-                        elif -_EXACT < units < _EXACT and units % 1.0 == 0.0 and abs(units) + block * times < _EXACT:
-                            counts[4] = units + block * times  # (the block is whole: pool.whole)
                         else:
-                            counts[4] = add_evicted_units(units, [(block, times)])
+                            times = int(j)
+                            if _LOW < units < _EXACT and units % 1.0 == 0.0 and abs(units) + block * times < _EXACT:
+                                counts[4] = units + block * times  # (the block is whole: pool.whole)
+                            else:
+                                counts[4] = add_evicted_units(units, [(block, times)])
                     return
         first, left, cached, removed, gone = evict_lru(entries, block, cap, allocated, cached, need, whole)
         own = pool.own
