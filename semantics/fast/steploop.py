@@ -68,7 +68,7 @@ import immutables
 from .. import ir
 from ..errors import RunStop
 from ..results import RunResult
-from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, GROWING, HOLD, LOOP, PLAIN, PREFILL, QUEUED, READY, ActiveHold, Allocation,
+from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, HOLD, LOOP, PLAIN, PREFILL, QUEUED, READY, ActiveHold, Allocation,
                                        CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
                                        Waiting, Workload, innermost_hold)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
@@ -580,9 +580,17 @@ class _Run:
             budget, chunk = self._limits(self._context())
         slots = facts.slots
         # want_of (no speculate: applies) of each resident, and its slots, summed in the residents' order
-        return max(0.0, budget - slots - sum([(min(1.0, r.remaining) if r.mode == DECODE
-                                               else min(r.remaining, chunk) if chunk > 0 else r.remaining) + slots
-                                              for r in self.engine.jobs]))
+        wants = []
+        for r in self.engine.jobs:  # (min(a, b) as Python's min takes it: a unless b < a)
+            remaining = r.remaining
+            if r.mode == DECODE:
+                wants.append((remaining if remaining < 1.0 else 1.0) + slots)
+            elif chunk > 0:
+                wants.append((chunk if chunk < remaining else remaining) + slots)
+            else:
+                wants.append(remaining + slots)
+        left = budget - slots - sum(wants)
+        return left if left > 0.0 else 0.0  # (max(0.0, left): 0.0 unless left > 0.0)
 
     def _configuration(self):
         """The last configuration, as far as build_result reads it."""
@@ -1020,8 +1028,10 @@ class _Run:
             return  # (it fits, and then check_evictions' count is below its limit: _Pool.small_excess)
         block = pool.block
         entries = pool.entries
-        if block and min(total - cap, cached) / block > MAX_EVICTIONS:
-            raise Fallback  # check_evictions' LimitError
+        if block:  # check_evictions' count: min(total - cap, cached) blocks (min's choice, without its call)
+            excess = total - cap
+            if (cached if cached < excess else excess) / block > MAX_EVICTIONS:
+                raise Fallback  # check_evictions' LimitError
         if total <= cap + EPSILON or not entries:
             return
         # (x % 1.0 == 0.0: x is a whole number, for x within +-_EXACT)
@@ -1130,7 +1140,8 @@ class _Run:
         budget, chunk = self.constant_budget, self.constant_chunk
         if budget is None or chunk is None:
             budget, chunk = self._limits(context)
-        left = budget - facts.slots
+        slots = facts.slots
+        left = budget - slots
         formed = st.iteration = _new(_Formed)  # what busy(s) reads while it forms (its fields set here: no call)
         formed.context = context
         formed.assigned = assigned = []
@@ -1150,14 +1161,18 @@ class _Run:
                 r.served = number
                 # step/schedule
                 # step.want_of (no speculate): a decode asks one token, a prefill up to the chunk (0: no cap)
+                # (min(a, b) as Python's min takes it, a unless b < a, without its call)
                 remaining = r.remaining
-                if r.mode == DECODE:
-                    tokens = min(min(1.0, remaining), left)
+                mode = r.mode
+                if mode == DECODE:
+                    want = remaining if remaining < 1.0 else 1.0
+                elif chunk > 0:
+                    want = chunk if chunk < remaining else remaining
                 else:
-                    tokens = min(min(remaining, chunk) if chunk > 0 else remaining, left)
-                session = sessions[r.owner]
-                if session.status == GROWING:
-                    continue
+                    want = remaining
+                tokens = left if left < want else want
+                # (a session growing, waiting for room, is not served: the loop gives a growth that waits up, so
+                # no session of its run is GROWING)
                 position = need = 0.0
                 if r.growing is not None:
                     h, k = r.hold, r.alloc
@@ -1165,6 +1180,7 @@ class _Run:
                     if h < 0:
                         raise Fallback
                     if position is None or units is None:  # (the allocation's, not yet kept on the resident)
+                        session = sessions[r.owner]
                         alloc = session.holds[h].allocations[k]
                         if position is None:
                             position = alloc.position
@@ -1174,14 +1190,14 @@ class _Run:
                 if tokens <= 0.0:
                     continue
                 if need > EPSILON:  # pool/grow (when it fits), then step/grow
-                    self._grow(r, session, h, k, need)
+                    self._grow(r, sessions[r.owner], h, k, need)
                 r.tokens = tokens  # its Assignment (job_id, serial and mode: the resident's)
                 assigned.append(r)
                 all_tokens.append(tokens)
-                if r.mode == PREFILL:
+                if mode == PREFILL:
                     prefilled.append(tokens)
                     attention.append(tokens * (position + tokens / 2.0))
-                left = left - tokens - facts.slots
+                left = left - tokens - slots
                 continue
             # step/admit: the head of the first queue the stage serves
             head = None
