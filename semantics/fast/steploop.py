@@ -92,6 +92,8 @@ STEP, DELAY = "step", "delay"
 
 #: the statements the loop runs itself (the local ones it hands to their rules)
 _SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL, _BRANCH, _LOOP, _LOOP_AGAIN, _BLOCK_EXIT = range(12)
+#: a run of set and observe statements, from one to the last of the run, as one written function (_written_run)
+_WRITTEN = 12
 #: the fields of each statement, stage and arrival the loop knows: a program with another one (a setting an
 #: extension adds) not at its default is not the loop's (step._non_default)
 KNOWN_FIELDS = {ir.Set: {"slot", "expr"}, ir.Observe: {"index", "expr"}, ir.Run: {"stage", "mode", "work", "growing", "also"},
@@ -688,7 +690,9 @@ class _Run:
 
     def _table(self):
         """Per block, per statement (then its end): (what the loop does, its expression, the statement after
-        it, where it is, its slot, observation index or stage, its Op)."""
+        it, where it is, its slot, observation index or stage, its Op). A set or observe statement, once a
+        session reaches it, is replaced by the run of set and observe statements from it written as one
+        function (_WRITTEN: _written_run)."""
         m = self.m
         rows = []
         for block in m.ops:
@@ -713,7 +717,7 @@ class _Run:
                 elif code == _LOOP:
                     aux = op.stmt.block
                 row.append((code, f, op.next, op.at, aux, op))
-            rows.append(tuple(row))
+            rows.append(row)  # (a list: a set or observe is replaced by its run's written function when reached)
         return tuple(rows)
 
     def _run_session(self, serial: int) -> None:
@@ -738,9 +742,17 @@ class _Run:
         pc = s.pc
         frames = s.frames
         row = table[frames[-1].block]
+        warm = now >= self.warmup
         while True:
             code, f, nxt, at, aux, op = row[pc]
+            if code == _WRITTEN:  # session/set and session/observe, a run of them
+                attrs = f(env, attrs, now, serial, self.samples, warm)
+                pc = nxt
+                continue
             env.stmt = at
+            if code == _SET or code == _OBSERVE:  # (reached the first time: its run written out, then run)
+                row[pc] = (_WRITTEN, _written_run(m, row, pc), _run_end(row, pc), at, None, op)
+                continue
             if code == _SET:  # session/set
                 value = f(env)
                 attrs = env.attrs = attrs[:aux] + (value,) + attrs[aux + 1:]
@@ -1320,3 +1332,52 @@ def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
             allocations.append(_set_advanced(x, True))
     return _set_allocations(hold, tuple(allocations))
 
+
+
+def _run_end(row: list, start: int) -> int:
+    """The statement after the run of set and observe statements from ``start`` in ``row`` (the last entry
+    is the block's end)."""
+    end = start
+    while end < len(row) - 1 and type(row[end][5].stmt) in (ir.Set, ir.Observe):
+        end += 1
+    return end
+
+
+def _written_run(m: Machine, row: list, start: int):
+    """The run of set and observe statements from ``start`` in ``row`` (the table's) as one Python function
+    ``f(env, attrs, now, serial, samples, warm)`` that runs them in order and gives the attributes after them
+    (env.attrs set to them): session/set, the attribute takes the expression's value; session/observe, a
+    sample (its index, the time, the session, its turn_no, the value) kept at or after the warm-up (``warm``),
+    a turn_no that is no finite number the definition's RunError (check_turn_number: Fallback). Each
+    expression is written out as values.WrittenCompiler writes it (its ``source``), reading the attributes
+    from a list that each set writes into; one it does not write out as a whole (a draw, a query alone) is
+    called as compiled (the statement's Op), with env.attrs and env.stmt the statement's, as the loop sets
+    them."""
+    source = getattr(m.compiler, "source", None)
+    end = _run_end(row, start)
+    sets = any(type(row[pc][5].stmt) is ir.Set for pc in range(start, end))
+    namespace = {"Fallback": Fallback, "_INF": _INF}
+    lines = ["def written(env, attrs, now, serial, samples, warm):"] + (["    attrs = list(attrs)"] if sets else [])
+    for pc in range(start, end):
+        op = row[pc][5]
+        stmt = op.stmt
+        written = None if source is None else source(stmt.expr, f"{pc}_")
+        if written is None:  # its compiled function, on the env as the loop keeps it
+            namespace[f"_f{pc}"] = op.exprs[0]
+            lines += (["    env.attrs = tuple(attrs)"] if sets else []) + [f"    env.stmt = {op.at!r}",
+                                                                          f"    value = _f{pc}(env)"]
+        else:
+            body, names, _ = written
+            namespace.update(names)
+            lines.append(f"    value = {body}")
+        if type(stmt) is ir.Set:
+            lines.append(f"    attrs[{stmt.slot!r}] = value")
+        else:
+            lines += ["    if warm:", f"        turn = attrs[{m.slot_turn!r}]",
+                      "        if not -_INF < turn < _INF:", "            raise Fallback",
+                      f"        samples.append(({stmt.index!r}, now, serial, int(turn), value))"]
+    if sets:
+        lines.append("    attrs = env.attrs = tuple(attrs)")
+    lines.append("    return attrs")
+    exec("\n".join(lines) + "\n", namespace)
+    return namespace["written"]

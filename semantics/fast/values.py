@@ -79,10 +79,31 @@ class WrittenCompiler(ExpressionCompiler):
             return lambda env: query(env, member)
         if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
             return self._closure(e, self.compile)
+        written = self.source(e)
+        if written is None:  # a conditional folded to its arm, a draw or a query: that arm's closure
+            return self.compile(_Plan(_draws(e)).simplify(e))
+        body, namespace, reads_attrs = written
+        # no attributes (a moment without a session): every one reads NaN, from a tuple of NaNs as long as needed
+        header = ["    attrs = env.attrs", f"    if attrs is None: attrs = {_name(namespace, (math.nan,) * (max(reads_attrs) + 1))}"] \
+            if reads_attrs else []
+        lines = ["def expression(env):"] + header + [f"    return {body}"]
+        exec("\n".join(lines) + "\n", namespace)
+        return namespace["expression"]
+
+    def source(self, e: ir.Expr, prefix: str = ""):
+        """``e`` written out as ``_write`` writes it: (the source of its value, which reads ``attrs`` (the
+        attributes, indexed by slot) and ``env``; the namespace it reads, each name of its own beginning
+        ``_k`` + ``prefix`` (its pure subexpressions' variables ``_c`` + ``prefix``); the slots it reads).
+        None where ``_write`` does not write ``e`` out as a whole (a query alone, a draw, an expression too
+        deep, one that simplifies to a draw or a query): its compiled function is then not source."""
+        if type(e) is ir.Call and self._direct_query(e):
+            return None
+        if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
+            return None
         plan = _Plan(_draws(e))
         e = plan.simplify(e)
-        if not _writable(e):  # a conditional folded to its arm, a draw or a query: that arm's closure
-            return self.compile(e)
+        if not _writable(e):
+            return None
         namespace = {"nan": math.nan, "_truth": _truth, "_divide": _divide, "_power": _power}
         reads_attrs = []
         #: per key of a pure subexpression, its occurrences written out so far: (guard path, _Written)
@@ -92,9 +113,7 @@ class WrittenCompiler(ExpressionCompiler):
         guards = itertools.count()
 
         def name(value) -> str:
-            key = f"_k{len(namespace)}"
-            namespace[key] = value
-            return key
+            return _name(namespace, value, prefix)
 
         def source(x: ir.Expr, path: tuple) -> str:
             """``x`` written out, evaluated under the guards ``path`` (a conditional's arm, the right
@@ -117,7 +136,7 @@ class WrittenCompiler(ExpressionCompiler):
                 if path[:len(guarded)] == guarded:  # evaluated whenever this one is, and before it
                     earlier.used = True
                     return earlier.variable
-            variable = variables.setdefault(key, f"_c{len(variables)}")
+            variable = variables.setdefault(key, f"_c{prefix}{len(variables)}")
             occurrence = _Written(variable)
             written.setdefault(key, []).append((path, occurrence))
             occurrence.source = operation(x, path)
@@ -150,13 +169,14 @@ class WrittenCompiler(ExpressionCompiler):
             """The source with each occurrence in place: ``(_cN := ...)`` where a later one reads it."""
             return _OCCURRENCE.sub(lambda m: occurrences[int(m.group(1))].render(render), text)
 
-        body = render(source(e, ()))
-        # no attributes (a moment without a session): every one reads NaN, from a tuple of NaNs as long as needed
-        header = ["    attrs = env.attrs", f"    if attrs is None: attrs = {name((math.nan,) * (max(reads_attrs) + 1))}"] \
-            if reads_attrs else []
-        lines = ["def expression(env):"] + header + [f"    return {body}"]
-        exec("\n".join(lines) + "\n", namespace)
-        return namespace["expression"]
+        return render(source(e, ())), namespace, reads_attrs
+
+
+def _name(namespace: dict, value, prefix: str = "") -> str:
+    """A new name in ``namespace`` for ``value``."""
+    key = f"_k{prefix}{len(namespace)}"
+    namespace[key] = value
+    return key
 
 
 class _Written:
