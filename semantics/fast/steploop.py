@@ -750,22 +750,7 @@ class _Run:
                 pc = nxt
                 continue
             env.stmt = at
-            if code == _SET or code == _OBSERVE:  # (reached the first time: its run written out, then run)
-                row[pc] = (_WRITTEN, _written_run(m, row, pc), _run_end(row, pc), at, None, op)
-                continue
-            if code == _SET:  # session/set
-                value = f(env)
-                attrs = env.attrs = attrs[:aux] + (value,) + attrs[aux + 1:]
-                pc = nxt
-            elif code == _OBSERVE:  # session/observe
-                value = f(env)
-                if now >= self.warmup:
-                    turn = attrs[m.slot_turn]
-                    if not -_INF < turn < _INF:
-                        raise Fallback
-                    self.samples.append((aux, now, serial, int(turn), value))
-                pc = nxt
-            elif code == _RUN:  # session/run
+            if code == _RUN:  # session/run
                 work = f(env)
                 if not 0 < work < _INF:
                     if not work == work or work == _INF:
@@ -813,6 +798,14 @@ class _Run:
                 pc = frames[-1].resume
                 frames = frames[:-1]
                 row = table[frames[-1].block]
+            elif code == _TURN:
+                turn = attrs[m.slot_turn]
+                if not math.isfinite(turn):
+                    raise Fallback
+                s = self._take_turn(s, attrs, frames, nxt, env.draws)
+                attrs = env.attrs = s.attrs
+                env.draws = s.draws
+                pc = s.pc
             elif code == _HOLD:
                 self._enter_hold(s, attrs, frames, nxt, env.draws, at)
                 return
@@ -832,14 +825,6 @@ class _Run:
                 pc = s.pc
                 frames = s.frames
                 row = table[frames[-1].block]
-            elif code == _TURN:
-                turn = attrs[m.slot_turn]
-                if not math.isfinite(turn):
-                    raise Fallback
-                s = self._take_turn(s, attrs, frames, nxt, env.draws)
-                attrs = env.attrs = s.attrs
-                env.draws = s.draws
-                pc = s.pc
             elif code == _LOOP_AGAIN:  # session/loop-again
                 # (the definition's backstop counts every statement at the instant; only a loop's turn or a
                 # while's repeats them, so they are counted here, a block's length at a turn: a run that
@@ -867,6 +852,8 @@ class _Run:
                     self.replaced = (now, n)
                     self._arrive()
                 return
+            elif code == _SET or code == _OBSERVE:  # (reached the first time: its run written out, then run)
+                row[pc] = (_WRITTEN, _written_run(m, row, pc), _run_end(row, pc), at, None, op)
             else:  # _LOCAL: while, choose, a while's end: the definition's rule
                 quiet -= len(row)
                 if quiet < 0:
