@@ -71,8 +71,7 @@ from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, GROWING, HOL
                                        CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
                                        Waiting, Workload, innermost_hold)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
-from ..smallstep.machine import (EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine,
-                                 session_env)
+from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine
 from ..smallstep.observables import holding_sessions
 from ..smallstep.pools import MAX_EVICTIONS, Admission, select_head
 from ..smallstep.rng import derive_stream, member_stream, sample_exp
@@ -885,16 +884,27 @@ class _Run:
         definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
         m = self.m
         hold = self.holds[stmt]
-        env = Env(self.view, attrs, s.serial, s.stream, draws, stmt)
+        env = _new(Env)  # session_env's fields, without a call of Env's constructor
+        env.config = self.view
+        env.attrs = attrs
+        serial = env.serial = s.serial
+        env.stream = s.stream
+        env.draws = draws
+        env.stmt = stmt
         pools = self.hold_pools.get(stmt)  # (named without an index: resolve_index's base + 0)
         if pools is None:
             pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
-        for k, p in enumerate(pools):
-            units = max(0.0, hold.units[k](env))
-            reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
-            if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
+        units_of, reserves, caps, sizes = hold.units, hold.reserves, m.caps, m.block_sizes
+        for k in range(len(pools)):
+            p = pools[k]
+            units = max(0.0, units_of[k](env))
+            reserve = reserves[k]
+            reserve = max(0.0, reserve(env)) if reserve is not None else 0.0
+            x = max(units, reserve)  # m.round_up(p, x), written out
+            b = sizes[p]
+            blocks = x / b if b else _INF
+            if (x if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b) > caps[p] + EPSILON:
                 raise Fallback  # pool/reject
-        serial = s.serial
         s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
         s.status, s.pending = QUEUED, PendingHold(stmt, pools, self.now)
         self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
@@ -969,18 +979,38 @@ class _Run:
         on the loop's state), the header evaluated now (the hold's compiled header: _compile_holds), and whether
         it fits every pool of its hold."""
         m = self.m
-        waiting = self.pools[p].queue[0] if m.queue_keys[p] is None else select_head(m, self.view, p, budget)[0]
+        pools = self.pools
+        waiting = pools[p].queue[0] if m.queue_keys[p] is None else select_head(m, self.view, p, budget)[0]
         s = self.sessions[waiting.serial]
         pending = s.pending
-        hold = self.holds[pending.stmt]
-        env = Env(self.view, s.attrs, s.serial, s.stream, s.draws, pending.stmt)
+        stmt = pending.stmt
+        hold = self.holds[stmt]
+        env = _new(Env)  # session_env's fields and the budget, without a call of Env's constructor
+        env.config = self.view
+        env.attrs = s.attrs
+        env.serial = s.serial
+        env.stream = s.stream
+        env.draws = s.draws
+        env.stmt = stmt
         env.budget = budget
-        units = tuple([max(0.0, f(env)) for f in hold.units])
-        needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
+        units_of = hold.units
+        if len(units_of) == 1:  # (one pool: no loops)
+            units = (max(0.0, units_of[0](env)),)
+            r = hold.reserves[0]
+            needs = (max(units[0], max(0.0, r(env)) if r is not None else 0.0),)
+        else:
+            units = tuple([max(0.0, f(env)) for f in units_of])
+            needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
         reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else _INF
-        pools, caps, round_up = self.pools, m.caps, m.round_up
-        fits = all(pools[q].allocated + round_up(q, need) <= caps[q] + EPSILON
-                   for q, need in zip(pending.pools, needs))
+        caps, sizes = m.caps, m.block_sizes
+        fits = True
+        for q, need in zip(pending.pools, needs):
+            b = sizes[q]  # m.round_up(q, need), written out
+            blocks = need / b if b else _INF
+            if not pools[q].allocated + (need if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b) \
+                    <= caps[q] + EPSILON:
+                fits = False
+                break
         return Admission(waiting, units, needs, reuse, env.draws, fits, None)
 
     def _make_room(self, q: int, need: float, stmt) -> None:
@@ -1059,11 +1089,20 @@ class _Run:
             if holding is not None:  # the first holding of the session and hold (the only one)
                 del holders[holders.index(holding)]
             if compiled.cache is not None:
-                env = session_env(m, self.view, s, hold.stmt)
+                env = _new(Env)  # session_env, without a call of Env's constructor
+                env.config = self.view
+                env.attrs = s.attrs
+                env.serial = serial
+                env.stream = s.stream
+                env.draws = s.draws
+                env.stmt = hold.stmt
                 want = max(0.0, compiled.cache(env))
                 if env.draws != s.draws:
                     s.draws = env.draws
-                kept = m.round_down(q, min(want, computed, units))
+                x = min(want, computed, units)  # m.round_down(q, x), written out
+                b = m.block_sizes[q]
+                blocks = x / b if b else _INF
+                kept = x if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b
                 if kept > 0:
                     entries = pool.entries
                     entry = pool.own.get(serial)
