@@ -771,7 +771,13 @@ class _Run:
                     if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
                         # stay while it is a resident, and its position once an iteration advanced it (None: the
                         # allocation's), written into the allocation when its run completes (_end_iteration)
-                        job.hold, job.alloc = innermost_hold(s, p)
+                        holds = s.holds  # (the innermost: most often the last hold's, found here first)
+                        for k, a in enumerate(holds[-1].allocations if holds else ()):
+                            if a.pool == p:
+                                job.hold, job.alloc = len(holds) - 1, k
+                                break
+                        else:
+                            job.hold, job.alloc = innermost_hold(s, p)
                         job.position = None
                     jobs = self.stages[aux].jobs
                     key = (s.admission, job_id)
@@ -919,38 +925,47 @@ class _Run:
         sessions = self.sessions
         s = sessions[serial]
         pending = s.pending
-        hold = self.holds[pending.stmt]
-        queue = self.pools[p].queue
-        del queue[queue.index(waiting)]
+        stmt = pending.stmt
+        hold = self.holds[stmt]
+        pools = self.pools
+        queue = pools[p].queue
+        del queue[0 if queue[0] is waiting else queue.index(waiting)]  # (the first equal to it: the head, most often)
         admission = self.seq
         self.seq = admission + 1
         cached = 0.0
         warm = self.now >= self.warmup
         allocations = []
+        sizes = m.block_sizes
+        cache = hold.cache is not None
+        key = (serial, admission)
         for q, u in zip(pending.pools, units):
-            pool = self.pools[q]
+            pool = pools[q]
+            b = sizes[q]
             consumed = 0.0
-            if hold.cache is not None:  # pool/consume
+            if cache:  # pool/consume
                 entry = pool.own.pop(serial, None)
                 if entry is not None:
-                    k = pool.entries.index(entry)
-                    consumed = min(entry.units, m.round_down(q, reuse))
+                    entries = pool.entries
+                    k = entries.index(entry)
+                    blocks = reuse / b if b else _INF  # m.round_down(q, reuse), written out
+                    consumed = min(entry.units, reuse if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b)
                     rest = entry.units - consumed
                     if rest > EPSILON:
-                        pool.entries[k] = _set_entry_dead(entry, None, rest)
+                        entries[k] = _set_entry_dead(entry, None, rest)
                     else:
-                        del pool.entries[k]
+                        del entries[k]
                     pool.cached = pool.cached - consumed
                 cached = max(cached, consumed)
-            need = m.round_up(q, u)
+            blocks = u / b if b else _INF  # m.round_up(q, u), written out
+            need = u if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b
             if need == _INF:
                 raise Fallback
-            self._make_room(q, need, pending.stmt)
+            self._make_room(q, need, stmt)
             pool.allocated = pool.allocated + need
-            if (serial, admission) in pool.holding:
+            holdings = pool.holding
+            if key in holdings:
                 raise Fallback  # (a hold naming one pool twice: its releases are the fast forms')
-            holding = pool.holding[(serial, admission)] = build(Holding, (admission, serial, admission, need, False)
-                                                                 + _HOLDING_DEFAULTS)
+            holding = holdings[key] = build(Holding, (admission, serial, admission, need, False) + _HOLDING_DEFAULTS)
             pool.holders.append(holding)
             if warm:
                 self.pool_counts[q][2] += 1
@@ -1337,12 +1352,19 @@ class _Run:
 
     def _finish(self, s: int, job) -> None:
         """jobs.finish_job: the completion counted (at or after the warm-up), the session ready."""
-        if self.now >= self.warmup:
+        now = self.now
+        if now >= self.warmup:
             counts = self.stage_counts[s]
             counts[0] += 1
             counts[1] = counts[1] + job.started - job.arrived
-            counts[2] = counts[2] + self.now - job.started
-        self._make_ready(self.sessions[job.owner])
+            counts[2] = counts[2] + now - job.started
+        session = self.sessions[job.owner]  # _make_ready, written out
+        instant, count = session.readies
+        count = count + 1 if instant == now else 1
+        if count > MAX_READIES_PER_INSTANT:
+            raise Fallback
+        session.status, session.readies, session.job, session.growth, session.pending = READY, (now, count), None, None, None
+        self.ready.append(session.serial)
 
 
 def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
