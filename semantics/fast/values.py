@@ -33,6 +33,9 @@ _BINARY_SOURCE = {
     "And": "(_truth({1}) if {0} != 0.0 else 0.0)", "Or": "(1.0 if {0} != 0.0 else _truth({1}))",
 }
 
+#: The comparisons, as Python's float comparison (a conditional's test: the arm the comparison's 1 or 0 takes)
+_COMPARISONS = {"Lt": "<", "Le": "<=", "Gt": ">", "Ge": ">=", "Eq": "==", "Ne": "!="}
+
 #: Expression trees deeper than this are evaluated by closures (``interpret``):
 #: Python's own compiler limits how deeply written expressions may nest.
 MAX_WRITTEN_DEPTH = 40
@@ -115,6 +118,18 @@ class WrittenCompiler(ExpressionCompiler):
         def name(value) -> str:
             return _name(namespace, value, prefix)
 
+        temporaries = itertools.count()
+
+        def temporary() -> str:
+            """A new local variable of the written function."""
+            return f"_t{prefix}{next(temporaries)}"
+
+        def evaluated(x: ir.Expr, path: tuple) -> bool:
+            """Whether ``x`` is a pure subexpression written already where it is surely evaluated before
+            this place (``source`` reads it from its variable)."""
+            key = plan.key(x)
+            return key is not None and any(path[:len(guarded)] == guarded for guarded, _ in written.get(key, ()))
+
         def source(x: ir.Expr, path: tuple) -> str:
             """``x`` written out, evaluated under the guards ``path`` (a conditional's arm, the right
             operand of && or ||: the ones it is evaluated under, in nesting order)."""
@@ -152,12 +167,32 @@ class WrittenCompiler(ExpressionCompiler):
             if kind is ir.Binary:
                 left = source(x.left, path)
                 right = source(x.right, path + (next(guards),) if x.op in ("And", "Or") else path)
+                if x.op == "Div" and type(x.right) is ir.Num and type(x.right.value) in (int, float) \
+                        and math.isfinite(x.right.value) and x.right.value != 0:
+                    return f"({left} / {right})"  # (divide by a number not zero: its x / y)
                 return _BINARY_SOURCE[x.op].format(left, right)
             if kind is ir.Cond:
-                test = source(x.test, path)
+                test = x.test
+                if type(test) is ir.Binary and test.op in _COMPARISONS and not evaluated(test, path):
+                    # a comparison's value is 1 or 0: the arm taken is the one its Python comparison picks
+                    left = source(test.left, path)
+                    condition = f"({left} {_COMPARISONS[test.op]} {source(test.right, path)})"
+                else:
+                    condition = f"{source(test, path)} != 0.0"
                 then = source(x.then, path + (next(guards),))
                 otherwise = source(x.otherwise, path + (next(guards),))
-                return f"({then} if {test} != 0.0 else {otherwise})"
+                return f"({then} if {condition} else {otherwise})"
+            if kind is ir.Call and x.fun in ("Min", "Max"):  # minimum/maximum, the order of two numbers written out
+                a, b = temporary(), temporary()
+                left, right = source(x.args[0].expr, path), source(x.args[1].expr, path)
+                op = "<" if x.fun == "Min" else ">"
+                return (f"({a} if ({a} := {left}) {op} ({b} := {right}) else {b} if {b} {op} {a} "
+                        f"else {name(arithmetic.FUNCTIONS[x.fun])}({a}, {b}))")
+            if kind is ir.Call and x.fun == "Floor":  # floor of a finite number written out
+                a = temporary()
+                operand = source(x.args[0].expr, path)
+                return (f"({name(math.copysign)}(float({name(math.floor)}({a})), {a}) "
+                        f"if {name(-math.inf)} < ({a} := {operand}) < {name(math.inf)} else {a})")
             if kind is ir.Call and x.fun in _PURE_CALLS:  # arithmetic's function called on the arguments, in order
                 arity = 2 if x.fun in ("Min", "Max", "Pow") else 1
                 return f"{name(arithmetic.FUNCTIONS[x.fun])}({', '.join(source(a.expr, path) for a in x.args[:arity])})"
