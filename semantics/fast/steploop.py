@@ -1008,14 +1008,20 @@ class _Run:
         env.draws = s.draws
         env.stmt = stmt
         env.budget = budget
-        units_of = hold.units
-        if len(units_of) == 1:  # (one pool: no loops)
+        units_of, reserves = hold.units, hold.reserves
+        if len(units_of) == 2:  # (two pools, one pool: no loops; the units first, then the reserves)
+            u0, u1 = max(0.0, units_of[0](env)), max(0.0, units_of[1](env))
+            r0, r1 = reserves
+            units = (u0, u1)
+            needs = (max(u0, max(0.0, r0(env)) if r0 is not None else 0.0),
+                     max(u1, max(0.0, r1(env)) if r1 is not None else 0.0))
+        elif len(units_of) == 1:
             units = (max(0.0, units_of[0](env)),)
-            r = hold.reserves[0]
+            r = reserves[0]
             needs = (max(units[0], max(0.0, r(env)) if r is not None else 0.0),)
         else:
             units = tuple([max(0.0, f(env)) for f in units_of])
-            needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
+            needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, reserves)])
         reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else _INF
         caps, sizes = m.caps, m.block_sizes
         fits = True
@@ -1091,6 +1097,15 @@ class _Run:
         serial = s.serial
         hold = s.holds[-1]
         compiled = self.holds[hold.stmt]
+        cache = compiled.cache
+        if cache is not None:  # session_env, without a call of Env's constructor: one for every pool (its draws
+            # are the session's, which it writes back after each)
+            env = _new(Env)
+            env.config = self.view
+            env.attrs = s.attrs
+            env.serial = serial
+            env.stream = s.stream
+            env.stmt = hold.stmt
         done = []
         for a in hold.allocations:  # pool/release, in the hold's order
             q = a.pool
@@ -1103,15 +1118,9 @@ class _Run:
             holding = pool.holding.pop((serial, hold.hold_id), None)
             if holding is not None:  # the first holding of the session and hold (the only one)
                 del holders[holders.index(holding)]
-            if compiled.cache is not None:
-                env = _new(Env)  # session_env, without a call of Env's constructor
-                env.config = self.view
-                env.attrs = s.attrs
-                env.serial = serial
-                env.stream = s.stream
+            if cache is not None:
                 env.draws = s.draws
-                env.stmt = hold.stmt
-                want = max(0.0, compiled.cache(env))
+                want = max(0.0, cache(env))
                 if env.draws != s.draws:
                     s.draws = env.draws
                 x = min(want, computed, units)  # m.round_down(q, x), written out
