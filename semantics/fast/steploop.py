@@ -91,8 +91,11 @@ STEP, DELAY = "step", "delay"
 
 #: the statements the loop runs itself (the local ones it hands to their rules)
 _SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL, _BRANCH, _LOOP, _LOOP_AGAIN, _BLOCK_EXIT = range(12)
-#: a run of set and observe statements, from one to the last of the run, as one written function (_written_run)
-_WRITTEN = 12
+#: the comparisons of a branch's guard written into a run (_written_run)
+_COMPARISONS = frozenset({"Lt", "Le", "Gt", "Ge", "Eq", "Ne"})
+#: a run of set and observe statements (and branches of nothing else), from one to the last of the run, as one
+#: written function (_written_run); such a statement before it is first reached
+_WRITTEN, _UNWRITTEN = 12, 13
 #: the fields of each statement, stage and arrival the loop knows: a program with another one (a setting an
 #: extension adds) not at its default is not the loop's (step._non_default)
 KNOWN_FIELDS = {ir.Set: {"slot", "expr"}, ir.Observe: {"index", "expr"}, ir.Run: {"stage", "mode", "work", "growing", "also"},
@@ -691,7 +694,7 @@ class _Run:
         """Per block, per statement (then its end): (what the loop does, its expression, the statement after
         it, where it is, its slot, observation index or stage, its Op). A set or observe statement, once a
         session reaches it, is replaced by the run of set and observe statements from it written as one
-        function (_WRITTEN: _written_run)."""
+        function (_WRITTEN: _written_run), and so is a branch whose blocks hold only such statements."""
         m = self.m
         rows = []
         for block in m.ops:
@@ -717,6 +720,11 @@ class _Run:
                     aux = op.stmt.block
                 row.append((code, f, op.next, op.at, aux, op))
             rows.append(row)  # (a list: a set or observe is replaced by its run's written function when reached)
+        for row in rows:  # (those written into a run: _UNWRITTEN, until the run is written)
+            marks = [_in_run(rows, row, pc) for pc in range(len(row))]
+            for pc, mark in enumerate(marks):
+                if mark:
+                    row[pc] = (_UNWRITTEN,) + row[pc][1:]
         return tuple(rows)
 
     def _run_session(self, serial: int) -> None:
@@ -857,8 +865,8 @@ class _Run:
                     self.replaced = (now, n)
                     self._arrive()
                 return
-            elif code == _SET or code == _OBSERVE:  # (reached the first time: its run written out, then run)
-                row[pc] = (_WRITTEN, _written_run(m, row, pc), _run_end(row, pc), at, None, op)
+            elif code == _UNWRITTEN:  # (reached the first time: its run written out, then run)
+                row[pc] = (_WRITTEN, _written_run(m, table, row, pc), _run_end(table, row, pc), at, None, op)
             else:  # _LOCAL: while, choose, a while's end: the definition's rule
                 quiet -= len(row)
                 if quiet < 0:
@@ -1391,48 +1399,103 @@ def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
 
 
 
-def _run_end(row: list, start: int) -> int:
-    """The statement after the run of set and observe statements from ``start`` in ``row`` (the last entry
-    is the block's end)."""
+def _in_run(table, row: list, pc: int) -> bool:
+    """Whether statement ``pc`` of ``row`` (not its block's end) is written into a run (_written_run): a set,
+    an observe, or a branch whose two blocks hold nothing else (and end by session/block-exit)."""
+    if pc >= len(row) - 1:
+        return False
+    kind = type(row[pc][5].stmt)
+    if kind is ir.Set or kind is ir.Observe:
+        return True
+    if kind is not ir.Branch:
+        return False
+    stmt = row[pc][5].stmt
+    return all(table[b][-1][0] == _BLOCK_EXIT and _run_end(table, table[b], 0) == len(table[b]) - 1
+               for b in (stmt.then_block, stmt.else_block))
+
+
+def _run_end(table, row: list, start: int) -> int:
+    """The statement after the run of statements written into one function (_in_run) from ``start`` in
+    ``row``."""
     end = start
-    while end < len(row) - 1 and type(row[end][5].stmt) in (ir.Set, ir.Observe):
+    while _in_run(table, row, end):
         end += 1
     return end
 
 
-def _written_run(m: Machine, row: list, start: int):
-    """The run of set and observe statements from ``start`` in ``row`` (the table's) as one Python function
+def _written_run(m: Machine, table, row: list, start: int):
+    """The run of statements from ``start`` in ``row`` (the table's; _in_run) as one Python function
     ``f(env, attrs, now, serial, samples, warm)`` that runs them in order and gives the attributes after them
     (env.attrs set to them): session/set, the attribute takes the expression's value; session/observe, a
     sample (its index, the time, the session, its turn_no, the value) kept at or after the warm-up (``warm``),
-    a turn_no that is no finite number the definition's RunError (check_turn_number: Fallback). Each
-    expression is written out as values.WrittenCompiler writes it (its ``source``), reading the attributes
-    from a list that each set writes into; one it does not write out as a whole (a draw, a query alone) is
-    called as compiled (the statement's Op), with env.attrs and env.stmt the statement's, as the loop sets
-    them."""
+    a turn_no that is no finite number the definition's RunError (check_turn_number: Fallback);
+    session/branch, the guard's block run (its frame entered and left by session/block-exit with nothing
+    between that reads it), a guard neither 1 nor 0 its RunError (Fallback). Each expression is written out
+    as values.WrittenCompiler writes it (its ``source``), reading the attributes from a list that each set
+    writes into; one it does not write out as a whole (a draw, a query alone) is called as compiled (the
+    statement's Op), with env.attrs and env.stmt the statement's, as the loop sets them."""
     source = getattr(m.compiler, "source", None)
-    end = _run_end(row, start)
-    sets = any(type(row[pc][5].stmt) is ir.Set for pc in range(start, end))
     namespace = {"Fallback": Fallback, "_INF": _INF}
+    ops = []
+
+    def gather(row, start, end):
+        for pc in range(start, end):
+            op = row[pc][5]
+            ops.append(op)
+            if type(op.stmt) is ir.Branch:
+                for b in (op.stmt.then_block, op.stmt.else_block):
+                    gather(table[b], 0, len(table[b]) - 1)
+
+    gather(row, start, _run_end(table, row, start))
+    sets = any(type(op.stmt) is ir.Set for op in ops)
     lines = ["def written(env, attrs, now, serial, samples, warm):"] + (["    attrs = list(attrs)"] if sets else [])
-    for pc in range(start, end):
-        op = row[pc][5]
-        stmt = op.stmt
-        written = None if source is None else source(stmt.expr, f"{pc}_")
+
+    def value(op, expr, indent, target="value"):
+        """The lines that set ``target`` to ``expr``'s value; and its source when it is written out."""
+        prefix = f"{op.at[0]}_{op.at[1]}_"
+        written = None if source is None else source(expr, prefix)
         if written is None:  # its compiled function, on the env as the loop keeps it
-            namespace[f"_f{pc}"] = op.exprs[0]
-            lines += (["    env.attrs = tuple(attrs)"] if sets else []) + [f"    env.stmt = {op.at!r}",
-                                                                          f"    value = _f{pc}(env)"]
-        else:
-            body, names, _ = written
-            namespace.update(names)
-            lines.append(f"    value = {body}")
-        if type(stmt) is ir.Set:
-            lines.append(f"    attrs[{stmt.slot!r}] = value")
-        else:
-            lines += ["    if warm:", f"        turn = attrs[{m.slot_turn!r}]",
-                      "        if not -_INF < turn < _INF:", "            raise Fallback",
-                      f"        samples.append(({stmt.index!r}, now, serial, int(turn), value))"]
+            namespace[f"_f{prefix}"] = op.exprs[0]
+            return (([f"{indent}env.attrs = tuple(attrs)"] if sets else [])
+                    + [f"{indent}env.stmt = {op.at!r}", f"{indent}{target} = _f{prefix}(env)"]), None
+        body, names, _ = written
+        namespace.update(names)
+        return [f"{indent}{target} = {body}"], body
+
+    def emit(row, start, end, indent):
+        for pc in range(start, end):
+            op = row[pc][5]
+            stmt = op.stmt
+            kind = type(stmt)
+            if kind is ir.Branch:
+                guard = stmt.guard
+                evaluate, body = value(op, guard, indent)
+                if body is not None and type(guard) is ir.Binary and guard.op in _COMPARISONS \
+                        and body.startswith("(1.0 if ") and body.endswith(" else 0.0)"):
+                    # a comparison (its 1 or 0 written as values.WrittenCompiler writes it): the Python one
+                    tests = ((f"if {body[len('(1.0 if '):-len(' else 0.0)')]}:", stmt.then_block),
+                             ("else:", stmt.else_block))
+                else:
+                    lines.extend(evaluate)
+                    tests = (("if value == 1.0:", stmt.then_block), ("elif value == 0.0:", stmt.else_block))
+                for test, b in tests:
+                    lines.append(indent + test)
+                    before = len(lines)
+                    emit(table[b], 0, len(table[b]) - 1, indent + "    ")
+                    if len(lines) == before:
+                        lines.append(indent + "    pass")
+                if len(tests) == 2 and tests[1][0] != "else:":
+                    lines.extend((indent + "else:", indent + "    raise Fallback  # the guard's RunError"))
+                continue
+            if kind is ir.Set:
+                lines.extend(value(op, stmt.expr, indent, f"attrs[{stmt.slot!r}]")[0])
+            else:
+                lines.extend(value(op, stmt.expr, indent)[0])
+                lines.extend(indent + x for x in (
+                    "if warm:", f"    turn = attrs[{m.slot_turn!r}]", "    if not -_INF < turn < _INF:",
+                    "        raise Fallback", f"    samples.append(({stmt.index!r}, now, serial, int(turn), value))"))
+
+    emit(row, start, _run_end(table, row, start), "    ")
     if sets:
         lines.append("    attrs = env.attrs = tuple(attrs)")
     lines.append("    return attrs")
