@@ -883,7 +883,7 @@ class _Run:
         ``draws``, its statement after the turn ``pc``): turn_no counts, the next trace row is loaded."""
         program = self.program
         attrs, turn_no, script_turn = next_turn(self.m, attrs, s.script, s.script_turn)
-        if program.turn is not None:
+        if program.turn is not None and program.blocks[program.turn]:  # (an empty turn block leaves them)
             attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
         s.attrs, s.frames, s.pc, s.draws, s.script_turn = attrs, frames, pc, draws, script_turn
         if self.now >= program.warmup:
