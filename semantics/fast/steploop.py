@@ -911,10 +911,17 @@ class _Run:
         units_of, reserves, caps, sizes = hold.units, hold.reserves, m.caps, m.block_sizes
         for k in range(len(pools)):
             p = pools[k]
-            units = max(0.0, units_of[k](env))
+            # (builtin max(a, b) and min(a, b) are written ``b if b > a else a`` and ``b if b < a else a``: the
+            # first of the largest, the first of the least, with the same comparisons)
+            units = units_of[k](env)
+            units = units if units > 0.0 else 0.0  # max(0.0, units)
             reserve = reserves[k]
-            reserve = max(0.0, reserve(env)) if reserve is not None else 0.0
-            x = max(units, reserve)  # m.round_up(p, x), written out
+            if reserve is not None:
+                reserve = reserve(env)
+                reserve = reserve if reserve > 0.0 else 0.0
+            else:
+                reserve = 0.0
+            x = reserve if reserve > units else units  # max(units, reserve); m.round_up(p, x), written out
             b = sizes[p]
             blocks = x / b if b else _INF
             if (x if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b) > caps[p] + EPSILON:
@@ -956,14 +963,16 @@ class _Run:
                     entries = pool.entries
                     k = entries.index(entry)
                     blocks = reuse / b if b else _INF  # m.round_down(q, reuse), written out
-                    consumed = min(entry.units, reuse if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b)
+                    whole = reuse if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b
+                    consumed = entry.units
+                    consumed = whole if whole < consumed else consumed  # min(entry.units, whole)
                     rest = entry.units - consumed
                     if rest > EPSILON:
                         entries[k] = _set_entry_dead(entry, None, rest)
                     else:
                         del entries[k]
                     pool.cached = pool.cached - consumed
-                cached = max(cached, consumed)
+                cached = consumed if consumed > cached else cached  # max(cached, consumed)
             blocks = u / b if b else _INF  # m.round_up(q, u), written out
             need = u if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b
             if need == _INF:
@@ -977,7 +986,7 @@ class _Run:
             pool.holders.append(holding)
             if warm:
                 self.pool_counts[q][2] += 1
-            allocations.append(build(Allocation, (q, need, min(consumed, need), False)))
+            allocations.append(build(Allocation, (q, need, need if need < consumed else consumed, False)))
         if warm:
             counts = self.pool_counts[p]
             counts[0] += self.now - pending.joined
@@ -1018,11 +1027,25 @@ class _Run:
         env.budget = budget
         units_of, reserves = hold.units, hold.reserves
         if len(units_of) == 2:  # (two pools, one pool: no loops; the units first, then the reserves)
-            u0, u1 = max(0.0, units_of[0](env)), max(0.0, units_of[1](env))
+            # (max(0.0, x) written ``x if x > 0.0 else 0.0``, max(u, n) ``n if n > u else u``: builtin max's
+            # first of the largest, with its comparisons)
+            u0 = units_of[0](env)
+            u0 = u0 if u0 > 0.0 else 0.0
+            u1 = units_of[1](env)
+            u1 = u1 if u1 > 0.0 else 0.0
             r0, r1 = reserves
             units = (u0, u1)
-            needs = (max(u0, max(0.0, r0(env)) if r0 is not None else 0.0),
-                     max(u1, max(0.0, r1(env)) if r1 is not None else 0.0))
+            if r0 is not None:
+                n0 = r0(env)
+                n0 = n0 if n0 > 0.0 else 0.0
+            else:
+                n0 = 0.0
+            if r1 is not None:
+                n1 = r1(env)
+                n1 = n1 if n1 > 0.0 else 0.0
+            else:
+                n1 = 0.0
+            needs = (n0 if n0 > u0 else u0, n1 if n1 > u1 else u1)
         elif len(units_of) == 1:
             units = (max(0.0, units_of[0](env)),)
             r = reserves[0]
@@ -1030,7 +1053,11 @@ class _Run:
         else:
             units = tuple([max(0.0, f(env)) for f in units_of])
             needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, reserves)])
-        reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else _INF
+        if hold.reuse is not None:
+            reuse = hold.reuse(env)
+            reuse = reuse if reuse > 0.0 else 0.0  # max(0.0, reuse)
+        else:
+            reuse = _INF
         caps, sizes = m.caps, m.block_sizes
         fits = True
         for q, need in zip(pending.pools, needs):
@@ -1128,10 +1155,12 @@ class _Run:
                 del holders[holders.index(holding)]
             if cache is not None:
                 env.draws = s.draws
-                want = max(0.0, cache(env))
+                want = cache(env)
+                want = want if want > 0.0 else 0.0  # max(0.0, want)
                 if env.draws != s.draws:
                     s.draws = env.draws
-                x = min(want, computed, units)  # m.round_down(q, x), written out
+                x = computed if computed < want else want  # min(want, computed, units), the first of the least
+                x = units if units < x else x  # (m.round_down(q, x), written out)
                 b = m.block_sizes[q]
                 blocks = x / b if b else _INF
                 kept = x if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b
