@@ -114,6 +114,8 @@ _set_attrs_frames_pc_draws = setter(Session, "attrs", "frames", "pc", "draws")
 _set_entry_dead = setter(CacheEntry, "owner", "units")
 _INF = math.inf
 _new = object.__new__
+#: an Admission's content (the hold's content clause) by default: the loop's pools share no prefixes
+_ADMISSION_CONTENT = Admission._field_defaults["content"]
 
 
 _SESSION_FIELDS = Session._fields
@@ -780,10 +782,12 @@ class _Run:
                         # stay while it is a resident, and its position once an iteration advanced it (None: the
                         # allocation's), written into the allocation when its run completes (_end_iteration)
                         holds = s.holds  # (the innermost: most often the last hold's, found here first)
-                        for k, a in enumerate(holds[-1].allocations if holds else ()):
+                        k = 0
+                        for a in holds[-1].allocations if holds else ():
                             if a.pool == p:
                                 job.hold, job.alloc = len(holds) - 1, k
                                 break
+                            k += 1
                         else:
                             job.hold, job.alloc = innermost_hold(s, p)
                         job.position = None
@@ -927,8 +931,8 @@ class _Run:
             if (x if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b) > caps[p] + EPSILON:
                 raise Fallback  # pool/reject
         s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
-        s.status, s.pending = QUEUED, PendingHold(stmt, pools, self.now)
-        self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
+        s.status, s.pending = QUEUED, build(PendingHold, (stmt, pools, self.now))
+        self.pools[pools[0]].queue.append(build(Waiting, (serial, self.seq, False)))
         self.seq += 1
 
     def _admit(self, p: int, a) -> None:
@@ -1067,7 +1071,7 @@ class _Run:
                     <= caps[q] + EPSILON:
                 fits = False
                 break
-        return Admission(waiting, units, needs, reuse, env.draws, fits, None)
+        return build(Admission, (waiting, units, needs, reuse, env.draws, fits, None, _ADMISSION_CONTENT))
 
     def _make_room(self, q: int, need: float, stmt) -> None:
         """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
