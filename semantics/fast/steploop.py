@@ -72,8 +72,7 @@ from ..smallstep.configuration import (AT_STAGE, DECODE, FINISHING, HOLD, LOOP, 
                                        CacheEntry, Frame, Holding, PendingHold, PoolStats, Session, StageStats,
                                        Waiting, Workload, innermost_hold)
 from ..smallstep.driver import PROGRESS_EVERY, initial_configuration
-from ..smallstep.machine import (EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine,
-                                 session_env)
+from ..smallstep.machine import EPSILON, MAX_QUIET_STATEMENTS, MAX_READIES_PER_INSTANT, CompiledHold, Machine
 from ..smallstep.observables import holding_sessions
 from ..smallstep.pools import MAX_EVICTIONS, Admission, select_head
 from ..smallstep.rng import derive_stream, member_stream, sample_exp
@@ -93,6 +92,11 @@ STEP, DELAY = "step", "delay"
 
 #: the statements the loop runs itself (the local ones it hands to their rules)
 _SET, _OBSERVE, _RUN, _HOLD, _TURN, _END, _EXIT_HOLD, _LOCAL, _BRANCH, _LOOP, _LOOP_AGAIN, _BLOCK_EXIT = range(12)
+#: the comparisons of a branch's guard written into a run (_written_run)
+_COMPARISONS = frozenset({"Lt", "Le", "Gt", "Ge", "Eq", "Ne"})
+#: a run of set and observe statements (and branches of nothing else), from one to the last of the run, as one
+#: written function (_written_run); such a statement before it is first reached
+_WRITTEN, _UNWRITTEN = 12, 13
 #: the fields of each statement, stage and arrival the loop knows: a program with another one (a setting an
 #: extension adds) not at its default is not the loop's (step._non_default)
 KNOWN_FIELDS = {ir.Set: {"slot", "expr"}, ir.Observe: {"index", "expr"}, ir.Run: {"stage", "mode", "work", "growing", "also"},
@@ -112,6 +116,8 @@ _set_entry_dead = setter(CacheEntry, "owner", "units")
 _INF = math.inf
 _LOW = -_EXACT
 _new = object.__new__
+#: an Admission's content (the hold's content clause) by default: the loop's pools share no prefixes
+_ADMISSION_CONTENT = Admission._field_defaults["content"]
 
 
 _SESSION_FIELDS = Session._fields
@@ -719,7 +725,9 @@ class _Run:
 
     def _table(self):
         """Per block, per statement (then its end): (what the loop does, its expression, the statement after
-        it, where it is, its slot, observation index or stage, its Op)."""
+        it, where it is, its slot, observation index or stage, its Op). A set or observe statement, once a
+        session reaches it, is replaced by the run of set and observe statements from it written as one
+        function (_WRITTEN: _written_run), and so is a branch whose blocks hold only such statements."""
         m = self.m
         rows = []
         for block in m.ops:
@@ -744,7 +752,12 @@ class _Run:
                 elif code == _LOOP:
                     aux = op.stmt.block
                 row.append((code, f, op.next, op.at, aux, op))
-            rows.append(tuple(row))
+            rows.append(row)  # (a list: a set or observe is replaced by its run's written function when reached)
+        for row in rows:  # (those written into a run: _UNWRITTEN, until the run is written)
+            marks = [_in_run(rows, row, pc) for pc in range(len(row))]
+            for pc, mark in enumerate(marks):
+                if mark:
+                    row[pc] = (_UNWRITTEN,) + row[pc][1:]
         return tuple(rows)
 
     def _run_session(self, serial: int) -> None:
@@ -769,22 +782,15 @@ class _Run:
         pc = s.pc
         frames = s.frames
         row = table[frames[-1].block]
+        warm = now >= self.warmup
         while True:
             code, f, nxt, at, aux, op = row[pc]
+            if code == _WRITTEN:  # session/set and session/observe, a run of them
+                attrs = f(env, attrs, now, serial, self.samples, warm)
+                pc = nxt
+                continue
             env.stmt = at
-            if code == _SET:  # session/set
-                value = f(env)
-                attrs = env.attrs = attrs[:aux] + (value,) + attrs[aux + 1:]
-                pc = nxt
-            elif code == _OBSERVE:  # session/observe
-                value = f(env)
-                if now >= self.warmup:
-                    turn = attrs[m.slot_turn]
-                    if not -_INF < turn < _INF:
-                        raise Fallback
-                    self.samples.append((aux, now, serial, int(turn), value))
-                pc = nxt
-            elif code == _RUN:  # session/run
+            if code == _RUN:  # session/run
                 work = f(env)
                 if not 0 < work < _INF:
                     if not work == work or work == _INF:
@@ -806,7 +812,15 @@ class _Run:
                     if p is not None:  # the hold it grows: its hold and allocation index (innermost_hold), which
                         # stay while it is a resident, and its position once an iteration advanced it (None: the
                         # allocation's), written into the allocation when its run completes (_end_iteration)
-                        job.hold, job.alloc = innermost_hold(s, p)
+                        holds = s.holds  # (the innermost: most often the last hold's, found here first)
+                        k = 0
+                        for a in holds[-1].allocations if holds else ():
+                            if a.pool == p:
+                                job.hold, job.alloc = len(holds) - 1, k
+                                break
+                            k += 1
+                        else:
+                            job.hold, job.alloc = innermost_hold(s, p)
                         job.position = None
                     jobs = self.stages[aux].jobs
                     key = (s.admission, job_id)
@@ -832,6 +846,14 @@ class _Run:
                 pc = frames[-1].resume
                 frames = frames[:-1]
                 row = table[frames[-1].block]
+            elif code == _TURN:
+                turn = attrs[m.slot_turn]
+                if not math.isfinite(turn):
+                    raise Fallback
+                s = self._take_turn(s, attrs, frames, nxt, env.draws)
+                attrs = env.attrs = s.attrs
+                env.draws = s.draws
+                pc = s.pc
             elif code == _HOLD:
                 self._enter_hold(s, attrs, frames, nxt, env.draws, at)
                 return
@@ -851,14 +873,6 @@ class _Run:
                 pc = s.pc
                 frames = s.frames
                 row = table[frames[-1].block]
-            elif code == _TURN:
-                turn = attrs[m.slot_turn]
-                if not math.isfinite(turn):
-                    raise Fallback
-                s = self._take_turn(s, attrs, frames, nxt, env.draws)
-                attrs = env.attrs = s.attrs
-                env.draws = s.draws
-                pc = s.pc
             elif code == _LOOP_AGAIN:  # session/loop-again
                 # (the definition's backstop counts every statement at the instant; only a loop's turn or a
                 # while's repeats them, so they are counted here, a block's length at a turn: a run that
@@ -886,6 +900,8 @@ class _Run:
                     self.replaced = (now, n)
                     self._arrive()
                 return
+            elif code == _UNWRITTEN:  # (reached the first time: its run written out, then run)
+                row[pc] = (_WRITTEN, _written_run(m, table, row, pc), _run_end(table, row, pc), at, None, op)
             else:  # _LOCAL: while, choose, a while's end: the definition's rule
                 quiet -= len(row)
                 if quiet < 0:
@@ -902,7 +918,7 @@ class _Run:
         ``draws``, its statement after the turn ``pc``): turn_no counts, the next trace row is loaded."""
         program = self.program
         attrs, turn_no, script_turn = next_turn(self.m, attrs, s.script, s.script_turn)
-        if program.turn is not None:
+        if program.turn is not None and program.blocks[program.turn]:  # (an empty turn block leaves them)
             attrs = self._workload_block(program.turn, attrs, s.serial, int(turn_no))
         s.attrs, s.frames, s.pc, s.draws, s.script_turn = attrs, frames, pc, draws, script_turn
         if self.now >= program.warmup:
@@ -917,19 +933,37 @@ class _Run:
         definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
         m = self.m
         hold = self.holds[stmt]
-        env = Env(self.view, attrs, s.serial, s.stream, draws, stmt)
+        env = _new(Env)  # session_env's fields, without a call of Env's constructor
+        env.config = self.view
+        env.attrs = attrs
+        serial = env.serial = s.serial
+        env.stream = s.stream
+        env.draws = draws
+        env.stmt = stmt
         pools = self.hold_pools.get(stmt)  # (named without an index: resolve_index's base + 0)
         if pools is None:
             pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
-        for k, p in enumerate(pools):
-            units = max(0.0, hold.units[k](env))
-            reserve = max(0.0, hold.reserves[k](env)) if hold.reserves[k] is not None else 0.0
-            if m.round_up(p, max(units, reserve)) > m.caps[p] + EPSILON:
+        units_of, reserves, caps, sizes = hold.units, hold.reserves, m.caps, m.block_sizes
+        for k in range(len(pools)):
+            p = pools[k]
+            # (builtin max(a, b) and min(a, b) are written ``b if b > a else a`` and ``b if b < a else a``: the
+            # first of the largest, the first of the least, with the same comparisons)
+            units = units_of[k](env)
+            units = units if units > 0.0 else 0.0  # max(0.0, units)
+            reserve = reserves[k]
+            if reserve is not None:
+                reserve = reserve(env)
+                reserve = reserve if reserve > 0.0 else 0.0
+            else:
+                reserve = 0.0
+            x = reserve if reserve > units else units  # max(units, reserve); m.round_up(p, x), written out
+            b = sizes[p]
+            blocks = x / b if b else _INF
+            if (x if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b) > caps[p] + EPSILON:
                 raise Fallback  # pool/reject
-        serial = s.serial
         s.attrs, s.frames, s.pc, s.draws = attrs, frames, pc, env.draws
-        s.status, s.pending = QUEUED, PendingHold(stmt, pools, self.now)
-        self.pools[pools[0]].queue.append(Waiting(serial, self.seq, False))
+        s.status, s.pending = QUEUED, build(PendingHold, (stmt, pools, self.now))
+        self.pools[pools[0]].queue.append(build(Waiting, (serial, self.seq, False)))
         self.seq += 1
 
     def _admit(self, p: int, a) -> None:
@@ -941,42 +975,53 @@ class _Run:
         sessions = self.sessions
         s = sessions[serial]
         pending = s.pending
-        hold = self.holds[pending.stmt]
-        queue = self.pools[p].queue
-        del queue[queue.index(waiting)]
+        stmt = pending.stmt
+        hold = self.holds[stmt]
+        pools = self.pools
+        queue = pools[p].queue
+        del queue[0 if queue[0] is waiting else queue.index(waiting)]  # (the first equal to it: the head, most often)
         admission = self.seq
         self.seq = admission + 1
         cached = 0.0
         warm = self.now >= self.warmup
         allocations = []
+        sizes = m.block_sizes
+        cache = hold.cache is not None
+        key = (serial, admission)
         for q, u in zip(pending.pools, units):
-            pool = self.pools[q]
+            pool = pools[q]
+            b = sizes[q]
             consumed = 0.0
-            if hold.cache is not None:  # pool/consume
+            if cache:  # pool/consume
                 entry = pool.own.pop(serial, None)
                 if entry is not None:
-                    k = pool.entries.index(entry)
-                    consumed = min(entry.units, m.round_down(q, reuse))
+                    entries = pool.entries
+                    k = entries.index(entry)
+                    blocks = reuse / b if b else _INF  # m.round_down(q, reuse), written out
+                    whole = reuse if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b
+                    consumed = entry.units
+                    consumed = whole if whole < consumed else consumed  # min(entry.units, whole)
                     rest = entry.units - consumed
                     if rest > EPSILON:
-                        pool.entries[k] = _set_entry_dead(entry, None, rest)
+                        entries[k] = _set_entry_dead(entry, None, rest)
                     else:
-                        del pool.entries[k]
+                        del entries[k]
                     pool.cached = pool.cached - consumed
-                cached = max(cached, consumed)
-            need = m.round_up(q, u)
+                cached = consumed if consumed > cached else cached  # max(cached, consumed)
+            blocks = u / b if b else _INF  # m.round_up(q, u), written out
+            need = u if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b
             if need == _INF:
                 raise Fallback
-            self._make_room(q, need, pending.stmt)
+            self._make_room(q, need, stmt)
             pool.allocated = pool.allocated + need
-            if (serial, admission) in pool.holding:
+            holdings = pool.holding
+            if key in holdings:
                 raise Fallback  # (a hold naming one pool twice: its releases are the fast forms')
-            holding = pool.holding[(serial, admission)] = build(Holding, (admission, serial, admission, need, False)
-                                                                 + _HOLDING_DEFAULTS)
+            holding = holdings[key] = build(Holding, (admission, serial, admission, need, False) + _HOLDING_DEFAULTS)
             pool.holders.append(holding)
             if warm:
                 self.pool_counts[q][2] += 1
-            allocations.append(build(Allocation, (q, need, min(consumed, need), False)))
+            allocations.append(build(Allocation, (q, need, need if need < consumed else consumed, False)))
         if warm:
             counts = self.pool_counts[p]
             counts[0] += self.now - pending.joined
@@ -1001,19 +1046,63 @@ class _Run:
         on the loop's state), the header evaluated now (the hold's compiled header: _compile_holds), and whether
         it fits every pool of its hold."""
         m = self.m
-        waiting = self.pools[p].queue[0] if m.queue_keys[p] is None else select_head(m, self.view, p, budget)[0]
+        pools = self.pools
+        waiting = pools[p].queue[0] if m.queue_keys[p] is None else select_head(m, self.view, p, budget)[0]
         s = self.sessions[waiting.serial]
         pending = s.pending
-        hold = self.holds[pending.stmt]
-        env = Env(self.view, s.attrs, s.serial, s.stream, s.draws, pending.stmt)
+        stmt = pending.stmt
+        hold = self.holds[stmt]
+        env = _new(Env)  # session_env's fields and the budget, without a call of Env's constructor
+        env.config = self.view
+        env.attrs = s.attrs
+        env.serial = s.serial
+        env.stream = s.stream
+        env.draws = s.draws
+        env.stmt = stmt
         env.budget = budget
-        units = tuple([max(0.0, f(env)) for f in hold.units])
-        needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, hold.reserves)])
-        reuse = max(0.0, hold.reuse(env)) if hold.reuse is not None else _INF
-        pools, caps, round_up = self.pools, m.caps, m.round_up
-        fits = all(pools[q].allocated + round_up(q, need) <= caps[q] + EPSILON
-                   for q, need in zip(pending.pools, needs))
-        return Admission(waiting, units, needs, reuse, env.draws, fits, None)
+        units_of, reserves = hold.units, hold.reserves
+        if len(units_of) == 2:  # (two pools, one pool: no loops; the units first, then the reserves)
+            # (max(0.0, x) written ``x if x > 0.0 else 0.0``, max(u, n) ``n if n > u else u``: builtin max's
+            # first of the largest, with its comparisons)
+            u0 = units_of[0](env)
+            u0 = u0 if u0 > 0.0 else 0.0
+            u1 = units_of[1](env)
+            u1 = u1 if u1 > 0.0 else 0.0
+            r0, r1 = reserves
+            units = (u0, u1)
+            if r0 is not None:
+                n0 = r0(env)
+                n0 = n0 if n0 > 0.0 else 0.0
+            else:
+                n0 = 0.0
+            if r1 is not None:
+                n1 = r1(env)
+                n1 = n1 if n1 > 0.0 else 0.0
+            else:
+                n1 = 0.0
+            needs = (n0 if n0 > u0 else u0, n1 if n1 > u1 else u1)
+        elif len(units_of) == 1:
+            units = (max(0.0, units_of[0](env)),)
+            r = reserves[0]
+            needs = (max(units[0], max(0.0, r(env)) if r is not None else 0.0),)
+        else:
+            units = tuple([max(0.0, f(env)) for f in units_of])
+            needs = tuple([max(u, max(0.0, r(env)) if r is not None else 0.0) for u, r in zip(units, reserves)])
+        if hold.reuse is not None:
+            reuse = hold.reuse(env)
+            reuse = reuse if reuse > 0.0 else 0.0  # max(0.0, reuse)
+        else:
+            reuse = _INF
+        caps, sizes = m.caps, m.block_sizes
+        fits = True
+        for q, need in zip(pending.pools, needs):
+            b = sizes[q]  # m.round_up(q, need), written out
+            blocks = need / b if b else _INF
+            if not pools[q].allocated + (need if not -_INF < blocks < _INF else math.ceil(blocks - EPSILON) * b) \
+                    <= caps[q] + EPSILON:
+                fits = False
+                break
+        return build(Admission, (waiting, units, needs, reuse, env.draws, fits, None, _ADMISSION_CONTENT))
 
     def _make_room(self, q: int, need: float, stmt) -> None:
         """make_room on a pool that evicts lru and spills nothing (fast/pools.make_room_lru's arithmetic: the
@@ -1089,6 +1178,15 @@ class _Run:
         serial = s.serial
         hold = s.holds[-1]
         compiled = self.holds[hold.stmt]
+        cache = compiled.cache
+        if cache is not None:  # session_env, without a call of Env's constructor: one for every pool (its draws
+            # are the session's, which it writes back after each)
+            env = _new(Env)
+            env.config = self.view
+            env.attrs = s.attrs
+            env.serial = serial
+            env.stream = s.stream
+            env.stmt = hold.stmt
         done = []
         for a in hold.allocations:  # pool/release, in the hold's order
             q = a.pool
@@ -1101,12 +1199,17 @@ class _Run:
             holding = pool.holding.pop((serial, hold.hold_id), None)
             if holding is not None:  # the first holding of the session and hold (the only one)
                 del holders[holders.index(holding)]
-            if compiled.cache is not None:
-                env = session_env(m, self.view, s, hold.stmt)
-                want = max(0.0, compiled.cache(env))
+            if cache is not None:
+                env.draws = s.draws
+                want = cache(env)
+                want = want if want > 0.0 else 0.0  # max(0.0, want)
                 if env.draws != s.draws:
                     s.draws = env.draws
-                kept = m.round_down(q, min(want, computed, units))
+                x = computed if computed < want else want  # min(want, computed, units), the first of the least
+                x = units if units < x else x  # (m.round_down(q, x), written out)
+                b = m.block_sizes[q]
+                blocks = x / b if b else _INF
+                kept = x if not -_INF < blocks < _INF else math.floor(blocks + EPSILON) * b
                 if kept > 0:
                     entries = pool.entries
                     entry = pool.own.get(serial)
@@ -1365,12 +1468,19 @@ class _Run:
 
     def _finish(self, s: int, job) -> None:
         """jobs.finish_job: the completion counted (at or after the warm-up), the session ready."""
-        if self.now >= self.warmup:
+        now = self.now
+        if now >= self.warmup:
             counts = self.stage_counts[s]
             counts[0] += 1
             counts[1] = counts[1] + job.started - job.arrived
-            counts[2] = counts[2] + self.now - job.started
-        self._make_ready(self.sessions[job.owner])
+            counts[2] = counts[2] + now - job.started
+        session = self.sessions[job.owner]  # _make_ready, written out
+        instant, count = session.readies
+        count = count + 1 if instant == now else 1
+        if count > MAX_READIES_PER_INSTANT:
+            raise Fallback
+        session.status, session.readies, session.job, session.growth, session.pending = READY, (now, count), None, None, None
+        self.ready.append(session.serial)
 
 
 def _advance_position(hold: ActiveHold, k: int, position: float, units: float | None) -> ActiveHold:
@@ -1387,3 +1497,107 @@ def _advance_position(hold: ActiveHold, k: int, position: float, units: float | 
             allocations.append(_set_advanced(x, True))
     return _set_allocations(hold, tuple(allocations))
 
+
+
+def _in_run(table, row: list, pc: int) -> bool:
+    """Whether statement ``pc`` of ``row`` (not its block's end) is written into a run (_written_run): a set,
+    an observe, or a branch whose two blocks hold nothing else (and end by session/block-exit)."""
+    if pc >= len(row) - 1:
+        return False
+    kind = type(row[pc][5].stmt)
+    if kind is ir.Set or kind is ir.Observe:
+        return True
+    if kind is not ir.Branch:
+        return False
+    stmt = row[pc][5].stmt
+    return all(table[b][-1][0] == _BLOCK_EXIT and _run_end(table, table[b], 0) == len(table[b]) - 1
+               for b in (stmt.then_block, stmt.else_block))
+
+
+def _run_end(table, row: list, start: int) -> int:
+    """The statement after the run of statements written into one function (_in_run) from ``start`` in
+    ``row``."""
+    end = start
+    while _in_run(table, row, end):
+        end += 1
+    return end
+
+
+def _written_run(m: Machine, table, row: list, start: int):
+    """The run of statements from ``start`` in ``row`` (the table's; _in_run) as one Python function
+    ``f(env, attrs, now, serial, samples, warm)`` that runs them in order and gives the attributes after them
+    (env.attrs set to them): session/set, the attribute takes the expression's value; session/observe, a
+    sample (its index, the time, the session, its turn_no, the value) kept at or after the warm-up (``warm``),
+    a turn_no that is no finite number the definition's RunError (check_turn_number: Fallback);
+    session/branch, the guard's block run (its frame entered and left by session/block-exit with nothing
+    between that reads it), a guard neither 1 nor 0 its RunError (Fallback). Each expression is written out
+    as values.WrittenCompiler writes it (its ``source``), reading the attributes from a list that each set
+    writes into; one it does not write out as a whole (a draw, a query alone) is called as compiled (the
+    statement's Op), with env.attrs and env.stmt the statement's, as the loop sets them."""
+    source = getattr(m.compiler, "source", None)
+    namespace = {"Fallback": Fallback, "_INF": _INF}
+    ops = []
+
+    def gather(row, start, end):
+        for pc in range(start, end):
+            op = row[pc][5]
+            ops.append(op)
+            if type(op.stmt) is ir.Branch:
+                for b in (op.stmt.then_block, op.stmt.else_block):
+                    gather(table[b], 0, len(table[b]) - 1)
+
+    gather(row, start, _run_end(table, row, start))
+    sets = any(type(op.stmt) is ir.Set for op in ops)
+    lines = ["def written(env, attrs, now, serial, samples, warm):"] + (["    attrs = list(attrs)"] if sets else [])
+
+    def value(op, expr, indent, target="value"):
+        """The lines that set ``target`` to ``expr``'s value; and its source when it is written out."""
+        prefix = f"{op.at[0]}_{op.at[1]}_"
+        written = None if source is None else source(expr, prefix)
+        if written is None:  # its compiled function, on the env as the loop keeps it
+            namespace[f"_f{prefix}"] = op.exprs[0]
+            return (([f"{indent}env.attrs = tuple(attrs)"] if sets else [])
+                    + [f"{indent}env.stmt = {op.at!r}", f"{indent}{target} = _f{prefix}(env)"]), None
+        body, names, _ = written
+        namespace.update(names)
+        return [f"{indent}{target} = {body}"], body
+
+    def emit(row, start, end, indent):
+        for pc in range(start, end):
+            op = row[pc][5]
+            stmt = op.stmt
+            kind = type(stmt)
+            if kind is ir.Branch:
+                guard = stmt.guard
+                evaluate, body = value(op, guard, indent)
+                if body is not None and type(guard) is ir.Binary and guard.op in _COMPARISONS \
+                        and body.startswith("(1.0 if ") and body.endswith(" else 0.0)"):
+                    # a comparison (its 1 or 0 written as values.WrittenCompiler writes it): the Python one
+                    tests = ((f"if {body[len('(1.0 if '):-len(' else 0.0)')]}:", stmt.then_block),
+                             ("else:", stmt.else_block))
+                else:
+                    lines.extend(evaluate)
+                    tests = (("if value == 1.0:", stmt.then_block), ("elif value == 0.0:", stmt.else_block))
+                for test, b in tests:
+                    lines.append(indent + test)
+                    before = len(lines)
+                    emit(table[b], 0, len(table[b]) - 1, indent + "    ")
+                    if len(lines) == before:
+                        lines.append(indent + "    pass")
+                if len(tests) == 2 and tests[1][0] != "else:":
+                    lines.extend((indent + "else:", indent + "    raise Fallback  # the guard's RunError"))
+                continue
+            if kind is ir.Set:
+                lines.extend(value(op, stmt.expr, indent, f"attrs[{stmt.slot!r}]")[0])
+            else:
+                lines.extend(value(op, stmt.expr, indent)[0])
+                lines.extend(indent + x for x in (
+                    "if warm:", f"    turn = attrs[{m.slot_turn!r}]", "    if not -_INF < turn < _INF:",
+                    "        raise Fallback", f"    samples.append(({stmt.index!r}, now, serial, int(turn), value))"))
+
+    emit(row, start, _run_end(table, row, start), "    ")
+    if sets:
+        lines.append("    attrs = env.attrs = tuple(attrs)")
+    lines.append("    return attrs")
+    exec("\n".join(lines) + "\n", namespace)
+    return namespace["written"]

@@ -33,6 +33,9 @@ _BINARY_SOURCE = {
     "And": "(_truth({1}) if {0} != 0.0 else 0.0)", "Or": "(1.0 if {0} != 0.0 else _truth({1}))",
 }
 
+#: The comparisons, as Python's float comparison (a conditional's test: the arm the comparison's 1 or 0 takes)
+_COMPARISONS = {"Lt": "<", "Le": "<=", "Gt": ">", "Ge": ">=", "Eq": "==", "Ne": "!="}
+
 #: Expression trees deeper than this are evaluated by closures (``interpret``):
 #: Python's own compiler limits how deeply written expressions may nest.
 MAX_WRITTEN_DEPTH = 40
@@ -79,10 +82,31 @@ class WrittenCompiler(ExpressionCompiler):
             return lambda env: query(env, member)
         if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
             return self._closure(e, self.compile)
+        written = self.source(e)
+        if written is None:  # a conditional folded to its arm, a draw or a query: that arm's closure
+            return self.compile(_Plan(_draws(e)).simplify(e))
+        body, namespace, reads_attrs = written
+        # no attributes (a moment without a session): every one reads NaN, from a tuple of NaNs as long as needed
+        header = ["    attrs = env.attrs", f"    if attrs is None: attrs = {_name(namespace, (math.nan,) * (max(reads_attrs) + 1))}"] \
+            if reads_attrs else []
+        lines = ["def expression(env):"] + header + [f"    return {body}"]
+        exec("\n".join(lines) + "\n", namespace)
+        return namespace["expression"]
+
+    def source(self, e: ir.Expr, prefix: str = ""):
+        """``e`` written out as ``_write`` writes it: (the source of its value, which reads ``attrs`` (the
+        attributes, indexed by slot) and ``env``; the namespace it reads, each name of its own beginning
+        ``_k`` + ``prefix`` (its pure subexpressions' variables ``_c`` + ``prefix``); the slots it reads).
+        None where ``_write`` does not write ``e`` out as a whole (a query alone, a draw, an expression too
+        deep, one that simplifies to a draw or a query): its compiled function is then not source."""
+        if type(e) is ir.Call and self._direct_query(e):
+            return None
+        if not _writable(e) or _nests_deeper_than(e, MAX_WRITTEN_DEPTH):
+            return None
         plan = _Plan(_draws(e))
         e = plan.simplify(e)
-        if not _writable(e):  # a conditional folded to its arm, a draw or a query: that arm's closure
-            return self.compile(e)
+        if not _writable(e):
+            return None
         namespace = {"nan": math.nan, "_truth": _truth, "_divide": _divide, "_power": _power}
         reads_attrs = []
         #: per key of a pure subexpression, its occurrences written out so far: (guard path, _Written)
@@ -92,9 +116,19 @@ class WrittenCompiler(ExpressionCompiler):
         guards = itertools.count()
 
         def name(value) -> str:
-            key = f"_k{len(namespace)}"
-            namespace[key] = value
-            return key
+            return _name(namespace, value, prefix)
+
+        temporaries = itertools.count()
+
+        def temporary() -> str:
+            """A new local variable of the written function."""
+            return f"_t{prefix}{next(temporaries)}"
+
+        def evaluated(x: ir.Expr, path: tuple) -> bool:
+            """Whether ``x`` is a pure subexpression written already where it is surely evaluated before
+            this place (``source`` reads it from its variable)."""
+            key = plan.key(x)
+            return key is not None and any(path[:len(guarded)] == guarded for guarded, _ in written.get(key, ()))
 
         def source(x: ir.Expr, path: tuple) -> str:
             """``x`` written out, evaluated under the guards ``path`` (a conditional's arm, the right
@@ -117,7 +151,7 @@ class WrittenCompiler(ExpressionCompiler):
                 if path[:len(guarded)] == guarded:  # evaluated whenever this one is, and before it
                     earlier.used = True
                     return earlier.variable
-            variable = variables.setdefault(key, f"_c{len(variables)}")
+            variable = variables.setdefault(key, f"_c{prefix}{len(variables)}")
             occurrence = _Written(variable)
             written.setdefault(key, []).append((path, occurrence))
             occurrence.source = operation(x, path)
@@ -133,12 +167,32 @@ class WrittenCompiler(ExpressionCompiler):
             if kind is ir.Binary:
                 left = source(x.left, path)
                 right = source(x.right, path + (next(guards),) if x.op in ("And", "Or") else path)
+                if x.op == "Div" and type(x.right) is ir.Num and type(x.right.value) in (int, float) \
+                        and math.isfinite(x.right.value) and x.right.value != 0:
+                    return f"({left} / {right})"  # (divide by a number not zero: its x / y)
                 return _BINARY_SOURCE[x.op].format(left, right)
             if kind is ir.Cond:
-                test = source(x.test, path)
+                test = x.test
+                if type(test) is ir.Binary and test.op in _COMPARISONS and not evaluated(test, path):
+                    # a comparison's value is 1 or 0: the arm taken is the one its Python comparison picks
+                    left = source(test.left, path)
+                    condition = f"({left} {_COMPARISONS[test.op]} {source(test.right, path)})"
+                else:
+                    condition = f"{source(test, path)} != 0.0"
                 then = source(x.then, path + (next(guards),))
                 otherwise = source(x.otherwise, path + (next(guards),))
-                return f"({then} if {test} != 0.0 else {otherwise})"
+                return f"({then} if {condition} else {otherwise})"
+            if kind is ir.Call and x.fun in ("Min", "Max"):  # minimum/maximum, the order of two numbers written out
+                a, b = temporary(), temporary()
+                left, right = source(x.args[0].expr, path), source(x.args[1].expr, path)
+                op = "<" if x.fun == "Min" else ">"
+                return (f"({a} if ({a} := {left}) {op} ({b} := {right}) else {b} if {b} {op} {a} "
+                        f"else {name(arithmetic.FUNCTIONS[x.fun])}({a}, {b}))")
+            if kind is ir.Call and x.fun == "Floor":  # floor of a finite number written out
+                a = temporary()
+                operand = source(x.args[0].expr, path)
+                return (f"({name(math.copysign)}(float({name(math.floor)}({a})), {a}) "
+                        f"if {name(-math.inf)} < ({a} := {operand}) < {name(math.inf)} else {a})")
             if kind is ir.Call and x.fun in _PURE_CALLS:  # arithmetic's function called on the arguments, in order
                 arity = 2 if x.fun in ("Min", "Max", "Pow") else 1
                 return f"{name(arithmetic.FUNCTIONS[x.fun])}({', '.join(source(a.expr, path) for a in x.args[:arity])})"
@@ -150,13 +204,14 @@ class WrittenCompiler(ExpressionCompiler):
             """The source with each occurrence in place: ``(_cN := ...)`` where a later one reads it."""
             return _OCCURRENCE.sub(lambda m: occurrences[int(m.group(1))].render(render), text)
 
-        body = render(source(e, ()))
-        # no attributes (a moment without a session): every one reads NaN, from a tuple of NaNs as long as needed
-        header = ["    attrs = env.attrs", f"    if attrs is None: attrs = {name((math.nan,) * (max(reads_attrs) + 1))}"] \
-            if reads_attrs else []
-        lines = ["def expression(env):"] + header + [f"    return {body}"]
-        exec("\n".join(lines) + "\n", namespace)
-        return namespace["expression"]
+        return render(source(e, ())), namespace, reads_attrs
+
+
+def _name(namespace: dict, value, prefix: str = "") -> str:
+    """A new name in ``namespace`` for ``value``."""
+    key = f"_k{prefix}{len(namespace)}"
+    namespace[key] = value
+    return key
 
 
 class _Written:
