@@ -150,9 +150,10 @@ class _Resident:
     tokens lowered in place as iterations serve it."""
 
     #: with ``growing``, the hold and allocation it grows (innermost_hold), which stay while it is a resident, and
-    #: its position once an iteration advanced it and its units once a growth grew it (None: the allocation's),
-    #: written into the allocation when its run completes (_end_iteration; the units at once where the memory's
-    #: units per resident are read and the memory holds more than this allocation of the session: _grow);
+    #: its position once an iteration advanced it and its units once _form read them or a growth grew them
+    #: (None: the allocation's), written into the allocation when its run completes (_end_iteration; the units
+    #: at once where the memory's units per resident are read and the memory holds more than this allocation
+    #: of the session: _grow);
     #: while an iteration serves it, its assignment's tokens (the definition's Assignment: its job id, serial
     #: and mode are the resident's), and the number of the pass that served it last (``served``: _form)
     __slots__ = Resident._fields + ("hold", "alloc", "position", "units", "tokens", "served")
@@ -1287,8 +1288,8 @@ class _Run:
                         alloc = session.holds[h].allocations[k]
                         if position is None:
                             position = alloc.position
-                        if units is None:
-                            units = alloc.units
+                        if units is None:  # (kept: the allocation's units, which only _grow changes)
+                            units = r.units = alloc.units
                     need = position + tokens - units
                 if tokens <= 0.0:
                     continue
