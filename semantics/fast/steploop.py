@@ -1466,7 +1466,8 @@ def _written_run(m: Machine, table, row: list, start: int):
     between that reads it), a guard neither 1 nor 0 its RunError (Fallback). Each expression is written out
     as values.WrittenCompiler writes it (its ``source``), reading the attributes from a list that each set
     writes into; one it does not write out as a whole (a draw, a query alone) is called as compiled (the
-    statement's Op), with env.attrs and env.stmt the statement's, as the loop sets them."""
+    statement's Op), with env.attrs and env.stmt the statement's, as the loop sets them, and so is a written one
+    that calls a draw or a query on the env."""
     source = getattr(m.compiler, "source", None)
     namespace = {"Fallback": Fallback, "_INF": _INF}
     ops = []
@@ -1493,6 +1494,10 @@ def _written_run(m: Machine, table, row: list, start: int):
                     + [f"{indent}env.stmt = {op.at!r}", f"{indent}{target} = _f{prefix}(env)"]), None
         body, names, _ = written
         namespace.update(names)
+        if "(env)" in body or "(env, " in body:  # a draw or a query inside it, called on the env: the env's
+            # attributes and statement the statement's, as the loop sets them (what it reads of them is theirs)
+            return (([f"{indent}env.attrs = tuple(attrs)"] if sets else [])
+                    + [f"{indent}env.stmt = {op.at!r}", f"{indent}{target} = {body}"]), body
         return [f"{indent}{target} = {body}"], body
 
     def emit(row, start, end, indent):
@@ -1503,8 +1508,8 @@ def _written_run(m: Machine, table, row: list, start: int):
             if kind is ir.Branch:
                 guard = stmt.guard
                 evaluate, body = value(op, guard, indent)
-                if body is not None and type(guard) is ir.Binary and guard.op in _COMPARISONS \
-                        and body.startswith("(1.0 if ") and body.endswith(" else 0.0)"):
+                if body is not None and len(evaluate) == 1 and type(guard) is ir.Binary \
+                        and guard.op in _COMPARISONS and body.startswith("(1.0 if ") and body.endswith(" else 0.0)"):
                     # a comparison (its 1 or 0 written as values.WrittenCompiler writes it): the Python one
                     tests = ((f"if {body[len('(1.0 if '):-len(' else 0.0)')]}:", stmt.then_block),
                              ("else:", stmt.else_block))
