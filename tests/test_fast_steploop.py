@@ -326,3 +326,21 @@ def test_a_guard_neither_1_nor_0_in_a_written_run_is_the_definitions_run_error()
     program = _probe(body, {"blocks": 2000, "async_scheduling": 0})
     with pytest.MonkeyPatch.context() as patch:
         assert both(program, patch) == ("run error", "gave up")
+
+
+def test_branches_nested_deeper_than_a_written_run_takes_agree_with_the_definition():
+    """Thirty branches of sets and observes, each inside the one before: the outer ones are written into one
+    run (at most _MAX_WRITTEN_NESTING deep), the rest run as the loop's statements; the same run on both
+    engines, the loop's."""
+    inner = "observe deep = prompt;"
+    for depth in range(30):
+        inner = f"branch (prompt > {depth}) {{ set prompt = prompt + 1; {inner} }}"
+    body = f"""  turn;
+  set t0 = now;
+  set prompt = 1 + floor(~erlang(4, mean_prompt));
+  {inner}
+  vllm_request(prompt, o, 0, t0);
+  end;"""
+    program = _probe(body, {"blocks": 2000, "async_scheduling": 0})
+    with pytest.MonkeyPatch.context() as patch:
+        assert both(program, patch) == ("result", "taken")

@@ -1432,26 +1432,31 @@ def _advance_position(hold: ActiveHold, k: int, position: float) -> ActiveHold:
 
 
 
-def _in_run(table, row: list, pc: int) -> bool:
+#: branches written into a run nest at most this deep (Python's indentation has a limit)
+_MAX_WRITTEN_NESTING = 16
+
+
+def _in_run(table, row: list, pc: int, depth: int = 0) -> bool:
     """Whether statement ``pc`` of ``row`` (not its block's end) is written into a run (_written_run): a set,
-    an observe, or a branch whose two blocks hold nothing else (and end by session/block-exit)."""
+    an observe, or a branch whose two blocks hold nothing else (and end by session/block-exit), ``depth``
+    branches deep."""
     if pc >= len(row) - 1:
         return False
     kind = type(row[pc][5].stmt)
     if kind is ir.Set or kind is ir.Observe:
         return True
-    if kind is not ir.Branch:
+    if kind is not ir.Branch or depth >= _MAX_WRITTEN_NESTING:
         return False
     stmt = row[pc][5].stmt
-    return all(table[b][-1][0] == _BLOCK_EXIT and _run_end(table, table[b], 0) == len(table[b]) - 1
+    return all(table[b][-1][0] == _BLOCK_EXIT and _run_end(table, table[b], 0, depth + 1) == len(table[b]) - 1
                for b in (stmt.then_block, stmt.else_block))
 
 
-def _run_end(table, row: list, start: int) -> int:
+def _run_end(table, row: list, start: int, depth: int = 0) -> int:
     """The statement after the run of statements written into one function (_in_run) from ``start`` in
-    ``row``."""
+    ``row``, ``depth`` branches deep."""
     end = start
-    while _in_run(table, row, end):
+    while _in_run(table, row, end, depth):
         end += 1
     return end
 
