@@ -698,6 +698,13 @@ class _Run:
         session reaches it, is replaced by the run of set and observe statements from it written as one
         function (_WRITTEN: _written_run), and so is a branch whose blocks hold only such statements."""
         m = self.m
+        #: the Envs the session path evaluates on, made once (not an Env per use: object.__new__ costs): the
+        #: session's statements' (_run_session) and a hold's header and cache clause's (_enter_hold,
+        #: _admissible, _exit_hold). Each use sets every field it reads but config (the view, always):
+        #: serial, stream, attrs, draws, stmt (before the statement that reads it), and the budget
+        self.session_env = _new(Env)
+        self.hold_env = _new(Env)
+        self.session_env.config = self.hold_env.config = self.view
         rows = []
         for block in m.ops:
             row = []
@@ -742,8 +749,7 @@ class _Run:
         now = self.now
         table = self.table
         quiet = MAX_QUIET_STATEMENTS
-        env = _new(Env)  # Env's fields set here, without a call of its constructor (0.4 % of the replay's run)
-        env.config = view
+        env = self.session_env  # (its fields set here: _table)
         env.serial = serial
         env.stream = s.stream
         attrs = env.attrs = s.attrs
@@ -876,6 +882,9 @@ class _Run:
                 if quiet < 0:
                     raise Fallback
                 s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
+                # (the rule may set what else it likes on the Env: later runs take a new one)
+                self.session_env = _new(Env)
+                self.session_env.config = view
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
@@ -902,13 +911,13 @@ class _Run:
         definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
         m = self.m
         hold = self.holds[stmt]
-        env = _new(Env)  # session_env's fields, without a call of Env's constructor
-        env.config = self.view
+        env = self.hold_env  # session_env's fields (_table)
         env.attrs = attrs
         serial = env.serial = s.serial
         env.stream = s.stream
         env.draws = draws
         env.stmt = stmt
+        env.budget = None
         pools = self.hold_pools.get(stmt)  # (named without an index: resolve_index's base + 0)
         if pools is None:
             pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
@@ -1021,8 +1030,7 @@ class _Run:
         pending = s.pending
         stmt = pending.stmt
         hold = self.holds[stmt]
-        env = _new(Env)  # session_env's fields and the budget, without a call of Env's constructor
-        env.config = self.view
+        env = self.hold_env  # session_env's fields and the budget (_table)
         env.attrs = s.attrs
         env.serial = s.serial
         env.stream = s.stream
@@ -1137,14 +1145,14 @@ class _Run:
         hold = s.holds[-1]
         compiled = self.holds[hold.stmt]
         cache = compiled.cache
-        if cache is not None:  # session_env, without a call of Env's constructor: one for every pool (its draws
-            # are the session's, which it writes back after each)
-            env = _new(Env)
-            env.config = self.view
+        if cache is not None:  # session_env: one for every pool (its draws are the session's, which it writes
+            # back after each)
+            env = self.hold_env  # (_table)
             env.attrs = s.attrs
             env.serial = serial
             env.stream = s.stream
             env.stmt = hold.stmt
+            env.budget = None
         done = []
         for a in hold.allocations:  # pool/release, in the hold's order
             q = a.pool
