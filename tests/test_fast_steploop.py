@@ -266,3 +266,81 @@ def test_the_recorded_campaign_held_the_loop_to_the_definition():
     assert cases == CAMPAIGN_CASES * len(KINDS) >= 2000
     # every kind is the loop's shape (priority orders included); a preemption gives the run up
     assert total["taken"] >= 1000 and total["gave up"] > 0 and total["not applied"] == 0
+
+
+def _probe(body: str, sets: dict):
+    from semantics.compiler import compile_source
+
+    text = """use "../lib/vllm.sq";
+let rate = 2;
+let mean_prompt = 300;
+let mean_out = 20;
+workload { arrive poisson(rate); hidden o; turn { set o = 1 + floor(~exp(mean_out)); } }
+session {
+""" + body + """
+}
+run { horizon 30; warmup 2; seed 3; }
+"""
+    return compile_source(text, "examples/guide/written_probe.sq", sets=sets)[0]
+
+
+def test_a_run_of_sets_observes_and_branches_written_out_agrees_with_the_definition():
+    """The sets, observes and branches of nothing else that the loop writes into one function (_written_run):
+    expressions written out and those called as compiled (a draw, a query alone), a draw inside a written
+    expression or a comparison guard reading an attribute set just before, a branch inside a branch's block, a guard of an attribute
+    and one of a comparison, an observe after a set of what it reads: the same run on both engines, the
+    loop's, on the synchronous and the asynchronous engine."""
+    body = """  turn;
+  set t0 = now;
+  set prompt = 1 + floor(~erlang(4, mean_prompt));
+  set big = prompt > 400;
+  observe waiting = queued(reqs);
+  branch (big) {
+    set prompt = prompt - 50;
+    branch (~uniform(prompt - 0.5, prompt) < 500) { observe lucky = prompt; }
+    branch (prompt > 600) { observe huge = prompt; } else { set small = min(prompt, 500) + ~uniform(0, prompt); observe smaller = small; }
+    observe big_prompt = max(prompt, 0) / 2;
+  }
+  vllm_request(prompt, o, 0, t0);
+  set lat = now - t0;
+  observe latency = lat;
+  branch (lat < 3) { observe quick = lat; set t0 = -0; } else { observe slow = floor(-lat); }
+  end;"""
+    for asynchronous in (0, 1):
+        program = _probe(body, {"blocks": 2000, "async_scheduling": asynchronous})
+        with pytest.MonkeyPatch.context() as patch:
+            assert both(program, patch) == ("result", "taken")
+        names = {o.name for o in fast.run(program).observes if o.samples}
+        assert {"waiting", "big_prompt", "smaller", "lucky", "latency", "quick"} <= names
+
+
+def test_a_guard_neither_1_nor_0_in_a_written_run_is_the_definitions_run_error():
+    """A branch written into a run whose guard is 2: the loop gives the run up where the definition raises its
+    RunError, which the fast forms give."""
+    body = """  turn;
+  set t0 = now;
+  set g = 1 + (now > 3);
+  branch (g) { observe one = g; }
+  vllm_request(100, o, 0, t0);
+  end;"""
+    program = _probe(body, {"blocks": 2000, "async_scheduling": 0})
+    with pytest.MonkeyPatch.context() as patch:
+        assert both(program, patch) == ("run error", "gave up")
+
+
+def test_branches_nested_deeper_than_a_written_run_takes_agree_with_the_definition():
+    """Thirty branches of sets and observes, each inside the one before: the outer ones are written into one
+    run (at most _MAX_WRITTEN_NESTING deep), the rest run as the loop's statements; the same run on both
+    engines, the loop's."""
+    inner = "observe deep = prompt;"
+    for depth in range(30):
+        inner = f"branch (prompt > {depth}) {{ set prompt = prompt + 1; {inner} }}"
+    body = f"""  turn;
+  set t0 = now;
+  set prompt = 1 + floor(~erlang(4, mean_prompt));
+  {inner}
+  vllm_request(prompt, o, 0, t0);
+  end;"""
+    program = _probe(body, {"blocks": 2000, "async_scheduling": 0})
+    with pytest.MonkeyPatch.context() as patch:
+        assert both(program, patch) == ("result", "taken")

@@ -730,6 +730,13 @@ class _Run:
         session reaches it, is replaced by the run of set and observe statements from it written as one
         function (_WRITTEN: _written_run), and so is a branch whose blocks hold only such statements."""
         m = self.m
+        #: the Envs the session path evaluates on, made once (not an Env per use: object.__new__ costs): the
+        #: session's statements' (_run_session) and a hold's header and cache clause's (_enter_hold,
+        #: _admissible, _exit_hold). Each use sets every field it reads but config (the view, always):
+        #: serial, stream, attrs, draws, stmt (before the statement that reads it), and the budget
+        self.session_env = _new(Env)
+        self.hold_env = _new(Env)
+        self.session_env.config = self.hold_env.config = self.view
         rows = []
         for block in m.ops:
             row = []
@@ -774,8 +781,7 @@ class _Run:
         now = self.now
         table = self.table
         quiet = MAX_QUIET_STATEMENTS
-        env = _new(Env)  # Env's fields set here, without a call of its constructor (0.4 % of the replay's run)
-        env.config = view
+        env = self.session_env  # (its fields set here: _table)
         env.serial = serial
         env.stream = s.stream
         attrs = env.attrs = s.attrs
@@ -908,6 +914,9 @@ class _Run:
                 if quiet < 0:
                     raise Fallback
                 s.assign(op.rule(m, view, _set_attrs_frames_pc_draws(s.record(), attrs, frames, pc, env.draws), op, env))
+                # (the rule may set what else it likes on the Env: later runs take a new one)
+                self.session_env = _new(Env)
+                self.session_env.config = view
                 attrs = env.attrs = s.attrs
                 env.draws = s.draws
                 pc = s.pc
@@ -934,13 +943,13 @@ class _Run:
         definition's: Fallback), then session/hold-enter: it waits at the end of its first pool's queue."""
         m = self.m
         hold = self.holds[stmt]
-        env = _new(Env)  # session_env's fields, without a call of Env's constructor
-        env.config = self.view
+        env = self.hold_env  # session_env's fields (_table)
         env.attrs = attrs
         serial = env.serial = s.serial
         env.stream = s.stream
         env.draws = draws
         env.stmt = stmt
+        env.budget = None
         pools = self.hold_pools.get(stmt)  # (named without an index: resolve_index's base + 0)
         if pools is None:
             pools = tuple(resolve_index(ref, index, env, "pool") for ref, index in zip(hold.refs, hold.indices))
@@ -1053,8 +1062,7 @@ class _Run:
         pending = s.pending
         stmt = pending.stmt
         hold = self.holds[stmt]
-        env = _new(Env)  # session_env's fields and the budget, without a call of Env's constructor
-        env.config = self.view
+        env = self.hold_env  # session_env's fields and the budget (_table)
         env.attrs = s.attrs
         env.serial = s.serial
         env.stream = s.stream
@@ -1180,14 +1188,14 @@ class _Run:
         hold = s.holds[-1]
         compiled = self.holds[hold.stmt]
         cache = compiled.cache
-        if cache is not None:  # session_env, without a call of Env's constructor: one for every pool (its draws
-            # are the session's, which it writes back after each)
-            env = _new(Env)
-            env.config = self.view
+        if cache is not None:  # session_env: one for every pool (its draws are the session's, which it writes
+            # back after each)
+            env = self.hold_env  # (_table)
             env.attrs = s.attrs
             env.serial = serial
             env.stream = s.stream
             env.stmt = hold.stmt
+            env.budget = None
         done = []
         for a in hold.allocations:  # pool/release, in the hold's order
             q = a.pool
@@ -1500,26 +1508,31 @@ def _advance_position(hold: ActiveHold, k: int, position: float, units: float | 
 
 
 
-def _in_run(table, row: list, pc: int) -> bool:
+#: branches written into a run nest at most this deep (Python's indentation has a limit)
+_MAX_WRITTEN_NESTING = 16
+
+
+def _in_run(table, row: list, pc: int, depth: int = 0) -> bool:
     """Whether statement ``pc`` of ``row`` (not its block's end) is written into a run (_written_run): a set,
-    an observe, or a branch whose two blocks hold nothing else (and end by session/block-exit)."""
+    an observe, or a branch whose two blocks hold nothing else (and end by session/block-exit), ``depth``
+    branches deep."""
     if pc >= len(row) - 1:
         return False
     kind = type(row[pc][5].stmt)
     if kind is ir.Set or kind is ir.Observe:
         return True
-    if kind is not ir.Branch:
+    if kind is not ir.Branch or depth >= _MAX_WRITTEN_NESTING:
         return False
     stmt = row[pc][5].stmt
-    return all(table[b][-1][0] == _BLOCK_EXIT and _run_end(table, table[b], 0) == len(table[b]) - 1
+    return all(table[b][-1][0] == _BLOCK_EXIT and _run_end(table, table[b], 0, depth + 1) == len(table[b]) - 1
                for b in (stmt.then_block, stmt.else_block))
 
 
-def _run_end(table, row: list, start: int) -> int:
+def _run_end(table, row: list, start: int, depth: int = 0) -> int:
     """The statement after the run of statements written into one function (_in_run) from ``start`` in
-    ``row``."""
+    ``row``, ``depth`` branches deep."""
     end = start
-    while _in_run(table, row, end):
+    while _in_run(table, row, end, depth):
         end += 1
     return end
 
@@ -1534,7 +1547,8 @@ def _written_run(m: Machine, table, row: list, start: int):
     between that reads it), a guard neither 1 nor 0 its RunError (Fallback). Each expression is written out
     as values.WrittenCompiler writes it (its ``source``), reading the attributes from a list that each set
     writes into; one it does not write out as a whole (a draw, a query alone) is called as compiled (the
-    statement's Op), with env.attrs and env.stmt the statement's, as the loop sets them."""
+    statement's Op), with env.attrs and env.stmt the statement's, as the loop sets them, and so is a written one
+    that calls a draw or a query on the env."""
     source = getattr(m.compiler, "source", None)
     namespace = {"Fallback": Fallback, "_INF": _INF}
     ops = []
@@ -1561,6 +1575,10 @@ def _written_run(m: Machine, table, row: list, start: int):
                     + [f"{indent}env.stmt = {op.at!r}", f"{indent}{target} = _f{prefix}(env)"]), None
         body, names, _ = written
         namespace.update(names)
+        if "(env)" in body or "(env, " in body:  # a draw or a query inside it, called on the env: the env's
+            # attributes and statement the statement's, as the loop sets them (what it reads of them is theirs)
+            return (([f"{indent}env.attrs = tuple(attrs)"] if sets else [])
+                    + [f"{indent}env.stmt = {op.at!r}", f"{indent}{target} = {body}"]), body
         return [f"{indent}{target} = {body}"], body
 
     def emit(row, start, end, indent):
@@ -1571,8 +1589,8 @@ def _written_run(m: Machine, table, row: list, start: int):
             if kind is ir.Branch:
                 guard = stmt.guard
                 evaluate, body = value(op, guard, indent)
-                if body is not None and type(guard) is ir.Binary and guard.op in _COMPARISONS \
-                        and body.startswith("(1.0 if ") and body.endswith(" else 0.0)"):
+                if body is not None and len(evaluate) == 1 and type(guard) is ir.Binary \
+                        and guard.op in _COMPARISONS and body.startswith("(1.0 if ") and body.endswith(" else 0.0)"):
                     # a comparison (its 1 or 0 written as values.WrittenCompiler writes it): the Python one
                     tests = ((f"if {body[len('(1.0 if '):-len(' else 0.0)')]}:", stmt.then_block),
                              ("else:", stmt.else_block))

@@ -186,7 +186,9 @@ class WrittenCompiler(ExpressionCompiler):
                 a, b = temporary(), temporary()
                 left, right = source(x.args[0].expr, path), source(x.args[1].expr, path)
                 op = "<" if x.fun == "Min" else ">"
+                # (equal and not zero: the first if it is below 0 (minimum) or above 0 (maximum), else the second)
                 return (f"({a} if ({a} := {left}) {op} ({b} := {right}) else {b} if {b} {op} {a} "
+                        f"else ({a} if {a} {op} 0.0 else {b}) if {a} == {b} != 0.0 "
                         f"else {name(arithmetic.FUNCTIONS[x.fun])}({a}, {b}))")
             if kind is ir.Call and x.fun == "Floor":  # floor of a finite number written out
                 a = temporary()
