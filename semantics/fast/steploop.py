@@ -328,7 +328,16 @@ def _walk(m: Machine, progress):
 
 
 class _Run:
-    """One run's state and the rules applied to it."""
+    """One run's state and the rules applied to it. (Its fields are slots: an instance of more than 30
+    attributes has a dictionary of its own, whose every read CPython 3.11 looks up by name.)"""
+
+    __slots__ = ("ahead", "areas_now", "arrivals_draws", "constant_budget", "constant_chunk", "constant_cost",
+                 "cost_env", "cost_reads_attention", "count", "due", "ended", "engine", "events", "facts", "forms",
+                 "gaps", "generated", "held", "hold_env", "hold_pools", "holds", "holds_once", "in_flight",
+                 "integrate", "last_token", "m", "needs_context", "next_serial", "now", "pool_counts", "pools",
+                 "program", "progress", "ready", "replaced", "s", "samples", "seq", "session_env", "sessions",
+                 "stage_counts", "stages", "step_counts", "table", "taken", "turns", "view", "warmup",
+                 "workload_draws")
 
     def __init__(self, m: Machine, progress):
         self.m = m
