@@ -205,26 +205,16 @@ def test_a_local_rule_of_the_definition_runs_on_the_sessions_record():
     """A statement the loop hands to the definition's rule (choose, its keys drawing and reading a queue) takes
     the session's record built from the loop's state and gives its fields back: the same run on both engines,
     the loop's."""
-    from semantics.compiler import compile_source
-
-    text = """use "../lib/vllm.sq";
-let rate = 2;
-let mean_prompt = 300;
-let mean_out = 20;
-workload { arrive poisson(rate); hidden o; turn { set o = 1 + floor(~exp(mean_out)); } }
-session {
-  turn;
+    body = """  turn;
   set t0 = now;
   choose c in 3 by (~uniform(0, 1), -queued(reqs));
   set prompt = 1 + floor(~erlang(4, mean_prompt)) + 100 * c;
   vllm_request(prompt, o, 0, t0);
   observe latency = now - t0;
   observe chosen = c;
-  end;
-}
-run { horizon 30; warmup 0; seed 1; }
-"""
-    program, _ = compile_source(text, "examples/guide/choose_probe.sq", sets={"blocks": 2000, "async_scheduling": 0})
+  end;"""
+    program = _probe(body, {"blocks": 2000, "async_scheduling": 0}, run="horizon 30; warmup 0; seed 1;",
+                     path="examples/guide/choose_probe.sq")
     with pytest.MonkeyPatch.context() as patch:
         assert both(program, patch) == ("result", "taken")
     chosen = next(o for o in fast.run(program).observes if o.name == "chosen")
@@ -268,7 +258,10 @@ def test_the_recorded_campaign_held_the_loop_to_the_definition():
     assert total["taken"] >= 1000 and total["gave up"] > 0 and total["not applied"] == 0
 
 
-def _probe(body: str, sets: dict):
+def _probe(body: str, sets: dict, run: str = "horizon 30; warmup 2; seed 3;",
+           path: str = "examples/guide/written_probe.sq"):
+    """A program of lib/vllm.sq's engine with an open workload, its session's statements ``body`` and its run
+    clause ``run``, compiled with ``sets``."""
     from semantics.compiler import compile_source
 
     text = """use "../lib/vllm.sq";
@@ -279,9 +272,9 @@ workload { arrive poisson(rate); hidden o; turn { set o = 1 + floor(~exp(mean_ou
 session {
 """ + body + """
 }
-run { horizon 30; warmup 2; seed 3; }
+run { """ + run + """ }
 """
-    return compile_source(text, "examples/guide/written_probe.sq", sets=sets)[0]
+    return compile_source(text, path, sets=sets)[0]
 
 
 def test_a_run_of_sets_observes_and_branches_written_out_agrees_with_the_definition():
