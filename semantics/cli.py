@@ -345,13 +345,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     last collection at exit would otherwise walk every object of the modules and of the command's values
     (0.027 G instructions of the full trace's oracle replay) to free cycles the process's end frees anyway. serq-ref's commands close the files they write (``with`` blocks, the journal's close),
     so nothing waits on that collection. Called with ``argv`` (the tests, in their process), it leaves the
-    collector as it is."""
+    collector as it is.
+
+    For the process's own command line the collector's youngest generation is also collected less often
+    (``collect_less``)."""
+    if argv is None:
+        collect_less()
     code = _main(argv)
     if argv is None:
         import gc
 
         gc.freeze()
     return code
+
+
+#: the collector's first threshold (net allocations of container objects between two collections of the
+#: youngest generation) for the process's own command line; CPython's default is 700
+COMMAND_LINE_GEN0 = 100_000
+
+
+def collect_less() -> None:
+    """The collector's youngest generation collected after COMMAND_LINE_GEN0 net allocations, not 700: a
+    command's start imports its modules and compiles or loads its program, tens of thousands of functions,
+    classes and records that are none of them garbage, and each collection at the default threshold walks
+    them again (12 ms of the full trace's oracle replay, 0.34 s: benchmarks/README.md). Cycles are still
+    collected, at most that many allocations later; no result depends on when."""
+    import gc
+
+    gc.set_threshold(COMMAND_LINE_GEN0)
 
 
 def _main(argv: Sequence[str] | None) -> int:

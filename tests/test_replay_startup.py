@@ -200,23 +200,28 @@ from semantics.cli import main
 sys.argv = ["serq-ref", "trace", "--rules"]
 code = main()
 print("frozen:", gc.get_freeze_count() > 0, file=sys.stderr)
+print("threshold:", gc.get_threshold()[0], file=sys.stderr)
 sys.exit(code)
 """
 
 
 def test_the_process_command_line_freezes_what_it_left_and_a_given_one_does_not(capsys):
+    """The process's own command line collects its youngest generation less often (cli.collect_less) and
+    freezes what it left at its end; a command line given to main (the tests' own process) leaves the
+    collector as it is."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    from semantics.cli import main
+    from semantics.cli import COMMAND_LINE_GEN0, main
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, "-c", FREEZE_PROBE], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(root)), cwd=root)
     assert done.returncode == 0 and "frozen: True" in done.stderr, done.stderr
-    before = gc.get_freeze_count()
+    assert f"threshold: {COMMAND_LINE_GEN0}" in done.stderr, done.stderr
+    before, threshold = gc.get_freeze_count(), gc.get_threshold()
     assert main(["trace", "--rules"]) == 0
-    assert gc.get_freeze_count() == before
+    assert gc.get_freeze_count() == before and gc.get_threshold() == threshold
     assert "session/" in capsys.readouterr().out
