@@ -337,3 +337,21 @@ def test_branches_nested_deeper_than_a_written_run_takes_agree_with_the_definiti
     program = _probe(body, {"blocks": 2000, "async_scheduling": 0})
     with pytest.MonkeyPatch.context() as patch:
         assert both(program, patch) == ("result", "taken")
+
+
+@pytest.mark.parametrize("block", [0.0, 0.5, 1.0, 16.0, 3.7, 1e-300, 1e300])
+def test_the_loops_block_rounding_is_the_machines(block):
+    """steploop._up and _down, the machine's round_up and round_down on a block size, give the machine's value
+    bit for bit, past the largest double and for inf and NaN too."""
+    import math
+    import struct
+
+    from semantics.smallstep.machine import Machine
+
+    m = Machine.__new__(Machine)
+    m.block_sizes = (block,)
+    for units in (0.0, -0.0, 1e-12, 0.3, 1.0, 15.999999999, 16.0, 16.000000001, 1e15, 1e308, math.inf, -math.inf,
+                  math.nan, -3.5):
+        for ours, theirs in ((steploop._up(units, block), m.round_up(0, units)),
+                             (steploop._down(units, block), m.round_down(0, units))):
+            assert struct.pack("<d", float(ours)) == struct.pack("<d", float(theirs)) or (ours != ours and theirs != theirs)
