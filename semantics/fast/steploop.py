@@ -335,8 +335,8 @@ class _Run:
                  "cost_env", "cost_reads_attention", "count", "due", "ended", "engine", "events", "facts", "forms",
                  "gaps", "generated", "held", "hold_env", "hold_pools", "holds", "holds_once", "in_flight",
                  "integrate", "last_token", "m", "needs_context", "next_serial", "now", "pool_counts", "pools",
-                 "program", "progress", "ready", "replaced", "s", "samples", "seq", "session_env", "sessions",
-                 "stage_counts", "stages", "step_counts", "table", "taken", "turns", "view", "warmup",
+                 "program", "progress", "ready", "replaced", "s", "samples", "seq", "served_queues", "session_env",
+                 "sessions", "stage_counts", "stages", "step_counts", "table", "taken", "turns", "view", "warmup",
                  "workload_draws")
 
     def __init__(self, m: Machine, progress):
@@ -353,6 +353,8 @@ class _Run:
         self.pools = view.pools = [_Pool(p.cap, p.block) for p in program.pools]
         self.stages = view.stages = [_StepState() if name == STEP else _DelayState() for name in m.kind_names]
         self.engine = self.stages[self.s]
+        #: the queues of the pools the engine serves, in its order (each pool's queue is one list throughout)
+        self.served_queues = [self.pools[p].queue for p in self.facts.served]
         self.ahead = self.facts.ahead
         self.ready = deque()
         self.events = []
@@ -425,7 +427,6 @@ class _Run:
         # (the event taken, time/advance (_advance) and settle (_settle) written out in the loop)
         warmup, view, integrate = self.warmup, self.view, self.integrate
         ready, run_session, st = self.ready, self._run_session, self.engine
-        served_queues = [self.pools[p].queue for p in self.facts.served]  # (each pool's queue: one list throughout)
         while True:
             # the first event by (time, sequence number): the iteration in flight's end (kept beside the heap,
             # ``due``: its time and number) or the heap's first
@@ -454,7 +455,7 @@ class _Run:
             while ready:  # settle
                 run_session(ready.popleft())
             if not (events and events[0][0] == now) and self.in_flight is None and (
-                    st.jobs or st.parked or any(served_queues)):
+                    st.jobs or st.parked or any(self.served_queues)):
                 self._form()
                 while ready:  # (none: the admitted sessions run at once)
                     run_session(ready.popleft())
@@ -726,7 +727,7 @@ class _Run:
         if events and events[0][0] == self.now:
             return
         st = self.engine
-        if self.in_flight is None and (st.jobs or st.parked or any([self.pools[p].queue for p in self.facts.served])):
+        if self.in_flight is None and (st.jobs or st.parked or any(self.served_queues)):
             self._form()
             while ready:  # (none: the admitted sessions run at once)
                 run_session(ready.popleft())
