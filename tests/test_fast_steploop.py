@@ -355,3 +355,34 @@ def test_the_loops_block_rounding_is_the_machines(block):
         for ours, theirs in ((steploop._up(units, block), m.round_up(0, units)),
                              (steploop._down(units, block), m.round_down(0, units))):
             assert struct.pack("<d", float(ours)) == struct.pack("<d", float(theirs)) or (ours != ours and theirs != theirs)
+
+
+def test_a_session_holding_the_memory_twice_under_a_cost_that_reads_it_agrees_with_the_definition():
+    """Nested holds on the KV pool (an outer hold of the request pool and some KV blocks around vllm_request's)
+    under lib/vllm.sq's fitted cost, which reads kv_decode: a growth of the inner hold is written into its
+    allocation at once (_grow: the memory's units per resident are read, and the session holds the memory
+    twice), not kept on the resident. Over the pool's size, the chunk cap and both engines: the same run on
+    both engines, the loop taking some of them and writing growths at once in those."""
+    body = """  turn;
+  set t0 = now;
+  set prompt = 1 + floor(~erlang(4, mean_prompt));
+  hold reqs (1), kv (16 * floor(~uniform(1, 5))) {
+    vllm_request(prompt, o, 0, t0);
+    observe latency = now - t0;
+  }
+  end;"""
+    written = []
+    original = steploop._set_allocations
+
+    def counting(*args):
+        written.append(1)
+        return original(*args)
+
+    taken = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(steploop, "_set_allocations", counting)
+        for seed in range(6):
+            program = _probe(body, {"blocks": 60 + 40 * (seed % 4), "async_scheduling": seed % 2,
+                                    "chunk_cap": [0, 32, 100][seed % 3]}, run=f"horizon 40; warmup 2; seed {seed};")
+            taken += both(program, patch) == ("result", "taken")
+    assert taken >= 1 and written
